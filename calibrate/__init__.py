@@ -1,0 +1,1 @@
+"""Measures the real device and runs real passes; the only package that imports torch and pynvml."""

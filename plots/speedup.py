@@ -1,0 +1,70 @@
+"""Capacity-planning figure: predicted speed-up against batch size, one line per draft length or tree."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from simulator.sweep import SweepResult  # noqa: E402
+
+
+def speedup_vs_batch(result: SweepResult, title: str = "") -> Figure:
+    """One panel per context: speed-up vs batch (log x) for every k and tree, the break-even line, the batch above
+    which speculation should be disabled, and points that do not fit in memory left out."""
+    contexts = sorted({r.context for r in result.rows})
+    fig, axes = plt.subplots(1, len(contexts), figsize=(6.2 * len(contexts), 4.4), squeeze=False, sharey=True)
+    by_ctx = dict(result.disable_above_batch_by_context)
+    cmap = plt.get_cmap("viridis")
+    for ax, context in zip(axes[0], contexts):
+        rows = [r for r in result.rows if r.context == context]
+        keys = []
+        for r in rows:
+            key = (r.tree is not None, r.tree or "", r.k if r.k is not None else -1)
+            if key not in keys:
+                keys.append(key)
+        chains = [k for k in keys if not k[0]]
+        for i, key in enumerate(keys):
+            sel = [r for r in rows if (r.tree is not None, r.tree or "", r.k if r.k is not None else -1) == key
+                   and r.fits]
+            if not sel:
+                continue
+            is_tree, tree, k = key
+            if not is_tree and k == 0:
+                continue  # plain decoding is the y = 1 line
+            label = f"tree {tree}" if is_tree else f"k = {k}"
+            color = "tab:red" if is_tree else cmap(chains.index(key) / max(len(chains) - 1, 1))
+            ax.plot([r.batch for r in sel], [r.speedup for r in sel], label=label, color=color,
+                    linestyle="--" if is_tree else "-", linewidth=1.6)
+        ax.axhline(1.0, color="black", linewidth=1.0, label="plain decoding")
+        disable = by_ctx.get(context)
+        if disable:
+            ax.axvline(disable, color="tab:gray", linestyle=":", linewidth=1.4)
+            ax.annotate(f"disable above B = {disable}", xy=(disable, 1.0), xytext=(4, 8),
+                        textcoords="offset points", fontsize=8, color="dimgray")
+        unfit = sorted({r.batch for r in rows if not r.fits})
+        if unfit:
+            ax.axvspan(unfit[0], max(r.batch for r in rows), color="tab:red", alpha=0.07, label="does not fit")
+        best = sorted((b.batch, b.speedup) for b in result.best if b.context == context)
+        if best:
+            ax.plot(*zip(*best), color="black", linewidth=3.0, alpha=0.25, label="best choice")
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
+        ax.set_xlabel("batch size (sequences)")
+        ax.set_title(f"context {context} tokens", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("speed-up over plain decoding")
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    for ax in axes[0][:-1]:  # spans and lines drawn only in other panels
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 8), fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return fig

@@ -1,0 +1,139 @@
+"""Presets as TOML data, loaded into the model's frozen dataclasses.
+
+``load_hardware(name)`` and ``load_model(name_or_config_json)`` are the only entry points; an unknown name gets a
+one-line error that suggests the closest preset names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from simulator import SpecsimError
+from simulator.specs import GIGA, TERA, HardwareSpec, ModelSpec, Overheads
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+HERE = Path(__file__).resolve().parent
+MICRO = 1e-6
+
+
+@cache
+def _table(name: str) -> dict[str, Any]:
+    with open(HERE / f"{name}.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+def hardware_names() -> list[str]:
+    return [k for k in _table("hardware") if k != "defaults"]
+
+
+def model_names() -> list[str]:
+    return list(_table("models"))
+
+
+def _unknown(kind: str, name: str, known: list[str], hint: str) -> SpecsimError:
+    close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.4)
+    suggestion = f"did you mean {', '.join(close)}? " if close else ""
+    return SpecsimError(f"unknown {kind} {name!r}; {suggestion}known: {', '.join(known)}{hint}")
+
+
+def load_hardware(name: str) -> HardwareSpec:
+    table = _table("hardware")
+    key = name.lower()
+    if key not in table or key == "defaults":
+        raise _unknown("hardware", name, hardware_names(), "")
+    d = {**table["defaults"], **table[key]}
+    return HardwareSpec(
+        name=key,
+        mem_bw_bytes_per_s=d["mem_bw_GB_per_s"] * GIGA,
+        peak_flops_per_s=tuple((dt, v * TERA) for dt, v in d["peak_TFLOP_per_s"].items()),
+        mem_capacity_bytes=d["mem_GB"] * GIGA,
+        bw_efficiency=d["bw_efficiency"],
+        flops_efficiency=d["flops_efficiency"],
+        usable_memory_fraction=d["usable_memory_fraction"],
+        overheads=Overheads(
+            pass_s=d["pass_overhead_us"] * MICRO,
+            layer_s=d["layer_overhead_us"] * MICRO,
+            row_s=d["row_overhead_us"] * MICRO,
+            accept_s=d["accept_overhead_us"] * MICRO,
+        ),
+        source=d["source"],
+    )
+
+
+def _model_from_dict(name: str, d: dict[str, Any], dtype: str) -> ModelSpec:
+    try:
+        return ModelSpec(
+            name=name,
+            n_layers=int(d["n_layers"]),
+            d_model=int(d["d_model"]),
+            n_heads=int(d["n_heads"]),
+            n_kv_heads=int(d.get("n_kv_heads", d["n_heads"])),
+            d_ff=int(d["d_ff"]),
+            vocab_size=int(d["vocab_size"]),
+            tied_embeddings=bool(d.get("tied_embeddings", False)),
+            dtype=dtype,
+            head_dim=int(d.get("head_dim", 0) or 0),
+            source=str(d.get("source", "")),
+        )
+    except ValueError as e:
+        raise SpecsimError(str(e)) from None
+
+
+# Hugging Face config.json keys (Llama, Mistral, Qwen2 families) -> ModelSpec fields.
+HF_KEYS = {
+    "num_hidden_layers": "n_layers",
+    "hidden_size": "d_model",
+    "num_attention_heads": "n_heads",
+    "intermediate_size": "d_ff",
+    "vocab_size": "vocab_size",
+}
+HF_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def model_from_config_json(path: str | Path, dtype: str | None = None) -> ModelSpec:
+    """A ModelSpec from a Hugging Face ``config.json`` of the Llama, Mistral or Qwen2 families."""
+    path = Path(path)
+    try:
+        cfg = json.loads(path.read_text())
+    except OSError as e:
+        raise SpecsimError(f"cannot read {str(path)!r}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise SpecsimError(f"{path} is not valid JSON (line {e.lineno}): {e.msg}") from None
+    if not isinstance(cfg, dict):
+        raise SpecsimError(f"{path} holds no JSON object")
+    missing = [k for k in HF_KEYS if k not in cfg]
+    if missing:
+        raise SpecsimError(f"{path} lacks {', '.join(missing)}: not a Llama/Mistral/Qwen2 config.json")
+    d: dict[str, Any] = {field: cfg[key] for key, field in HF_KEYS.items()}
+    d["n_kv_heads"] = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    d["tied_embeddings"] = cfg.get("tie_word_embeddings", False)
+    d["head_dim"] = cfg.get("head_dim") or 0
+    d["source"] = str(path)
+    name = cfg.get("_name_or_path") or path.parent.name or path.stem
+    chosen = dtype or HF_DTYPES.get(str(cfg.get("torch_dtype", "bfloat16")), "bf16")
+    return _model_from_dict(str(name), d, chosen)
+
+
+def load_model(name_or_path: str, dtype: str = "bf16") -> ModelSpec:
+    """A preset by name, or a ``config.json`` (or a folder holding one) on disk."""
+    p = Path(name_or_path)
+    if name_or_path.endswith(".json") or p.is_dir() or p.is_file():
+        if p.is_dir():
+            p = p / "config.json"
+        if not p.exists():
+            raise SpecsimError(f"no such config file {str(p)!r}")
+        return model_from_config_json(p, dtype)
+    table = _table("models")
+    key = name_or_path.lower()
+    if key not in table:
+        raise _unknown("model", name_or_path, model_names(), " (or give a path to a config.json)")
+    return _model_from_dict(key, table[key], dtype)

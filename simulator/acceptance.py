@@ -1,0 +1,453 @@
+"""Acceptance models: how many of k drafted tokens the target accepts.
+
+Every model gives the distribution of the accepted length A for a chain of k drafted tokens (``chain_pmf``, exact),
+the expected tokens per target pass E[A + 1], and two ways to draw A with a caller's ``numpy.random.Generator``:
+``sample_chain`` draws steps independently (matching ``chain_pmf``), and ``stream`` follows one sequence across
+steps, carrying whatever state the model has (a Markov state, a per-sequence alpha, a position in a trace).
+
+Spec strings (``parse_acceptance``):
+
+- ``iid:A`` - every drafted token accepted independently with probability A (Leviathan et al. 2023, Eq. 1).
+- ``positional:A1,A2,...`` - Ai = P(accept position i | positions < i accepted); the last value repeats past the list.
+- ``beta:a,b`` - each sequence has its own alpha ~ Beta(a, b).
+- ``markov:AE,AH,PEH,PHE`` - a hidden easy/hard state per token: alpha AE in the easy state, AH in the hard one,
+  P(easy -> hard) = PEH and P(hard -> easy) = PHE between consecutive tokens.
+- ``trace:FILE[:COLUMN]`` - replay a greedy acceptance trace (the JSONL of ``data/acceptance-traces``: per position,
+  the tokens one step starting there yields; COLUMN ``eagle`` (default) or ``ngram``).
+- ``ranks:R1,R2,...`` - Sequoia's per-rank vector: Rj = P(the j-th ranked draft candidate is the accepted one).
+  A chain uses alpha = R1; trees need this model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from . import SpecsimError
+
+AcceptanceStream = Callable[[int], int]
+"""One sequence followed across steps: called with k, returns A for its next step of k drafts."""
+
+
+def _check_prob(name: str, value: float) -> float:
+    if not (0.0 <= value <= 1.0) or not np.isfinite(value):
+        raise SpecsimError(f"{name} must be a probability in [0, 1], got {value}")
+    return float(value)
+
+
+def _check_k(k: int) -> int:
+    if k < 0:
+        raise SpecsimError(f"draft length k must be >= 0, got {k}")
+    return int(k)
+
+
+class Acceptance:
+    """Base class: subclasses implement ``chain_pmf``; the rest follows from it."""
+
+    spec: str = ""
+    ranks: tuple[float, ...] | None = None  # per-rank vector where the model has one (trees need it)
+
+    def chain_pmf(self, k: int) -> np.ndarray:
+        """P(A = a) for a = 0..k, a chain of k drafted tokens."""
+        raise NotImplementedError
+
+    def expected_tokens(self, k: int) -> float:
+        """E[A + 1]: tokens emitted per target pass by a chain of k (accepted plus the resampled or bonus one)."""
+        pmf = self.chain_pmf(k)
+        return float(np.dot(np.arange(1, k + 2), pmf))
+
+    def survival(self, k: int) -> np.ndarray:
+        """P(A >= i) for i = 1..k: vLLM's per-position acceptance counters divided by the number of steps."""
+        pmf = self.chain_pmf(k)
+        return np.cumsum(pmf[::-1])[::-1][1:]
+
+    @property
+    def alpha(self) -> float:
+        """Mean per-token acceptance rate (P(A >= 1) for k = 1)."""
+        return float(self.chain_pmf(1)[1])
+
+    def sample_chain(self, k: int, rng: np.random.Generator, size: int) -> np.ndarray:
+        """`size` independent draws of A for a chain of k (the distribution ``chain_pmf`` gives)."""
+        return rng.choice(k + 1, size=size, p=self.chain_pmf(_check_k(k)))
+
+    def stream(self, rng: np.random.Generator) -> AcceptanceStream:
+        """A sequence followed across steps (stateless models: independent steps)."""
+        return lambda k: int(self.sample_chain(k, rng, 1)[0])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.spec!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class IIDAcceptance(Acceptance):
+    alpha_: float
+
+    def __post_init__(self) -> None:
+        _check_prob("alpha", self.alpha_)
+
+    @property
+    def spec(self) -> str:  # type: ignore[override]
+        return f"iid:{self.alpha_:g}"
+
+    def chain_pmf(self, k: int) -> np.ndarray:
+        k = _check_k(k)
+        a = self.alpha_
+        pmf = a ** np.arange(k + 1) * (1.0 - a)
+        pmf[k] = a**k
+        return pmf
+
+    def expected_tokens(self, k: int) -> float:
+        """Leviathan et al. 2023, Eq. 1: (1 - a^(k+1)) / (1 - a); k + 1 at a = 1."""
+        k = _check_k(k)
+        a = self.alpha_
+        return float(k + 1) if a == 1.0 else (1.0 - a ** (k + 1)) / (1.0 - a)
+
+    @property
+    def alpha(self) -> float:
+        return self.alpha_
+
+
+@dataclass(frozen=True, repr=False)
+class PositionalAcceptance(Acceptance):
+    alphas: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not self.alphas:
+            raise SpecsimError("positional acceptance needs at least one alpha, e.g. positional:0.8,0.75,0.7")
+        for i, a in enumerate(self.alphas, 1):
+            _check_prob(f"positional alpha {i}", a)
+
+    @property
+    def spec(self) -> str:  # type: ignore[override]
+        return "positional:" + ",".join(f"{a:g}" for a in self.alphas)
+
+    def conditional(self, k: int) -> np.ndarray:
+        """alpha_i for i = 1..k, the last given value repeated."""
+        a = np.asarray(self.alphas, dtype=float)
+        return np.concatenate([a[:k], np.full(max(k - len(a), 0), a[-1])])
+
+    def chain_pmf(self, k: int) -> np.ndarray:
+        k = _check_k(k)
+        at_least = np.concatenate([[1.0], np.cumprod(self.conditional(k))])  # P(A >= i), i = 0..k
+        pmf = at_least.copy()
+        pmf[:-1] -= at_least[1:]
+        return pmf
+
+
+def beta_moments(a: float, b: float, n: int) -> np.ndarray:
+    """E[x^j] for j = 0..n with x ~ Beta(a, b): prod_{i<j} (a + i) / (a + b + i)."""
+    i = np.arange(n)
+    return np.concatenate([[1.0], np.cumprod((a + i) / (a + b + i))])
+
+
+@dataclass(frozen=True, repr=False)
+class BetaAcceptance(Acceptance):
+    a: float
+    b: float
+
+    def __post_init__(self) -> None:
+        if not (self.a > 0 and self.b > 0 and np.isfinite(self.a) and np.isfinite(self.b)):
+            raise SpecsimError(f"beta acceptance needs a > 0 and b > 0, got a={self.a}, b={self.b}")
+
+    @property
+    def spec(self) -> str:  # type: ignore[override]
+        return f"beta:{self.a:g},{self.b:g}"
+
+    def chain_pmf(self, k: int) -> np.ndarray:
+        """P(A = j) = E[x^j] - E[x^(j+1)] for j < k, and E[x^k] for j = k, by Beta moments."""
+        k = _check_k(k)
+        m = beta_moments(self.a, self.b, k + 1)
+        pmf = m[:-1] - m[1:]
+        pmf[k] = m[k]
+        return pmf
+
+    def sample_chain(self, k: int, rng: np.random.Generator, size: int) -> np.ndarray:
+        alpha = rng.beta(self.a, self.b, size=size)
+        return _geometric_capped(alpha, k, rng)
+
+    def stream(self, rng: np.random.Generator) -> AcceptanceStream:
+        alpha = np.array([rng.beta(self.a, self.b)])
+        return lambda k: int(_geometric_capped(alpha, k, rng)[0])
+
+
+def _geometric_capped(alpha: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Accepted length for per-draw acceptance rates `alpha`: leading successes among k Bernoulli(alpha) trials."""
+    accepted = rng.random((alpha.size, k)) < alpha[:, None]
+    return np.where(accepted.all(axis=1), k, np.argmin(accepted, axis=1)) if k else np.zeros(alpha.size, int)
+
+
+@dataclass(frozen=True, repr=False)
+class MarkovAcceptance(Acceptance):
+    """Hidden easy (0) / hard (1) state per token position, persisting across tokens and steps.
+
+    A token in state s is accepted with probability alphas[s]; between consecutive positions the state moves by
+    ``transition``. A step's first drafted token has the step-start distribution: the stationary distribution of
+    the chain of step starts (the position after the last token a step emits), which the forward algorithm gives.
+    """
+
+    alpha_easy: float
+    alpha_hard: float
+    p_easy_to_hard: float
+    p_hard_to_easy: float
+
+    def __post_init__(self) -> None:
+        for name in ("alpha_easy", "alpha_hard", "p_easy_to_hard", "p_hard_to_easy"):
+            _check_prob(f"markov {name}", getattr(self, name))
+        if self.p_easy_to_hard + self.p_hard_to_easy == 0:
+            raise SpecsimError("markov: p_easy_to_hard and p_hard_to_easy cannot both be 0 (no stationary state)")
+
+    @property
+    def spec(self) -> str:  # type: ignore[override]
+        return f"markov:{self.alpha_easy:g},{self.alpha_hard:g},{self.p_easy_to_hard:g},{self.p_hard_to_easy:g}"
+
+    @property
+    def alphas(self) -> np.ndarray:
+        return np.array([self.alpha_easy, self.alpha_hard])
+
+    @property
+    def transition(self) -> np.ndarray:
+        e, h = self.p_easy_to_hard, self.p_hard_to_easy
+        return np.array([[1.0 - e, e], [h, 1.0 - h]])
+
+    @property
+    def token_stationary(self) -> np.ndarray:
+        e, h = self.p_easy_to_hard, self.p_hard_to_easy
+        return np.array([h, e]) / (e + h)
+
+    @property
+    def alpha(self) -> float:
+        """Per-token acceptance averaged over the token-level stationary distribution."""
+        return float(self.token_stationary @ self.alphas)
+
+    def _forward(self, start: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """From the state distribution of the first drafted token: (pmf of A, distribution of the next step's
+        first drafted token). Rows of ``start`` are separate start distributions."""
+        alphas, T = self.alphas, self.transition
+        f = np.atleast_2d(start).astype(float)  # f[:, s] = P(all earlier accepted, current token in state s)
+        pmf = np.zeros((f.shape[0], k + 1))
+        next_start = np.zeros_like(f)
+        for i in range(k):
+            rejected = f * (1.0 - alphas)
+            pmf[:, i] = rejected.sum(axis=1)
+            next_start += rejected @ T  # resampled token sits at the rejected position; next draft one further
+            f = (f * alphas) @ T
+        pmf[:, k] = f.sum(axis=1)
+        next_start += f @ T  # f is now the bonus token's position
+        return pmf, next_start
+
+    def step_start_distribution(self, k: int) -> np.ndarray:
+        """Stationary distribution of the state at the first drafted token of a step."""
+        _, M = self._forward(np.eye(2), _check_k(k))
+        if k == 0:
+            return self.token_stationary
+        # Stationary vector of the 2x2 step-level chain M.
+        m01, m10 = M[0, 1], M[1, 0]
+        return self.token_stationary if m01 + m10 == 0 else np.array([m10, m01]) / (m01 + m10)
+
+    def chain_pmf(self, k: int) -> np.ndarray:
+        k = _check_k(k)
+        if k == 0:
+            return np.ones(1)
+        pmf, _ = self._forward(self.step_start_distribution(k), k)
+        return pmf[0]
+
+    def sample_chain(self, k: int, rng: np.random.Generator, size: int) -> np.ndarray:
+        k = _check_k(k)
+        start = self.step_start_distribution(k)
+        state = (rng.random(size) >= start[0]).astype(int)
+        out = np.zeros(size, dtype=int)
+        alive = np.ones(size, dtype=bool)
+        T = self.transition
+        for _ in range(k):
+            ok = alive & (rng.random(size) < self.alphas[state])
+            out += ok
+            alive = ok
+            state = np.where(rng.random(size) < T[state, 1], 1, 0)
+        return out
+
+    def stream(self, rng: np.random.Generator) -> AcceptanceStream:
+        T, alphas = self.transition, self.alphas
+        state = [int(rng.random() >= self.token_stationary[0])]
+
+        def step(k: int) -> int:
+            s, accepted = state[0], 0
+            while accepted < k and rng.random() < alphas[s]:
+                accepted += 1
+                s = int(rng.random() < T[s, 1])
+            # The emitted token (resampled or bonus) sits at position s; the next step drafts one further.
+            state[0] = int(rng.random() < T[s, 1])
+            return accepted
+
+        return step
+
+
+@dataclass(frozen=True, repr=False, eq=False)
+class TraceAcceptance(Acceptance):
+    """Replay of a greedy acceptance trace.
+
+    ``yields[r][t]`` is how many tokens a step starting at position t of request r emits with the draft's full
+    lookahead. Under greedy decoding a step of k drafts emits exactly min(yields[t], k + 1), so the replay is exact
+    for every k up to the lookahead.
+    """
+
+    yields: tuple[np.ndarray, ...]
+    source: str = "trace"
+    _pmf_cache: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.yields or all(len(y) == 0 for y in self.yields):
+            raise SpecsimError(f"trace {self.source!r} holds no positions")
+        if any((y < 1).any() for y in self.yields):
+            raise SpecsimError(f"trace {self.source!r}: every per-position yield must be >= 1")
+
+    @property
+    def spec(self) -> str:  # type: ignore[override]
+        return f"trace:{self.source}"
+
+    @cached_property
+    def max_k(self) -> int:
+        """Largest k the trace can replay: the most tokens any step yielded, minus the bonus token."""
+        return int(max(y.max() for y in self.yields if len(y))) - 1
+
+    def replay(self, k: int) -> np.ndarray:
+        """Accepted lengths of every step when each request is decoded from its start with chains of k."""
+        k = _check_k(k)
+        if k > self.max_k:
+            raise SpecsimError(f"trace {self.source!r} records lookaheads up to {self.max_k}; k={k} cannot be "
+                               f"replayed (use k <= {self.max_k})")
+        out: list[int] = []
+        for y in self.yields:
+            ys = y.tolist()
+            t, n = 0, len(ys)
+            while t < n:
+                step = min(ys[t], k + 1)
+                out.append(step - 1)
+                t += step
+        return np.asarray(out, dtype=int)
+
+    def chain_pmf(self, k: int) -> np.ndarray:
+        if k not in self._pmf_cache:
+            counts = np.bincount(self.replay(k), minlength=k + 1)
+            self._pmf_cache[k] = counts / counts.sum()
+        return self._pmf_cache[k]
+
+    def stream(self, rng: np.random.Generator) -> AcceptanceStream:
+        pos = [int(rng.integers(len(self.yields))), 0]
+
+        def step(k: int) -> int:
+            y = self.yields[pos[0]]
+            while pos[1] >= len(y):
+                pos[0], pos[1] = int(rng.integers(len(self.yields))), 0
+                y = self.yields[pos[0]]
+            n = min(int(y[pos[1]]), k + 1)
+            pos[1] += n
+            return n - 1
+
+        return step
+
+    @classmethod
+    def from_jsonl(cls, path: str | Path, column: str = "eagle") -> TraceAcceptance:
+        """Read the acceptance-trace JSONL format (one request per line, a list of yields under `column`)."""
+        path = Path(path)
+        try:
+            lines = path.read_text().splitlines()
+        except OSError as e:
+            raise SpecsimError(f"cannot read trace {str(path)!r}: {e.strerror}") from None
+        yields = []
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                values = record[column]
+            except json.JSONDecodeError:
+                raise SpecsimError(f"trace {path.name}: line {n} is not JSON") from None
+            except (KeyError, TypeError):
+                raise SpecsimError(f"trace {path.name}: line {n} has no {column!r} list; pick a column with "
+                                   f"trace:{path}:COLUMN") from None
+            yields.append(np.asarray(values, dtype=int))
+        return cls(tuple(yields), source=f"{path}:{column}")
+
+
+@dataclass(frozen=True, repr=False)
+class RanksAcceptance(Acceptance):
+    """Sequoia's acceptance vector: ranks[j-1] = P(the j-th ranked candidate is the accepted one) at any node.
+
+    The events are exclusive, so the ranks sum to at most 1; a chain sees only rank 1 and is i.i.d. with alpha = r1.
+    """
+
+    ranks_: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not self.ranks_:
+            raise SpecsimError("ranks acceptance needs at least one value, e.g. ranks:0.6,0.15,0.05")
+        for j, r in enumerate(self.ranks_, 1):
+            _check_prob(f"rank {j} acceptance", r)
+        if sum(self.ranks_) > 1.0 + 1e-9:
+            raise SpecsimError(f"ranks must sum to at most 1 (they are exclusive outcomes); got {sum(self.ranks_):g}")
+
+    @property
+    def spec(self) -> str:  # type: ignore[override]
+        return "ranks:" + ",".join(f"{r:g}" for r in self.ranks_)
+
+    @property
+    def ranks(self) -> tuple[float, ...]:  # type: ignore[override]
+        return self.ranks_
+
+    def chain_pmf(self, k: int) -> np.ndarray:
+        return IIDAcceptance(self.ranks_[0]).chain_pmf(k)
+
+    def expected_tokens(self, k: int) -> float:
+        return IIDAcceptance(self.ranks_[0]).expected_tokens(k)
+
+
+def _floats(kind: str, body: str, example: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in body.split(",") if x.strip() != "")
+    except ValueError:
+        raise SpecsimError(f"{kind} acceptance takes comma-separated numbers, e.g. {example}; got {body!r}") from None
+    if not values:
+        raise SpecsimError(f"{kind} acceptance needs values, e.g. {example}")
+    return values
+
+
+def parse_acceptance(spec: str) -> Acceptance:
+    """Build an acceptance model from its spec string (see the module docstring)."""
+    kind, sep, body = spec.partition(":")
+    kind = kind.strip().lower()
+    if not sep and kind not in ("iid", "positional", "beta", "markov", "trace", "ranks"):
+        raise SpecsimError(f"acceptance {spec!r} is not KIND:VALUES; use iid:0.7, positional:0.8,0.7, beta:7,3, "
+                           "markov:0.9,0.3,0.1,0.3, trace:FILE[:eagle|ngram] or ranks:0.6,0.15,0.05")
+    if kind == "iid":
+        (a,) = _expect(_floats("iid", body, "iid:0.7"), 1, "iid:0.7")
+        return IIDAcceptance(a)
+    if kind == "positional":
+        return PositionalAcceptance(_floats("positional", body, "positional:0.8,0.7"))
+    if kind == "beta":
+        a, b = _expect(_floats("beta", body, "beta:7,3"), 2, "beta:7,3")
+        return BetaAcceptance(a, b)
+    if kind == "markov":
+        return MarkovAcceptance(*_expect(_floats("markov", body, "markov:0.9,0.3,0.1,0.3"), 4,
+                                         "markov:ALPHA_EASY,ALPHA_HARD,P_EASY_TO_HARD,P_HARD_TO_EASY"))
+    if kind == "ranks":
+        return RanksAcceptance(_floats("ranks", body, "ranks:0.6,0.15,0.05"))
+    if kind == "trace":
+        path, column = body, "eagle"
+        head, sep2, tail = body.rpartition(":")
+        if sep2 and tail and "/" not in tail and not Path(body).exists():
+            path, column = head, tail
+        if not path:
+            raise SpecsimError("trace acceptance needs a file: trace:PATH[:eagle|ngram]")
+        return TraceAcceptance.from_jsonl(path, column)
+    raise SpecsimError(f"unknown acceptance model {kind!r}; use iid, positional, beta, markov, trace or ranks")
+
+
+def _expect(values: Sequence[float], n: int, example: str) -> Sequence[float]:
+    if len(values) != n:
+        raise SpecsimError(f"expected {n} value{'s' if n > 1 else ''} ({example}), got {len(values)}")
+    return values

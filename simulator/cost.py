@@ -1,0 +1,188 @@
+"""The cost of one forward pass: a per-operator roofline plus named overheads.
+
+A pass processes B sequences x n new tokens on top of c cached tokens per sequence. Two operators:
+
+- ``linear``: every matmul weight is read once (shared by all B x n rows); FLOPs 2 x matmul_params x B x n;
+  activations in and out of every linear map.
+- ``attention``: each sequence reads its own KV cache, (c + n) tokens per layer, and writes n; FLOPs
+  4 x layers x (heads x head_dim) x B x n x (c + n) (QK^T and PV).
+
+Roofline: per operator, compute and memory traffic overlap, so its time is ``max(bytes / bw, flops / flop_rate)``;
+the operators run one after the other, so their times add; overheads add on top.  Achieved bandwidth and FLOP/s may
+depend on the number of rows in the matmul (B x n): a one-row GEMV and a five-row GEMM run different kernels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .specs import HardwareSpec, ModelSpec, Overheads
+
+
+@dataclass(frozen=True)
+class RateTable:
+    """Achieved memory bandwidth and FLOP/s as functions of the matmul's row count.
+
+    Piecewise linear in log2(rows) between the tabulated points, constant beyond the ends. A preset has a single
+    point (a constant fraction of the datasheet); calibration supplies one point per measured row count.
+    """
+
+    rows: tuple[int, ...]
+    mem_bw_bytes_per_s: tuple[float, ...]
+    flops_per_s: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not (len(self.rows) == len(self.mem_bw_bytes_per_s) == len(self.flops_per_s) >= 1):
+            raise ValueError("RateTable needs equally long, non-empty rows / bandwidth / FLOP/s")
+        if list(self.rows) != sorted(set(self.rows)) or self.rows[0] < 1:
+            raise ValueError("RateTable rows must be strictly increasing and >= 1")
+        if min(self.mem_bw_bytes_per_s) <= 0 or min(self.flops_per_s) <= 0:
+            raise ValueError("RateTable rates must be positive")
+
+    @classmethod
+    def constant(cls, mem_bw_bytes_per_s: float, flops_per_s: float) -> RateTable:
+        return cls((1,), (mem_bw_bytes_per_s,), (flops_per_s,))
+
+    def at(self, rows: int) -> tuple[float, float]:
+        """(bandwidth bytes/s, FLOP/s) achieved by a matmul over `rows` rows."""
+        if len(self.rows) == 1:
+            return self.mem_bw_bytes_per_s[0], self.flops_per_s[0]
+        x = np.log2(np.asarray(self.rows, dtype=float))
+        xq = np.log2(max(rows, 1))
+        # Interpolate the time per byte / per FLOP (the reciprocals), which is what adds up linearly.
+        bw = 1.0 / np.interp(xq, x, 1.0 / np.asarray(self.mem_bw_bytes_per_s))
+        fl = 1.0 / np.interp(xq, x, 1.0 / np.asarray(self.flops_per_s))
+        return float(bw), float(fl)
+
+
+@dataclass(frozen=True)
+class OperatorCost:
+    name: str
+    flops: float
+    bytes: float
+    time_s: float
+    bound: str  # "memory" or "compute"
+
+
+@dataclass(frozen=True)
+class PassCost:
+    """One forward pass, broken down. ``time_s`` is what the step uses (a measurement where one exists)."""
+
+    batch: int
+    new_tokens: int
+    context: int
+    flops: float
+    weight_bytes: float
+    kv_bytes: float
+    act_bytes: float
+    roofline_time_s: float  # sum over operators of max(memory, compute)
+    overhead_time_s: float
+    time_s: float
+    bound: str  # "memory", "compute" or "overhead": the largest of the three contributions
+    measured: bool = False
+    operators: tuple[OperatorCost, ...] = ()
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOPs per byte moved over the whole pass."""
+        return self.flops / max(self.weight_bytes + self.kv_bytes + self.act_bytes, 1.0)
+
+
+def _operator(name: str, flops: float, nbytes: float, bw: float, flop_rate: float) -> OperatorCost:
+    t_mem, t_compute = nbytes / bw, flops / flop_rate
+    return OperatorCost(name, flops, nbytes, max(t_mem, t_compute), "memory" if t_mem >= t_compute else "compute")
+
+
+def activation_bytes(model: ModelSpec, rows: int) -> float:
+    """Bytes of activations read and written by one layer stack's linear maps for `rows` token rows."""
+    d, hd = model.d_model, model.head_dim
+    per_layer = (
+        d + (model.n_heads + 2 * model.n_kv_heads) * hd  # qkv in, out
+        + model.n_heads * hd + d  # o in, out
+        + d + 2 * model.d_ff  # gate/up in, out
+        + model.d_ff + d  # down in, out
+    )
+    head = d + model.vocab_size
+    return rows * (model.n_layers * per_layer + head) * model.bytes_per_param
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Prices a forward pass of any model on one device.
+
+    ``linear_rates`` and ``attention_rates`` give achieved bandwidth and FLOP/s by row count; ``measured`` maps
+    (model name, batch, new tokens, context) to a measured pass time that wins over the formula.
+    """
+
+    hardware: HardwareSpec
+    linear_rates: RateTable
+    attention_rates: RateTable
+    overheads: Overheads = field(default_factory=Overheads)
+    measured: Mapping[tuple[str, int, int, int], float] = field(default_factory=dict)
+    label: str = "roofline"
+
+    @classmethod
+    def from_hardware(cls, hardware: HardwareSpec, dtype: str = "bf16", datasheet: bool = False) -> CostModel:
+        """The uncalibrated model: datasheet peaks times the preset's assumed efficiencies and overheads.
+
+        ``datasheet=True`` is the pure roofline (100 % of peak, no overheads) used as a baseline.
+        """
+        bw_frac, fl_frac = (1.0, 1.0) if datasheet else (hardware.bw_efficiency, hardware.flops_efficiency)
+        rates = RateTable.constant(hardware.mem_bw_bytes_per_s * bw_frac, hardware.peak_flops(dtype) * fl_frac)
+        overheads = Overheads() if datasheet else hardware.overheads
+        return cls(hardware, rates, rates, overheads, label="datasheet" if datasheet else "preset")
+
+    def pass_cost(self, model: ModelSpec, batch: int, new_tokens: int, context: int) -> PassCost:
+        """Cost of one pass of `model` over `batch` sequences x `new_tokens` tokens on `context` cached ones."""
+        if batch < 1 or new_tokens < 1 or context < 0:
+            raise ValueError(f"a pass needs batch >= 1, new_tokens >= 1, context >= 0; got {batch}, "
+                             f"{new_tokens}, {context}")
+        rows = batch * new_tokens
+        weight_bytes = model.weight_bytes_per_pass
+        act_bytes = activation_bytes(model, rows)
+        bw, flop_rate = self.linear_rates.at(rows)
+        linear = _operator("linear", 2.0 * model.matmul_params * rows, weight_bytes + act_bytes, bw, flop_rate)
+
+        attended = context + new_tokens
+        kv_read = batch * attended * model.kv_bytes_per_token
+        kv_write = batch * new_tokens * model.kv_bytes_per_token
+        attn_flops = 4.0 * model.n_layers * model.n_heads * model.head_dim * rows * attended
+        bw_a, flop_rate_a = self.attention_rates.at(rows)
+        attention = _operator("attention", attn_flops, kv_read + kv_write, bw_a, flop_rate_a)
+
+        o = self.overheads
+        overhead = o.pass_s + o.layer_s * model.n_layers + o.row_s * rows
+        roofline = linear.time_s + attention.time_s
+        mem_t = sum(op.time_s for op in (linear, attention) if op.bound == "memory")
+        comp_t = roofline - mem_t
+        bound = max((mem_t, "memory"), (comp_t, "compute"), (overhead, "overhead"))[1]
+        measured_s = self.measured.get((model.name, batch, new_tokens, context))
+        return PassCost(
+            batch=batch,
+            new_tokens=new_tokens,
+            context=context,
+            flops=linear.flops + attention.flops,
+            weight_bytes=weight_bytes,
+            kv_bytes=kv_read + kv_write,
+            act_bytes=act_bytes,
+            roofline_time_s=roofline,
+            overhead_time_s=overhead,
+            time_s=measured_s if measured_s is not None else roofline + overhead,
+            bound=bound,
+            measured=measured_s is not None,
+            operators=(linear, attention),
+        )
+
+    def pass_time_s(self, model: ModelSpec, batch: int, new_tokens: int, context: int) -> float:
+        return self.pass_cost(model, batch, new_tokens, context).time_s
+
+
+def memory_needed_bytes(target: ModelSpec, draft: ModelSpec | None, batch: int, context_tokens: int) -> float:
+    """Resident weights of both models plus both KV caches holding `context_tokens` per sequence."""
+    total = target.resident_weight_bytes + batch * context_tokens * target.kv_bytes_per_token
+    if draft is not None:
+        total += draft.resident_weight_bytes + batch * context_tokens * draft.kv_bytes_per_token
+    return total

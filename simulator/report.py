@@ -1,0 +1,115 @@
+"""Sweep results as text: a condensed table, CSV and JSON-ready dicts. Strings only; the CLI prints them."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import asdict
+from typing import Any
+
+from .sweep import SweepResult, SweepRow
+
+ROW_FIELDS = ["batch", "k", "tree", "context", "tokens_per_pass", "step_time_s", "baseline_time_s", "speedup",
+              "bound", "fits", "draft_time_s", "verify_time_s", "tree_nodes"]
+
+
+def result_to_dict(result: SweepResult, meta: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **meta,
+        "rows": [asdict(r) for r in result.rows],
+        "best": [asdict(b) for b in result.best],
+        "disable_above_batch": result.disable_above_batch,
+        "disable_above_batch_by_context": [
+            {"context": c, "disable_above_batch": v} for c, v in result.disable_above_batch_by_context
+        ],
+    }
+
+
+def result_to_csv(result: SweepResult) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=ROW_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for r in result.rows:
+        w.writerow({k: v for k, v in asdict(r).items() if k in ROW_FIELDS})
+    return buf.getvalue()
+
+
+def _candidate_key(r: SweepRow) -> str:
+    return f"tree {r.tree}" if r.tree else f"k={r.k}"
+
+
+def condensed_batches(batches: list[int], best_k: dict[int, str], limit: int = 24) -> list[int]:
+    """All batches if few; else the powers of two plus the batches on either side of every change of best choice."""
+    if len(batches) <= limit:
+        return batches
+    keep = {b for b in batches if b & (b - 1) == 0} | {batches[0], batches[-1]}
+    for prev, cur in zip(batches, batches[1:]):
+        if best_k.get(prev) != best_k.get(cur):
+            keep |= {prev, cur}
+    return sorted(keep)
+
+
+def describe_disable(value: int | None, batches: list[int]) -> str:
+    if value is None:
+        return f"speculation still pays at the largest batch swept ({max(batches)})"
+    if value == 0:
+        return "speculation never pays in this sweep: keep it off"
+    return f"disable speculation above batch {value}"
+
+
+def format_hardware_table(result: SweepResult) -> str:
+    """One block per context: batch, baseline tokens/s, speed-up per k or tree, best choice and bound."""
+    out: list[str] = []
+    contexts = sorted({r.context for r in result.rows})
+    for context in contexts:
+        rows = [r for r in result.rows if r.context == context]
+        keys: list[str] = []
+        for r in rows:
+            key = _candidate_key(r)
+            if key not in keys:
+                keys.append(key)
+        by = {(r.batch, _candidate_key(r)): r for r in rows}
+        best = {b.batch: b for b in result.best if b.context == context}
+        best_key = {b: (f"tree {v.tree}" if v.tree else f"k={v.k}") for b, v in best.items()}
+        batches = sorted({r.batch for r in rows})
+        shown = condensed_batches(batches, best_key)
+        header = ["batch", "base tok/s"] + keys + ["best", "bound"]
+        table = [header]
+        for b in shown:
+            base = next(r for r in rows if r.batch == b)
+            cells = [str(b), f"{b / base.baseline_time_s:,.0f}"]
+            for key in keys:
+                r = by.get((b, key))
+                cells.append("-" if r is None else (f"{r.speedup:.2f}" if r.fits else "oom"))
+            bb = best.get(b)
+            cells.append(best_key[b] if bb else "oom")
+            bound_row = by.get((b, best_key.get(b, ""))) or (base if bb else None)
+            cells.append(bound_row.bound if bound_row else "-")
+            table.append(cells)
+        widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+        out.append(f"context {context} tokens:")
+        for row in table:
+            out.append("  " + "  ".join(c.rjust(w) for c, w in zip(row, widths)))
+        if len(shown) < len(batches):
+            out.append(f"  (condensed: {len(shown)} of {len(batches)} batches shown, the powers of two and the rows "
+                       "around each change of best choice; --json/--csv carry every row)")
+        by_ctx = dict(result.disable_above_batch_by_context)
+        out.append("  " + describe_disable(by_ctx.get(context), batches))
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def format_formula_table(result: SweepResult, cost_ratio: float) -> str:
+    header = ["k / tree", "tokens/pass", "cost/token", "speed-up"]
+    table = [header]
+    for r in result.rows:
+        label = f"tree {r.tree}" if r.tree else str(r.k)
+        table.append([label, f"{r.tokens_per_pass:.2f}", f"{r.step_time_s / r.tokens_per_pass:.2f}",
+                      f"{r.speedup:.2f}"])
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in table]
+    b = result.best[0]
+    choice = f"tree {b.tree}" if b.tree else f"k = {b.k}"
+    lines.append(f"best: {choice}, speed-up {b.speedup:.2f} (draft/target cost ratio c = {cost_ratio:g}; "
+                 "cost per token relative to plain decoding)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,136 @@
+"""Hardware and model shapes as frozen dataclasses.
+
+Units live in the names: bytes, seconds, FLOP/s. Conversions from GB/s or TFLOP/s happen at the edges (the TOML
+loader in `scenarios/`, the CLI).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+GIGA = 1e9
+TERA = 1e12
+
+DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0}
+
+
+def dtype_bytes(dtype: str) -> float:
+    """Bytes per element of `dtype`; raises ValueError naming the known dtypes."""
+    try:
+        return DTYPE_BYTES[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPE_BYTES)}") from None
+
+
+@dataclass(frozen=True)
+class Overheads:
+    """Fixed costs that a roofline does not see (eager launches, Python, sampling).
+
+    They are named terms added to the roofline time, never folded into an efficiency.
+    """
+
+    pass_s: float = 0.0  # per forward pass: launches, framework, logits -> token
+    layer_s: float = 0.0  # per decoder layer per pass: kernel launches of ~10 ops
+    row_s: float = 0.0  # per token row processed (B x n): embedding gather, sampling over the vocabulary
+    accept_s: float = 0.0  # per speculative step: the accept/reject bookkeeping
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """A device's datasheet numbers plus the fractions of them that kernels are assumed to reach.
+
+    The fractions and overheads are assumptions until calibration replaces them with measurements.
+    """
+
+    name: str
+    mem_bw_bytes_per_s: float  # datasheet peak memory bandwidth
+    peak_flops_per_s: tuple[tuple[str, float], ...]  # (dtype, dense peak FLOP/s) pairs
+    mem_capacity_bytes: float
+    bw_efficiency: float = 0.8  # achieved / peak bandwidth for streaming weight reads
+    flops_efficiency: float = 0.7  # achieved / peak FLOP/s for large matmuls
+    usable_memory_fraction: float = 0.9  # the rest goes to the runtime, activations, fragmentation
+    overheads: Overheads = field(default_factory=Overheads)
+    source: str = ""
+
+    def peak_flops(self, dtype: str) -> float:
+        """Dense peak FLOP/s for `dtype`; fp16 falls back to bf16 and vice versa."""
+        table = dict(self.peak_flops_per_s)
+        for candidate in (dtype, {"fp16": "bf16", "bf16": "fp16"}.get(dtype, dtype)):
+            if candidate in table:
+                return table[candidate]
+        raise ValueError(f"hardware {self.name!r} lists no peak FLOP/s for {dtype}; it knows {', '.join(table)}")
+
+    def with_overrides(self, **changes: object) -> HardwareSpec:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A Llama-family decoder's shape: enough to count its weights, KV cache and FLOPs."""
+
+    name: str
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    d_ff: int  # SwiGLU hidden size (gate and up each d_model x d_ff)
+    vocab_size: int
+    tied_embeddings: bool = False
+    dtype: str = "bf16"
+    head_dim: int = 0  # 0 means d_model // n_heads
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for attr in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size"):
+            if getattr(self, attr) <= 0:
+                raise ValueError(f"model {self.name!r}: {attr} must be positive, got {getattr(self, attr)}")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"model {self.name!r}: n_heads {self.n_heads} is not a multiple of n_kv_heads "
+                             f"{self.n_kv_heads}")
+        dtype_bytes(self.dtype)
+        if self.head_dim == 0:
+            object.__setattr__(self, "head_dim", self.d_model // self.n_heads)
+
+    @property
+    def bytes_per_param(self) -> float:
+        return dtype_bytes(self.dtype)
+
+    @property
+    def layer_matmul_params(self) -> int:
+        """Parameters of one layer's linear maps: q, k, v, o and the SwiGLU gate, up and down."""
+        q_o = 2 * self.d_model * self.n_heads * self.head_dim
+        k_v = 2 * self.d_model * self.n_kv_heads * self.head_dim
+        mlp = 3 * self.d_model * self.d_ff
+        return q_o + k_v + mlp
+
+    @property
+    def matmul_params(self) -> int:
+        """Parameters touched by a matmul for every token: all layers plus the output head."""
+        return self.n_layers * self.layer_matmul_params + self.vocab_size * self.d_model
+
+    @property
+    def n_params(self) -> int:
+        """All parameters, embeddings and norms included (what the checkpoint holds)."""
+        embeddings = 0 if self.tied_embeddings else self.vocab_size * self.d_model
+        norms = (2 * self.n_layers + 1) * self.d_model
+        return self.matmul_params + embeddings + norms
+
+    @property
+    def weight_bytes_per_pass(self) -> float:
+        """Bytes of weight read by one forward pass: every matmul weight and norm once (the embedding gather of
+        a few rows is negligible and counted with the activations)."""
+        norms = (2 * self.n_layers + 1) * self.d_model
+        return (self.matmul_params + norms) * self.bytes_per_param
+
+    @property
+    def resident_weight_bytes(self) -> float:
+        return self.n_params * self.bytes_per_param
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """KV-cache bytes one token occupies across all layers (K and V)."""
+        return 2 * self.n_layers * self.n_kv_heads * self.head_dim * self.bytes_per_param
+
+    def with_dtype(self, dtype: str) -> ModelSpec:
+        dtype_bytes(dtype)
+        return replace(self, dtype=dtype)

@@ -1,0 +1,199 @@
+"""Speed-up of speculative decoding over plain decoding, swept over batch x (k or tree) x context.
+
+A speculative step for a batch of B sequences on c cached tokens, drafting a tree T (a chain of k is the tree
+1,1,...,1):
+
+    T_step = sum_d t_draft(B, width_{d-1}, c + d - 1) + t_target(B, nodes + 1, c) + t_accept
+
+where pass d runs the draft over the nodes of depth d - 1 (the root is one token). Each sequence emits A + 1 tokens,
+so the speed-up is E[A + 1] x t_target(B, 1, c) / T_step; k = 0 is plain decoding and gives exactly 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from . import SpecsimError
+from .acceptance import Acceptance
+from .cost import CostModel, memory_needed_bytes
+from .specs import ModelSpec
+from .trees import Tree
+
+PAYS = 1.0 + 1e-9  # a speed-up must beat this to count as "speculation pays"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What one step drafts: a chain of k (tree None) or a tree."""
+
+    k: int | None
+    tree: Tree | None = None
+
+    @property
+    def shape(self) -> Tree:
+        return self.tree if self.tree is not None else Tree.chain(self.k or 0)
+
+    @property
+    def is_plain(self) -> bool:
+        return self.tree is None and self.k == 0
+
+    @property
+    def tree_label(self) -> str | None:
+        return None if self.tree is None else self.tree.label
+
+
+def chains(ks: Iterable[int]) -> list[Candidate]:
+    return [Candidate(k) for k in ks]
+
+
+def tokens_per_pass(candidate: Candidate, acceptance: Acceptance) -> float:
+    """E[A + 1]: the acceptance model's own chain formula, or the per-rank tree formula for trees."""
+    if candidate.tree is None:
+        return acceptance.expected_tokens(candidate.k or 0)
+    if acceptance.ranks is None:
+        raise SpecsimError(f"tree {candidate.tree.label} needs per-rank acceptance: give --acceptance "
+                           f"ranks:R1,R2,... (P(j-th ranked candidate accepted)); {acceptance.spec} has none")
+    return 1.0 + candidate.tree.expected_accepted(acceptance.ranks)
+
+
+@dataclass(frozen=True)
+class StepTime:
+    draft_s: float
+    verify_s: float
+    accept_s: float
+    bound: str
+
+    @property
+    def total_s(self) -> float:
+        return self.draft_s + self.verify_s + self.accept_s
+
+
+def step_time(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, batch: int, context: int,
+              candidate: Candidate) -> StepTime:
+    """Time of one speculative step (plain decoding for k = 0)."""
+    shape = candidate.shape
+    verify = cost.pass_cost(target, batch, shape.verify_tokens, context)
+    if shape.n_nodes == 0:
+        return StepTime(0.0, verify.time_s, 0.0, verify.bound)
+    if draft is None:
+        raise SpecsimError("speculation with k > 0 needs a draft model")
+    draft_s = sum(cost.pass_time_s(draft, batch, width, context + d)
+                  for d, width in enumerate(shape.draft_pass_widths))
+    return StepTime(draft_s, verify.time_s, cost.overheads.accept_s, verify.bound)
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    batch: int
+    k: int | None
+    tree: str | None
+    context: int
+    tokens_per_pass: float
+    step_time_s: float
+    baseline_time_s: float
+    speedup: float
+    bound: str
+    fits: bool
+    draft_time_s: float = 0.0
+    verify_time_s: float = 0.0
+    tree_nodes: int = 0
+
+
+@dataclass(frozen=True)
+class BestRow:
+    batch: int
+    context: int
+    k: int | None
+    tree: str | None
+    speedup: float
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    rows: tuple[SweepRow, ...]
+    best: tuple[BestRow, ...]
+    disable_above_batch: int | None  # see `disable_above`
+    disable_above_batch_by_context: tuple[tuple[int, int | None], ...] = field(default=())
+
+
+def disable_above(rows: Sequence[SweepRow]) -> int | None:
+    """The batch above which speculation never pays in `rows`: it still pays there; 0 if it never pays; None if it
+    pays at the largest batch swept."""
+    batches = [r.batch for r in rows]
+    if not batches:
+        return None
+    paying = [r.batch for r in rows if r.fits and (r.k != 0 or r.tree) and r.speedup > PAYS]
+    if not paying:
+        return 0
+    last = max(paying)
+    return None if last == max(batches) else last
+
+
+def _best_and_disable(rows: list[SweepRow]) -> SweepResult:
+    best: list[BestRow] = []
+    groups: dict[tuple[int, int], list[SweepRow]] = {}
+    for r in rows:
+        groups.setdefault((r.context, r.batch), []).append(r)
+    for (context, batch), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        fitting = [r for r in group if r.fits]
+        if not fitting:
+            continue
+        # Plain decoding (speed-up 1) is always an option, swept or not; ties go to the simpler choice.
+        top = max(fitting, key=lambda r: (r.speedup > PAYS, r.speedup, -(r.tree_nodes or 0)))
+        if top.speedup > PAYS:
+            best.append(BestRow(batch, context, top.k, top.tree, top.speedup))
+        else:
+            best.append(BestRow(batch, context, 0, None, 1.0))
+    by_context = tuple(
+        (c, disable_above([r for r in rows if r.context == c])) for c in sorted({r.context for r in rows})
+    )
+    return SweepResult(tuple(rows), tuple(best), disable_above(rows), by_context)
+
+
+def sweep(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, acceptance: Acceptance,
+          batches: Sequence[int], candidates: Sequence[Candidate], contexts: Sequence[int]) -> SweepResult:
+    """Every (batch, candidate, context): tokens per pass, step time, speed-up, bound and memory fit."""
+    if not batches or not candidates or not contexts:
+        raise SpecsimError("a sweep needs at least one batch, one k or tree, and one context")
+    tokens = {cand: tokens_per_pass(cand, acceptance) for cand in candidates}
+    capacity = cost.hardware.mem_capacity_bytes * cost.hardware.usable_memory_fraction
+    rows: list[SweepRow] = []
+    for context in contexts:
+        for batch in batches:
+            baseline = cost.pass_time_s(target, batch, 1, context)
+            for cand in candidates:
+                st = step_time(cost, target, draft, batch, context, cand)
+                shape = cand.shape
+                draft_for_memory = draft if shape.n_nodes else None
+                fits = memory_needed_bytes(target, draft_for_memory, batch, context + shape.verify_tokens) <= capacity
+                speedup = 1.0 if cand.is_plain else tokens[cand] * baseline / st.total_s
+                rows.append(SweepRow(
+                    batch=batch, k=cand.k, tree=cand.tree_label, context=context, tokens_per_pass=tokens[cand],
+                    step_time_s=st.total_s, baseline_time_s=baseline, speedup=speedup, bound=st.bound, fits=fits,
+                    draft_time_s=st.draft_s, verify_time_s=st.verify_s, tree_nodes=shape.n_nodes,
+                ))
+    return _best_and_disable(rows)
+
+
+def leviathan_speedup(alpha: float, k: int, c: float) -> float:
+    """Walltime improvement (1 - a^(k+1)) / ((1 - a)(k c + 1)) (Leviathan et al. 2023, Thm. 3.8)."""
+    tokens = float(k + 1) if alpha == 1.0 else (1 - alpha ** (k + 1)) / (1 - alpha)
+    return tokens / (k * c + 1)
+
+
+def formula_sweep(acceptance: Acceptance, candidates: Sequence[Candidate], cost_ratio: float) -> SweepResult:
+    """Closed-form mode: a target pass costs 1, a draft pass `cost_ratio`; a tree costs depth draft passes and one
+    verification pass."""
+    if not 0 <= cost_ratio:
+        raise SpecsimError(f"the draft/target cost ratio c must be >= 0, got {cost_ratio}")
+    rows = []
+    for cand in candidates:
+        shape = cand.shape
+        tokens = tokens_per_pass(cand, acceptance)
+        step = 1.0 + shape.depth * cost_ratio
+        rows.append(SweepRow(batch=1, k=cand.k, tree=cand.tree_label, context=0, tokens_per_pass=tokens,
+                             step_time_s=step, baseline_time_s=1.0, speedup=tokens / step, bound="formula",
+                             fits=True, draft_time_s=shape.depth * cost_ratio, verify_time_s=1.0,
+                             tree_nodes=shape.n_nodes))
+    return _best_and_disable(rows)

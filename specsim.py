@@ -1,0 +1,201 @@
+"""specsim: does speculative decoding pay on this hardware, with which draft length or tree, up to which batch?
+
+The CLI is a thin face over the library: it parses and validates, calls one function, and prints. Every error a user
+can cause is one line on stderr and exit code 2; torch is imported only by the commands that run it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from simulator import SpecsimError, __version__
+from simulator.ranges import parse_int_range
+
+DTYPES = ["bf16", "fp16", "fp32", "fp8"]
+
+
+class IntRangeParam(click.ParamType):
+    """``1..256``, ``1..64:x2``, ``0..16:2`` or ``1,2,4``: a sorted list of integers >= minimum."""
+
+    name = "RANGE"
+
+    def __init__(self, minimum: int = 0) -> None:
+        self.minimum = minimum
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> list[int]:
+        if isinstance(value, list):
+            return value
+        try:
+            return parse_int_range(str(value), self.minimum, what=param.name if param else "value")
+        except SpecsimError as e:
+            self.fail(str(e), param, ctx)
+
+
+class OneLineErrors(click.Group):
+    """Every usage error and every SpecsimError becomes one line on stderr and exit code 2 (no usage dump, no
+    traceback); Ctrl-C exits 130."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, **extra: Any) -> Any:  # type: ignore[override]
+        extra.pop("standalone_mode", None)
+        try:
+            rv = super().main(args=args, prog_name=prog_name or "specsim", standalone_mode=False, **extra)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except click.Abort:
+            click.echo("specsim: interrupted", err=True)
+            sys.exit(130)
+        except click.ClickException as e:
+            click.echo(f"specsim: error: {e.format_message()}", err=True)
+            sys.exit(2)
+        except SpecsimError as e:
+            click.echo(f"specsim: error: {e}", err=True)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            click.echo("specsim: interrupted", err=True)
+            sys.exit(130)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="specsim")
+def cli() -> None:
+    """Hardware-aware cost model and simulator for speculative decoding.
+
+    \b
+    specsim predict --alpha 0.8 --k 1..8 --c 0.05
+    specsim predict --hardware h100-sxm --target llama-3.1-8b --draft llama-3.2-1b --acceptance iid:0.7
+    """
+
+
+def _save_figure(fig: Any, path: Path) -> None:
+    from calibrate.files import atomic_write_bytes
+
+    fmt = path.suffix.lstrip(".").lower() or "png"
+    if fmt not in ("png", "svg", "pdf"):
+        raise SpecsimError(f"cannot draw {path.name}: use a .png, .svg or .pdf file name")
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=130)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _candidates(ks: list[int], trees: tuple[str, ...], tree_budget: int | None, acceptance: Any) -> list[Any]:
+    from simulator.sweep import Candidate
+    from simulator.trees import best_tree, parse_branching
+
+    cands = [Candidate(k) for k in ks]
+    for t in trees:
+        cands.append(Candidate(None, parse_branching(t)))
+    if tree_budget is not None:
+        if acceptance.ranks is None:
+            raise SpecsimError(f"--tree-budget needs per-rank acceptance: give --acceptance ranks:R1,R2,... "
+                               f"({acceptance.spec} has no per-rank information)")
+        cands.append(Candidate(None, best_tree(acceptance.ranks, tree_budget)))
+    return cands
+
+
+@cli.command()
+@click.option("--alpha", type=click.FloatRange(0.0, 1.0), help="i.i.d. acceptance rate (same as --acceptance iid:A).")
+@click.option("--acceptance", "acceptance_spec", metavar="SPEC",
+              help="Acceptance model: iid:A, positional:A1,A2,..., beta:a,b, markov:AE,AH,PEH,PHE, "
+                   "trace:FILE[:eagle|ngram] or ranks:R1,R2,...")
+@click.option("--k", "ks", type=IntRangeParam(0), default="0..8", show_default=True,
+              help="Draft lengths to sweep (0 = plain decoding), e.g. 1..8 or 0,2,4.")
+@click.option("--c", "cost_ratio", type=click.FloatRange(0.0), default=None,
+              help="Formula mode: cost of a draft pass relative to a target pass (Leviathan et al.'s c).")
+@click.option("--tree", "trees", multiple=True, metavar="B1,B2,...",
+              help="Tree draft by branching per depth, e.g. 4,2,2,1 (repeat to compare shapes).")
+@click.option("--tree-budget", type=click.IntRange(1, 4096), default=None,
+              help="Add the best tree of N drafted nodes for the ranks vector (Sequoia's DP).")
+@click.option("--hardware", metavar="NAME", help="Hardware preset, e.g. h100-sxm (hardware mode).")
+@click.option("--target", default="llama-3.1-8b", show_default=True, metavar="NAME|config.json",
+              help="Target model preset or a Hugging Face config.json.")
+@click.option("--draft", default="llama-3.2-1b", show_default=True, metavar="NAME|config.json",
+              help="Draft model preset or a Hugging Face config.json.")
+@click.option("--batch", "batches", type=IntRangeParam(1), default="1..256", show_default=True,
+              help="Batch sizes (sequences decoded together), e.g. 1..256 or 1..256:x2.")
+@click.option("--context", "contexts", type=IntRangeParam(0), default="1024", show_default=True,
+              help="Cached tokens per sequence, e.g. 128,1024,8192.")
+@click.option("--dtype", type=click.Choice(DTYPES), default="bf16", show_default=True,
+              help="Weight and KV-cache dtype.")
+@click.option("--json", "as_json", is_flag=True, help="Print every row as JSON.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print every row as CSV.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also draw speed-up vs batch to this PNG/SVG/PDF (hardware mode).")
+def predict(alpha: float | None, acceptance_spec: str | None, ks: list[int], cost_ratio: float | None,
+            trees: tuple[str, ...], tree_budget: int | None, hardware: str | None, target: str, draft: str,
+            batches: list[int], contexts: list[int], dtype: str, as_json: bool, as_csv: bool,
+            plot_path: Path | None) -> None:
+    """Predict the speed-up of speculative decoding.
+
+    \b
+    Formula mode (Leviathan et al. 2023), no hardware:
+      specsim predict --alpha 0.8 --k 4 --c 0.05
+    Hardware mode, a roofline of every draft and verify pass:
+      specsim predict --hardware h100-sxm --target llama-3.1-8b --draft llama-3.2-1b \\
+          --acceptance iid:0.6 --batch 1..256 --k 0..8 --context 128,1024,8192
+    """
+    from simulator.acceptance import IIDAcceptance, parse_acceptance
+    from simulator.report import format_formula_table, format_hardware_table, result_to_csv, result_to_dict
+
+    if as_json and as_csv:
+        raise click.UsageError("choose one of --json and --csv")
+    if alpha is not None and acceptance_spec:
+        raise click.UsageError("give --alpha or --acceptance, not both")
+    if alpha is None and not acceptance_spec:
+        raise click.UsageError("say how often drafts are accepted: --alpha 0.7 or --acceptance SPEC")
+    acceptance = IIDAcceptance(alpha) if alpha is not None else parse_acceptance(acceptance_spec or "")
+    candidates = _candidates(ks, trees, tree_budget, acceptance)
+    meta: dict[str, Any] = {"specsim_version": __version__, "acceptance": acceptance.spec}
+
+    if cost_ratio is not None:
+        if hardware:
+            raise click.UsageError("--c is formula mode; drop it to use --hardware")
+        from simulator.sweep import formula_sweep
+
+        result = formula_sweep(acceptance, candidates, cost_ratio)
+        meta.update(mode="formula", c=cost_ratio)
+        text = format_formula_table(result, cost_ratio)
+    elif hardware:
+        from scenarios import load_hardware, load_model
+        from simulator.cost import CostModel
+        from simulator.sweep import sweep
+
+        hw = load_hardware(hardware)
+        target_spec, draft_spec = load_model(target, dtype), load_model(draft, dtype)
+        cost = CostModel.from_hardware(hw, dtype)
+        result = sweep(cost, target_spec, draft_spec, acceptance, batches, candidates, contexts)
+        meta.update(mode="hardware", hardware=hw.name, target=target_spec.name, draft=draft_spec.name, dtype=dtype,
+                    cost_model=cost.label)
+        head = (f"{target_spec.name} ({target_spec.n_params / 1e9:.2f} B params) drafted by {draft_spec.name} "
+                f"({draft_spec.n_params / 1e9:.2f} B) on {hw.name}, {dtype}, acceptance {acceptance.spec}; "
+                "uncalibrated preset roofline\n")
+        text = head + format_hardware_table(result)
+        if plot_path:
+            from plots.speedup import speedup_vs_batch
+
+            fig = speedup_vs_batch(result, title=head.strip().split(";")[0])
+            _save_figure(fig, plot_path)
+            text += f"plot written to {plot_path}\n"
+    else:
+        raise click.UsageError("choose a mode: --c RATIO for the closed form, or --hardware NAME for the roofline")
+
+    if as_json:
+        click.echo(json.dumps(result_to_dict(result, meta), indent=1))
+    elif as_csv:
+        click.echo(result_to_csv(result), nl=False)
+    else:
+        click.echo(text, nl=False)
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()
