@@ -27,7 +27,7 @@ def speedup_vs_batch(result: SweepResult, title: str = "") -> Figure:
             if key not in keys:
                 keys.append(key)
         chains = [k for k in keys if not k[0]]
-        for i, key in enumerate(keys):
+        for key in keys:
             sel = [r for r in rows if (r.tree is not None, r.tree or "", r.k if r.k is not None else -1) == key
                    and r.fits]
             if not sel:

@@ -40,7 +40,9 @@ def model_names() -> list[str]:
 
 
 def _unknown(kind: str, name: str, known: list[str], hint: str) -> SpecsimError:
-    close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.4)
+    key = name.lower()
+    prefixed = [k for k in known if k.startswith(key) or key.startswith(k)]
+    close = (prefixed + [k for k in difflib.get_close_matches(key, known, n=3, cutoff=0.4) if k not in prefixed])[:3]
     suggestion = f"did you mean {', '.join(close)}? " if close else ""
     return SpecsimError(f"unknown {kind} {name!r}; {suggestion}known: {', '.join(known)}{hint}")
 

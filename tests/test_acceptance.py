@@ -1,0 +1,151 @@
+"""Acceptance models: closed forms against Monte Carlo, limits, and the published trace figures."""
+
+import numpy as np
+import pytest
+from conftest import trace_path
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator import SpecsimError
+from simulator.acceptance import (
+    BetaAcceptance,
+    IIDAcceptance,
+    MarkovAcceptance,
+    PositionalAcceptance,
+    RanksAcceptance,
+    TraceAcceptance,
+    parse_acceptance,
+)
+
+N_MC = 40_000
+prob = st.floats(0.02, 0.98)
+ks = st.integers(1, 8)
+
+
+def assert_mc_matches(model, k, rng, n=N_MC):
+    """The sample mean of A + 1 lies within 5 standard errors of the closed form, and so does each P(A = a)."""
+    draws = model.sample_chain(k, rng, n)
+    pmf = model.chain_pmf(k)
+    assert pmf.shape == (k + 1,) and np.isclose(pmf.sum(), 1.0) and (pmf >= -1e-15).all()
+    expected = model.expected_tokens(k)
+    se = np.sqrt(np.var(draws + 1) / n) + 1e-9
+    assert abs(np.mean(draws + 1) - expected) < 5 * se + 1e-3
+    freq = np.bincount(draws, minlength=k + 1) / n
+    assert np.all(np.abs(freq - pmf) < 5 * np.sqrt(pmf * (1 - pmf) / n) + 2e-3)
+
+
+@settings(max_examples=15, deadline=None)
+@given(a=prob, k=ks)
+def test_iid_closed_form_matches_monte_carlo(a, k):
+    assert_mc_matches(IIDAcceptance(a), k, np.random.default_rng(1))
+
+
+@settings(max_examples=15, deadline=None)
+@given(alphas=st.lists(prob, min_size=1, max_size=6), k=ks)
+def test_positional_closed_form_matches_monte_carlo(alphas, k):
+    model = PositionalAcceptance(tuple(alphas))
+    cond = model.conditional(k)
+    assert model.expected_tokens(k) == pytest.approx(1 + np.cumprod(cond).sum())
+    assert_mc_matches(model, k, np.random.default_rng(2))
+
+
+@settings(max_examples=15, deadline=None)
+@given(a=st.floats(0.3, 20), b=st.floats(0.3, 20), k=ks)
+def test_beta_closed_form_matches_monte_carlo(a, b, k):
+    assert_mc_matches(BetaAcceptance(a, b), k, np.random.default_rng(3))
+
+
+@settings(max_examples=15, deadline=None)
+@given(ae=prob, ah=prob, peh=st.floats(0.01, 0.99), phe=st.floats(0.01, 0.99), k=ks)
+def test_markov_forward_algorithm_matches_monte_carlo(ae, ah, peh, phe, k):
+    assert_mc_matches(MarkovAcceptance(ae, ah, peh, phe), k, np.random.default_rng(4))
+
+
+@settings(max_examples=8, deadline=None)
+@given(ae=prob, ah=prob, peh=st.floats(0.02, 0.5), phe=st.floats(0.02, 0.5), k=st.integers(1, 6))
+def test_markov_step_start_distribution_is_the_long_run_of_a_persistent_stream(ae, ah, peh, phe, k):
+    """A sequence followed step after step (state carried over) yields, in the long run, the closed-form mean."""
+    model = MarkovAcceptance(ae, ah, peh, phe)
+    step = model.stream(np.random.default_rng(5))
+    draws = np.array([step(k) for _ in range(30_000)]) + 1
+    # Steps are correlated: allow for it with a generous band (batch means would be tighter; this is a mean check).
+    assert abs(draws.mean() - model.expected_tokens(k)) < 0.05 * model.expected_tokens(k)
+
+
+def test_k0_is_plain_decoding_and_alpha_one_gives_k_plus_one():
+    models = [IIDAcceptance(1.0), PositionalAcceptance((1.0,)), MarkovAcceptance(1.0, 1.0, 0.2, 0.3),
+              RanksAcceptance((1.0,))]
+    for m in models:
+        assert m.expected_tokens(0) == 1.0
+        for k in range(1, 9):
+            assert m.expected_tokens(k) == pytest.approx(k + 1)
+    for m in [IIDAcceptance(0.3), BetaAcceptance(2, 5), MarkovAcceptance(0.9, 0.2, 0.1, 0.3)]:
+        assert m.expected_tokens(0) == 1.0
+    # Beta concentrated at 1.
+    assert BetaAcceptance(1e6, 1e-6).expected_tokens(5) == pytest.approx(6, rel=1e-4)
+
+
+@pytest.mark.parametrize("alpha, k, expected", [(0.6, 2, 1.96), (0.7, 3, 2.53), (0.8, 2, 2.44), (0.8, 5, 3.69),
+                                                (0.9, 2, 2.71), (0.9, 10, 6.86)])
+def test_leviathan_table_1_at_zero_cost(alpha, k, expected):
+    """Leviathan, Kalman, Matias, "Fast Inference from Transformers via Speculative Decoding" (ICML 2023),
+    Table 1: expected walltime improvement at c = 0, which is the expected tokens per target pass."""
+    assert round(IIDAcceptance(alpha).expected_tokens(k), 2) == expected
+
+
+@pytest.mark.parametrize("a, b", [(1, 1), (7, 3), (2, 8), (0.5, 0.5)])
+def test_beta_heterogeneity_raises_tokens_per_pass_over_iid_at_the_same_mean(a, b):
+    """E[1 + x + ... + x^k] is convex in x, so by Jensen a per-sequence alpha spread around mean m gives *more*
+    tokens per pass than iid:m for k >= 2, and exactly as many for k <= 1."""
+    beta, iid = BetaAcceptance(a, b), IIDAcceptance(a / (a + b))
+    for k in (0, 1):
+        assert beta.expected_tokens(k) == pytest.approx(iid.expected_tokens(k))
+    for k in range(2, 9):
+        assert beta.expected_tokens(k) > iid.expected_tokens(k)
+
+
+def iid_with_same_mean(tokens: float, k: int) -> IIDAcceptance:
+    """The i.i.d. model whose E[A + 1] at this k equals `tokens` (bisection; E[A + 1] rises with alpha)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if IIDAcceptance(mid).expected_tokens(k) < tokens else (lo, mid)
+    return IIDAcceptance(lo)
+
+
+def test_markov_is_bursty():
+    """A persistent hidden state makes all-accepted and all-rejected steps likelier than i.i.d. with the same mean
+    tokens per step (what an engine's acceptance counters report): the distribution of A is wider."""
+    markov = MarkovAcceptance(0.95, 0.3, 0.05, 0.15)
+    for k, factor in ((3, 1.1), (5, 1.4), (8, 1.8)):
+        iid = iid_with_same_mean(markov.expected_tokens(k), k)
+        assert markov.chain_pmf(k)[k] > factor * iid.chain_pmf(k)[k]
+        assert markov.chain_pmf(k)[0] > iid.chain_pmf(k)[0]
+
+
+def test_trace_replay_matches_the_published_means():
+    """data/acceptance-traces/README.md: replayed at k = 3, EAGLE-3 gives 2.33 tokens per step on cnn and the
+    n-gram proposer 1.33."""
+    path = trace_path("cnn")
+    assert round(parse_acceptance(f"trace:{path}").expected_tokens(3), 2) == 2.33
+    assert round(parse_acceptance(f"trace:{path}:ngram").expected_tokens(3), 2) == 1.33
+
+
+def test_trace_replay_is_exact_on_a_tiny_trace(tmp_path):
+    f = tmp_path / "t.jsonl"
+    f.write_text('{"eagle": [3, 2, 1, 1, 4, 3, 2, 1]}\n')
+    trace = TraceAcceptance.from_jsonl(f)
+    # k = 1: steps at 0 (2 tokens), 2 (1), 3 (1), 4 (2), 6 (2) -> A = 1, 0, 0, 1, 1
+    assert sorted(trace.replay(1).tolist()) == [0, 0, 1, 1, 1]
+    # k = 3: steps at 0 (3), 3 (1), 4 (4) -> A = 2, 0, 3
+    assert trace.replay(3).tolist() == [2, 0, 3]
+    with pytest.raises(SpecsimError, match="lookaheads up to 3"):
+        trace.replay(4)
+
+
+@pytest.mark.parametrize("spec", ["iid:1.5", "iid:-0.1", "iid", "iid:a", "positional:", "beta:0,1", "beta:1",
+                                  "markov:0.9,0.3", "ranks:0.7,0.5", "nope:1", "trace:/no/such/file.jsonl", "0.7"])
+def test_bad_specs_raise_one_line_errors(spec):
+    with pytest.raises(SpecsimError) as e:
+        parse_acceptance(spec)
+    assert "\n" not in str(e.value)

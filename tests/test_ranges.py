@@ -1,0 +1,23 @@
+import pytest
+
+from simulator import SpecsimError
+from simulator.ranges import parse_int_range
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("1..4", [1, 2, 3, 4]), ("1..64:x2", [1, 2, 4, 8, 16, 32, 64]), ("0..8:4", [0, 4, 8]), ("1,3,12", [1, 3, 12]),
+    ("7", [7]), ("1..3,8", [1, 2, 3, 8]), ("1..256", list(range(1, 257))),
+])
+def test_ranges(text, expected):
+    assert parse_int_range(text) == expected
+
+
+@pytest.mark.parametrize("text", ["8..1", "a..b", "", "1..4:x1", "1..4:0", "0..8:x2", "1.5"])
+def test_bad_ranges(text):
+    with pytest.raises(SpecsimError):
+        parse_int_range(text)
+
+
+def test_minimum():
+    with pytest.raises(SpecsimError, match=">= 1"):
+        parse_int_range("0..4", minimum=1)
