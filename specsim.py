@@ -6,9 +6,11 @@ can cause is one line on stderr and exit code 2; torch is imported only by the c
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +193,61 @@ def predict(alpha: float | None, acceptance_spec: str | None, ks: list[int], cos
         click.echo(result_to_csv(result), nl=False)
     else:
         click.echo(text, nl=False)
+
+
+@contextlib.contextmanager
+def _click_progress(label: str, total: int) -> Iterator[Any]:
+    """A progress bar on stderr for one calibration phase."""
+    with click.progressbar(length=total, label=f"{label:32s}", file=sys.stderr, show_eta=True,
+                           show_pos=True) as bar:
+        yield bar
+
+
+@cli.command()
+@click.option("--device", "device_name", default="auto", show_default=True, metavar="auto|cpu|cuda[:N]",
+              help="Device to measure.")
+@click.option("--target", default="specsim-target", show_default=True, metavar="NAME|config.json",
+              help="Target model shape (timed with random weights).")
+@click.option("--draft", default="specsim-draft", show_default=True, metavar="NAME|config.json",
+              help="Draft model shape (timed with random weights).")
+@click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32"]), default="bf16", show_default=True,
+              help="Weight dtype of the timed passes.")
+@click.option("--batch", "batches", type=IntRangeParam(1), default=None,
+              help="Batch sizes of the pass grid [default: 1..32:x2, quick 1..8:x2].")
+@click.option("--context", "contexts", type=IntRangeParam(0), default=None,
+              help="Cached tokens per sequence in the grid [default: 64,512, quick 64,384].")
+@click.option("--quick", is_flag=True, help="A smaller grid and shorter time caps (about a minute on a laptop CPU).")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Profile file [default: $XDG_CACHE_HOME/specsim/profile-<device>-<time>.json].")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole profile as JSON instead of the summary.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random weights and the split.")
+def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: list[int] | None,
+              contexts: list[int] | None, quick: bool, out_path: Path | None, as_json: bool, seed: int) -> None:
+    """Measure this device and real draft/verify passes; fit the cost model; write a profile.
+
+    \b
+    specsim calibrate --quick
+    specsim calibrate --device cuda --target llama-3.1-8b --draft llama-3.2-1b --batch 1..64:x2
+    """
+    from scenarios import load_model
+
+    target_spec, draft_spec = load_model(target, dtype), load_model(draft, dtype)
+    from calibrate.device import resolve_device
+    from calibrate.profile import save_profile
+    from calibrate.run import Grid
+    from calibrate.run import calibrate as run_calibration
+    from calibrate.summary import format_summary
+
+    device = resolve_device(device_name)
+    grid = Grid.default(quick, batches, contexts)
+    command = "specsim " + " ".join(sys.argv[1:]) if sys.argv[0].endswith("specsim") else "specsim calibrate"
+    result = run_calibration(target_spec, draft_spec, device, grid, quick, command, progress=_click_progress,
+                             seed=seed)
+    path = save_profile(result.profile, out_path)
+    if as_json:
+        click.echo(json.dumps(result.profile, indent=1))
+    else:
+        click.echo(format_summary(result.profile, path))
 
 
 def main() -> None:

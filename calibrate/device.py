@@ -1,0 +1,128 @@
+"""Which device this is and what state it is in: torch for CUDA and the CPU, pynvml for an NVIDIA GPU's clocks,
+power and throttling. pynvml being absent or failing is recorded, never fatal."""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any
+
+import torch
+
+from simulator import SpecsimError
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` (CUDA if present, else CPU), ``cpu``, ``cuda`` or ``cuda:N``; a one-line error if unavailable."""
+    if name == "auto":
+        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    if name == "cpu":
+        return torch.device("cpu")
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise SpecsimError(f"--device {name}: this torch ({torch.__version__}) sees no CUDA device; use "
+                               "--device cpu or auto")
+        index = int(name.split(":")[1]) if ":" in name else 0
+        if index >= torch.cuda.device_count():
+            raise SpecsimError(f"--device {name}: only {torch.cuda.device_count()} CUDA device(s) present")
+        return torch.device(f"cuda:{index}")
+    raise SpecsimError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N")
+
+
+def cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def nvml_state(index: int) -> dict[str, Any]:
+    """Clocks, power, temperature, driver and throttle reasons via pynvml; {'error': ...} if NVML is unusable."""
+    try:
+        import pynvml
+    except ImportError as e:
+        return {"error": f"pynvml not importable: {e}"}
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as e:
+        return {"error": f"nvmlInit failed: {e}"}
+    try:
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+        state: dict[str, Any] = {
+            "name": _s(pynvml.nvmlDeviceGetName(h)),
+            "driver": _s(pynvml.nvmlSystemGetDriverVersion()),
+            "memory_total_bytes": int(mem.total),
+            "memory_used_bytes": int(mem.used),
+            "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+            "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "max_mem_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM),
+            "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+        }
+        for key, fn in (("power_limit_w", pynvml.nvmlDeviceGetPowerManagementLimit),
+                        ("power_draw_w", pynvml.nvmlDeviceGetPowerUsage)):
+            try:
+                state[key] = fn(h) / 1000.0
+            except pynvml.NVMLError as e:
+                state[key] = f"unavailable: {e}"
+        try:
+            reasons = pynvml.nvmlDeviceGetCurrentClocksEventReasons(h)
+        except (pynvml.NVMLError, AttributeError):
+            reasons = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h)
+        state["throttle_reasons_mask"] = int(reasons)
+        return state
+    except pynvml.NVMLError as e:
+        return {"error": f"NVML query failed: {e}"}
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass
+
+
+def _s(x: Any) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)
+
+
+def device_identity(device: torch.device) -> dict[str, Any]:
+    """What the device is: stable fields that say whether a profile belongs to this machine."""
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        return {"kind": "cuda", "name": props.name, "memory_bytes": int(props.total_memory),
+                "compute_capability": f"{props.major}.{props.minor}", "sm_count": props.multi_processor_count,
+                "torch": torch.__version__, "cuda": torch.version.cuda}
+    return {"kind": "cpu", "name": cpu_model_name(), "cores": os.cpu_count(), "torch": torch.__version__}
+
+
+def device_state(device: torch.device) -> dict[str, Any]:
+    """What state it is in now (taken at the start and at the end of a calibration)."""
+    if device.type == "cuda":
+        return {"nvml": nvml_state(device.index or 0),
+                "memory_allocated_bytes": int(torch.cuda.memory_allocated(device))}
+    state: dict[str, Any] = {"torch_threads": torch.get_num_threads(),
+                             "matmul_backend": _cpu_backend()}
+    try:
+        state["load_average"] = os.getloadavg()
+    except OSError:
+        pass
+    return state
+
+
+def _cpu_backend() -> str:
+    cfg = torch.__config__.show()
+    for key in ("BLAS_INFO", "LAPACK_INFO"):
+        for line in cfg.splitlines():
+            if key in line:
+                return line.strip()
+    return "mkldnn" if torch.backends.mkldnn.is_available() else "unknown"
+
+
+def device_key(identity: dict[str, Any]) -> str:
+    """A file-name-safe key: profiles of this device are found by it."""
+    raw = f"{identity.get('kind')}-{identity.get('name')}"
+    return "".join(ch if ch.isalnum() else "-" for ch in raw.lower()).strip("-")[:80]

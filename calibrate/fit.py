@@ -1,0 +1,173 @@
+"""Fit the pass-cost model to measured pass times by least squares, and measure its error on held-out points.
+
+The model a measured pass time is fitted to (per pass of model m, B sequences x n new tokens on c cached ones):
+
+    t = pass_s + layers_m * layer_s + [rows > 1] (multirow_pass_s + layers_m * multirow_layer_s)
+        + rows * row_s + linear_bytes_m(rows) * s(rows) + kv_bytes * h
+
+with rows = B x n. The [rows > 1] terms are the fixed set-up of a GEMM kernel where a one-row pass runs a GEMV: on
+CPUs this jump is large and would otherwise be smeared over s(rows). A constant shared by every row count is
+confounded with s(rows) for one model alone; a few "overhead probes" (the same decoder only 32 wide, at 1 and 8
+layers, whose passes are nothing but overhead) pin the fixed terms down. s(rows) is the time per byte of the linear layers, piecewise linear in log2(rows) between knots
+at the measured row counts, so that a one-row GEMV and a several-row GEMM (different kernels, a large jump on CPUs)
+each get their own value rather than an average. Every term is linear in the unknowns; the fit minimises the
+*relative* squared error with all unknowns non-negative (Lawson-Hanson active set).
+
+The fitted s(rows) becomes the cost model's rate table: where the implied FLOP rate is at least half the
+micro-benchmarked GEMM peak the knot is compute-bound (FLOP/s = 2 rows / (bytes_per_param s)), else memory-bound
+(bandwidth = 1 / s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.cost import CostModel, RateTable, activation_bytes
+from simulator.specs import HardwareSpec, ModelSpec, Overheads
+
+SMOOTHNESS = 0.1
+KNOT_LADDER = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048, 4096)
+
+
+def nnls(A: np.ndarray, b: np.ndarray, max_iter: int = 500) -> np.ndarray:
+    """min ||A x - b|| subject to x >= 0 (Lawson and Hanson 1974, ch. 23)."""
+    m, n = A.shape
+    x = np.zeros(n)
+    passive = np.zeros(n, dtype=bool)
+    w = A.T @ (b - A @ x)
+    tol = 10 * np.finfo(float).eps * np.linalg.norm(A, 1) * max(m, n)
+    for _ in range(max_iter):
+        if passive.all() or (w[~passive] <= tol).all():
+            break
+        j = int(np.argmax(np.where(passive, -np.inf, w)))
+        passive[j] = True
+        while True:
+            z = np.zeros(n)
+            z[passive] = np.linalg.lstsq(A[:, passive], b, rcond=None)[0]
+            if (z[passive] > 0).all():
+                x = z
+                break
+            neg = passive & (z <= 0)
+            alpha = np.min(x[neg] / (x[neg] - z[neg]))
+            x = x + alpha * (z - x)
+            passive &= x > tol
+        w = A.T @ (b - A @ x)
+    return x
+
+
+@dataclass(frozen=True)
+class PassPoint:
+    model: str
+    batch: int
+    new_tokens: int
+    context: int
+    time_s: float
+
+    @property
+    def rows(self) -> int:
+        return self.batch * self.new_tokens
+
+
+@dataclass(frozen=True)
+class FitResult:
+    cost: CostModel
+    knots: tuple[int, ...]
+    seconds_per_linear_byte: tuple[float, ...]
+    kv_seconds_per_byte: float
+
+
+def choose_knots(rows: Sequence[int]) -> tuple[int, ...]:
+    lo, hi = min(rows), max(rows)
+    knots = [k for k in KNOT_LADDER if lo <= k <= hi]
+    if not knots or knots[0] != lo:
+        knots.insert(0, lo)
+    if knots[-1] != hi:
+        knots.append(hi)
+    return tuple(sorted(set(knots)))
+
+
+def _interp_weights(knots: Sequence[int], rows: int) -> np.ndarray:
+    x = np.log2(np.asarray(knots, dtype=float))
+    xq = np.clip(np.log2(rows), x[0], x[-1])
+    w = np.zeros(len(knots))
+    if len(knots) == 1:
+        w[0] = 1.0
+        return w
+    i = int(np.clip(np.searchsorted(x, xq, side="right") - 1, 0, len(knots) - 2))
+    f = (xq - x[i]) / (x[i + 1] - x[i])
+    w[i], w[i + 1] = 1.0 - f, f
+    return w
+
+
+N_FIXED = 5  # pass_s, layer_s, multirow_pass_s, multirow_layer_s, row_s
+
+
+def design_row(spec: ModelSpec, p: PassPoint, knots: Sequence[int]) -> np.ndarray:
+    linear_bytes = spec.weight_bytes_per_pass + activation_bytes(spec, p.rows)
+    kv_bytes = p.batch * (p.context + 2 * p.new_tokens) * spec.kv_bytes_per_token
+    multi = float(p.rows > 1)
+    fixed = [1.0, spec.n_layers, multi, multi * spec.n_layers, p.rows]
+    return np.concatenate([fixed, linear_bytes * _interp_weights(knots, p.rows), [kv_bytes]])
+
+
+def fit_cost_model(points: Sequence[PassPoint], specs: Mapping[str, ModelSpec], hardware: HardwareSpec,
+                   gemm_peak_flops_per_s: float, stream_bw_bytes_per_s: float, dtype: str,
+                   smoothness: float = SMOOTHNESS) -> FitResult:
+    """Least-squares fit of overheads and the per-row-count linear rate to `points`.
+
+    Adjacent knots of s(rows) are tied by a penalty of weight `smoothness` (in units of relative error of the
+    largest model's pass per relative step in s): knots that few points touch follow their neighbours, while a jump
+    that many points support (one row to two on a CPU) survives.
+    """
+    knots = choose_knots([p.rows for p in points])
+    A = np.array([design_row(specs[p.model], p, knots) for p in points]) / np.array([p.time_s for p in points])[:, None]
+    b = np.ones(len(points))
+    if len(knots) > 1 and smoothness > 0:
+        big = max(points, key=lambda p: specs[p.model].weight_bytes_per_pass)
+        w_ref = specs[big.model].weight_bytes_per_pass / big.time_s
+        D = np.zeros((len(knots) - 1, A.shape[1]))
+        for i in range(len(knots) - 1):
+            D[i, N_FIXED + i], D[i, N_FIXED + i + 1] = w_ref * smoothness, -w_ref * smoothness
+        A, b = np.vstack([A, D]), np.concatenate([b, np.zeros(len(knots) - 1)])
+    scale = np.abs(A).max(axis=0)
+    scale[scale == 0] = 1.0
+    x = nnls(A / scale, b) / scale
+    pass_s, layer_s, multirow_pass_s, multirow_layer_s, row_s = x[:N_FIXED]
+    s = x[N_FIXED:-1]
+    h = x[-1]
+    bpp = next(iter(specs.values())).bytes_per_param
+    bws, flops = [], []
+    for r, s_r in zip(knots, s):
+        s_r = max(s_r, 1.0 / (10 * stream_bw_bytes_per_s))  # guard a knot the data could not pin down
+        implied = 2.0 * r / (bpp * s_r)
+        if implied >= 0.5 * gemm_peak_flops_per_s:
+            bws.append(max(stream_bw_bytes_per_s, 1.0 / s_r))
+            flops.append(implied)
+        else:
+            bws.append(1.0 / s_r)
+            flops.append(max(gemm_peak_flops_per_s, implied))
+    linear = RateTable(knots, tuple(bws), tuple(flops))
+    kv_bw = 1.0 / h if h > 0 else stream_bw_bytes_per_s
+    attention = RateTable.constant(kv_bw, gemm_peak_flops_per_s)
+    overheads = Overheads(pass_s=pass_s, layer_s=layer_s, row_s=row_s, multirow_pass_s=multirow_pass_s,
+                          multirow_layer_s=multirow_layer_s)
+    cost = CostModel(hardware, linear, attention, overheads, label="calibrated")
+    return FitResult(cost, knots, tuple(float(v) for v in s), float(h))
+
+
+def errors(cost: CostModel, points: Sequence[PassPoint], specs: Mapping[str, ModelSpec]) -> dict:
+    """Relative errors (predicted / measured - 1) of `cost` on `points`, with median and p90 of |error|."""
+    errs = []
+    per_point = []
+    for p in points:
+        pred = cost.pass_time_s(specs[p.model], p.batch, p.new_tokens, p.context)
+        e = pred / p.time_s - 1.0
+        errs.append(e)
+        per_point.append({"model": p.model, "batch": p.batch, "new_tokens": p.new_tokens, "context": p.context,
+                          "measured_s": p.time_s, "predicted_s": pred, "rel_error": e})
+    a = np.abs(errs) if errs else np.zeros(1)
+    return {"n": len(points), "median_abs_err": float(np.median(a)), "p90_abs_err": float(np.percentile(a, 90)),
+            "max_abs_err": float(a.max()), "points": per_point}

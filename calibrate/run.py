@@ -1,0 +1,232 @@
+"""`specsim calibrate`: micro-benchmarks, a grid of real draft and verify passes, the fit, and the profile."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from simulator import SpecsimError, __version__
+from simulator.cost import CostModel
+from simulator.specs import HardwareSpec, ModelSpec
+
+from .device import device_identity, device_state
+from .fit import PassPoint, errors, fit_cost_model
+from .measure import Timer
+from .microbench import n_microbenchmarks, run_microbenchmarks
+from .model import build_decoder
+from .profile import SCHEMA, SCHEMA_VERSION, host_summary, rates_to_dict, spec_to_dict
+
+
+class Bar(Protocol):
+    def update(self, n: int) -> None: ...
+
+
+Progress = Callable[[str, int], contextlib.AbstractContextManager[Bar]]
+
+
+@contextlib.contextmanager
+def no_progress(label: str, total: int) -> Iterator[Bar]:
+    class _Bar:
+        def update(self, n: int) -> None:
+            pass
+
+    yield _Bar()
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Which passes to time: batch x new tokens x context for the target, and the draft's own (narrower) set."""
+
+    batches: tuple[int, ...]
+    target_new_tokens: tuple[int, ...]
+    draft_new_tokens: tuple[int, ...]
+    contexts: tuple[int, ...]
+    probe_layers: tuple[int, ...] = (1, 8)
+    heldout_fraction: float = 0.3
+
+    @classmethod
+    def default(cls, quick: bool, batches: Sequence[int] | None = None, contexts: Sequence[int] | None = None,
+                tree_sizes: Sequence[int] = ()) -> Grid:
+        if quick:
+            b, n, c = (1, 2, 4, 8), tuple(range(1, 9)), (64, 384)
+        else:
+            b, n, c = (1, 2, 4, 8, 16, 32), tuple(range(1, 9)) + (11, 16), (64, 512)
+        n = tuple(sorted(set(n) | {t for t in tree_sizes}))
+        return cls(tuple(batches or b), n, (1, 2, 4), tuple(contexts or c))
+
+
+@dataclass
+class CalibrationResult:
+    profile: dict[str, Any]
+    fit_cost: CostModel
+    specs: dict[str, ModelSpec] = field(default_factory=dict)
+
+
+def probe_spec(target: ModelSpec, layers: int) -> ModelSpec:
+    """A decoder as deep as asked but only 32 wide: its passes cost the fixed overheads and almost nothing else."""
+    return ModelSpec(name=f"probe-{layers}L", n_layers=layers, d_model=32, n_heads=2, n_kv_heads=2, d_ff=64,
+                     vocab_size=target.vocab_size, dtype=target.dtype, source="overhead probe")
+
+
+def _is_oom(e: BaseException) -> bool:
+    if isinstance(e, torch.OutOfMemoryError):
+        return True
+    text = str(e).lower()
+    return isinstance(e, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+def time_passes(spec: ModelSpec, device: torch.device, timer: Timer, batches: Sequence[int],
+                new_tokens: Sequence[int], contexts: Sequence[int], bar: Bar, quick: bool) -> list[dict[str, Any]]:
+    """Time one forward pass per grid point with random weights; an out-of-memory point is recorded and skipped."""
+    max_len = max(contexts) + max(new_tokens) + 1
+    records: list[dict[str, Any]] = []
+    try:
+        model = build_decoder(spec, max_len, device=str(device))
+    except Exception as e:  # noqa: BLE001 - any failure to even build the model is an OOM candidate
+        if not _is_oom(e):
+            raise
+        for b in batches:
+            for n in new_tokens:
+                for c in contexts:
+                    records.append({"model": spec.name, "batch": b, "new_tokens": n, "context": c, "oom": True})
+                    bar.update(1)
+        return records
+    cap = 0.35 if quick else 1.2
+    for b in batches:
+        try:
+            model.setup_cache(b)
+        except Exception as e:  # noqa: BLE001
+            if not _is_oom(e):
+                raise
+            for n in new_tokens:
+                for c in contexts:
+                    records.append({"model": spec.name, "batch": b, "new_tokens": n, "context": c, "oom": True})
+                    bar.update(1)
+            continue
+        for c in contexts:
+            for n in new_tokens:
+                rec: dict[str, Any] = {"model": spec.name, "batch": b, "new_tokens": n, "context": c}
+                tokens = torch.randint(0, spec.vocab_size, (b, n), device=device)
+                slots = (torch.arange(n, device=device) + c).expand(b, n).contiguous()
+                try:
+                    with torch.inference_mode():
+                        t = timer.measure(lambda tokens=tokens, slots=slots: model(tokens, slots), max_time_s=cap)
+                    rec.update(t.to_dict())
+                except Exception as e:  # noqa: BLE001
+                    if not _is_oom(e):
+                        raise
+                    rec["oom"] = True
+                records.append(rec)
+                bar.update(1)
+        for layer in model.layers:
+            layer.attention.k_cache = layer.attention.v_cache = None
+    del model
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return records
+
+
+def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: Grid, quick: bool, command: str,
+              progress: Progress = no_progress, seed: int = 0) -> CalibrationResult:
+    """Measure this device, time the grid, fit the cost model on part of it and check it on the rest."""
+    torch.manual_seed(seed)
+    timer = Timer(device)
+    identity = device_identity(device)
+    state_start = device_state(device)
+    created = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+    with progress("micro-benchmarks", n_microbenchmarks(device)) as bar:
+        micro = run_microbenchmarks(timer, quick, lambda: bar.update(1))
+
+    probes = [probe_spec(target, n) for n in grid.probe_layers]
+    specs = {target.name: target, draft.name: draft, **{p.name: p for p in probes}}
+    passes: list[dict[str, Any]] = []
+    n_target = len(grid.batches) * len(grid.target_new_tokens) * len(grid.contexts)
+    with progress(f"target passes ({target.name})", n_target) as bar:
+        passes += time_passes(target, device, timer, grid.batches, grid.target_new_tokens, grid.contexts, bar, quick)
+    n_draft = len(grid.batches) * len(grid.draft_new_tokens) * len(grid.contexts)
+    with progress(f"draft passes ({draft.name})", n_draft) as bar:
+        passes += time_passes(draft, device, timer, grid.batches, grid.draft_new_tokens, grid.contexts, bar, quick)
+    probe_b, probe_n = (1, max(grid.batches)), (1, 4)
+    with progress("overhead probes", len(probes) * 4) as bar:
+        for p in probes:
+            passes += time_passes(p, device, timer, probe_b, probe_n, grid.contexts[:1], bar, quick)
+
+    points = [PassPoint(r["model"], r["batch"], r["new_tokens"], r["context"], r["median_s"])
+              for r in passes if not r.get("oom")]
+    real = [p for p in points if p.model in (target.name, draft.name)]
+    if len(real) < 6:
+        raise SpecsimError("too few passes could be timed to fit the cost model (out of memory?); try a smaller "
+                           "--batch range or --context")
+    rng = np.random.default_rng(seed)
+    test_idx = set(rng.choice(len(real), size=max(1, int(round(grid.heldout_fraction * len(real)))),
+                              replace=False).tolist())
+    train = [p for i, p in enumerate(real) if i not in test_idx] + [p for p in points if p not in real]
+    test = [p for i, p in enumerate(real) if i in test_idx]
+
+    dtype = target.dtype
+    gemm_peak = micro["matmul"].get(dtype, micro["matmul"]["fp32"])["flops_per_s"]
+    stream_bw = micro["bandwidth"]["read_bytes_per_s"]
+    hw = HardwareSpec(name=identity["name"], mem_bw_bytes_per_s=stream_bw,
+                      peak_flops_per_s=tuple((d, m["flops_per_s"]) for d, m in micro["matmul"].items()),
+                      mem_capacity_bytes=float(identity.get("memory_bytes") or 16e9), bw_efficiency=1.0,
+                      flops_efficiency=1.0, source="micro-benchmarks")
+    with progress("fit", 1) as bar:
+        fit = fit_cost_model(train, specs, hw, gemm_peak, stream_bw, dtype)
+        bar.update(1)
+    datasheet = CostModel.from_hardware(hw, dtype, datasheet=True)
+    ratio = verify_ratio_check(fit.cost, points, target)
+
+    profile: dict[str, Any] = {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "specsim_version": __version__,
+        "command": command,
+        "created": created,
+        "device": identity,
+        "device_state": {"start": state_start, "end": device_state(device)},
+        "host": host_summary(),
+        "dtype": dtype,
+        "quick": quick,
+        "models": {"target": spec_to_dict(target), "draft": spec_to_dict(draft),
+                   "probes": [spec_to_dict(p) for p in probes]},
+        "microbenchmarks": micro,
+        "passes": passes,
+        "fit": {
+            "method": "non-negative least squares on relative error; see calibrate/fit.py",
+            "linear_rates": rates_to_dict(fit.cost.linear_rates),
+            "attention_rates": rates_to_dict(fit.cost.attention_rates),
+            "overheads": asdict(fit.cost.overheads),
+            "seconds_per_linear_byte": {"rows": list(fit.knots), "values": list(fit.seconds_per_linear_byte)},
+            "train_points": len(train),
+            "heldout": errors(fit.cost, test, specs),
+            "datasheet_heldout": errors(datasheet, test, specs),
+            "verify_ratio_batch1": ratio,
+        },
+        "acceptance": None,
+    }
+    return CalibrationResult(profile, fit.cost, specs)
+
+
+def verify_ratio_check(cost: CostModel, points: Sequence[PassPoint], target: ModelSpec) -> list[dict[str, Any]]:
+    """At batch 1 and the smallest context: t(k + 1 tokens) / t(1 token), measured against the fit's prediction."""
+    b1 = {(p.new_tokens, p.context): p.time_s for p in points if p.model == target.name and p.batch == 1}
+    if not b1:
+        return []
+    c = min(ctx for _, ctx in b1)
+    if (1, c) not in b1:
+        return []
+    fitted = cost.pass_time_s(target, 1, 1, c)
+    out = []
+    for n in sorted(n for n, ctx in b1 if ctx == c and n > 1):
+        measured = b1[(n, c)] / b1[(1, c)]
+        predicted = cost.pass_time_s(target, 1, n, c) / fitted
+        out.append({"k": n - 1, "measured_ratio": measured, "predicted_ratio": predicted,
+                    "rel_error": predicted / measured - 1.0})
+    return out
