@@ -8,8 +8,10 @@ The model a measured pass time is fitted to (per pass of model m, B sequences x 
 with rows = B x n. The [rows > 1] terms are the fixed set-up of a GEMM kernel where a one-row pass runs a GEMV: on
 CPUs this jump is large and would otherwise be smeared over s(rows). A constant shared by every row count is
 confounded with s(rows) for one model alone; a few "overhead probes" (the same decoder only 32 wide, at 1 and 8
-layers, whose passes are nothing but overhead) pin the fixed terms down. s(rows) is the time per byte of the linear layers, piecewise linear in log2(rows) between knots
-at the measured row counts, so that a one-row GEMV and a several-row GEMM (different kernels, a large jump on CPUs)
+layers, whose passes are nothing but overhead) pin the fixed terms down.
+
+s(rows) is the time per byte of the linear layers, piecewise linear in log2(rows) between knots at the measured
+row counts, so that a one-row GEMV and a several-row GEMM (different kernels, a large jump on CPUs)
 each get their own value rather than an average. Every term is linear in the unknowns; the fit minimises the
 *relative* squared error with all unknowns non-negative (Lawson-Hanson active set).
 

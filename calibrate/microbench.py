@@ -36,7 +36,6 @@ def bandwidth(timer: Timer, buffer_bytes: int, max_time_s: float) -> dict[str, A
         "read": read.to_dict(),
         "copy": copy.to_dict(),
     }
-    del src, dst
     return out
 
 

@@ -124,9 +124,8 @@ def time_passes(spec: ModelSpec, device: torch.device, timer: Timer, batches: Se
                     rec["oom"] = True
                 records.append(rec)
                 bar.update(1)
-        for layer in model.layers:
+        for layer in model.layers:  # free this batch's cache before the next one is allocated
             layer.attention.k_cache = layer.attention.v_cache = None
-    del model
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return records
