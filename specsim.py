@@ -115,10 +115,12 @@ def _candidates(ks: list[int], trees: tuple[str, ...], tree_budget: int | None, 
 @click.option("--tree-budget", type=click.IntRange(1, 4096), default=None,
               help="Add the best tree of N drafted nodes for the ranks vector (Sequoia's DP).")
 @click.option("--hardware", metavar="NAME", help="Hardware preset, e.g. h100-sxm (hardware mode).")
-@click.option("--target", default="llama-3.1-8b", show_default=True, metavar="NAME|config.json",
-              help="Target model preset or a Hugging Face config.json.")
-@click.option("--draft", default="llama-3.2-1b", show_default=True, metavar="NAME|config.json",
-              help="Draft model preset or a Hugging Face config.json.")
+@click.option("--profile", "profile_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Calibration profile [default: the latest profile measured on this device].")
+@click.option("--target", default=None, metavar="NAME|config.json",
+              help="Target model preset or a Hugging Face config.json [default: the profile's, else llama-3.1-8b].")
+@click.option("--draft", default=None, metavar="NAME|config.json",
+              help="Draft model preset or a Hugging Face config.json [default: the profile's, else llama-3.2-1b].")
 @click.option("--batch", "batches", type=IntRangeParam(1), default="1..256", show_default=True,
               help="Batch sizes (sequences decoded together), e.g. 1..256 or 1..256:x2.")
 @click.option("--context", "contexts", type=IntRangeParam(0), default="1024", show_default=True,
@@ -130,7 +132,8 @@ def _candidates(ks: list[int], trees: tuple[str, ...], tree_budget: int | None, 
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also draw speed-up vs batch to this PNG/SVG/PDF (hardware mode).")
 def predict(alpha: float | None, acceptance_spec: str | None, ks: list[int], cost_ratio: float | None,
-            trees: tuple[str, ...], tree_budget: int | None, hardware: str | None, target: str, draft: str,
+            trees: tuple[str, ...], tree_budget: int | None, hardware: str | None, profile_path: Path | None,
+            target: str | None, draft: str | None,
             batches: list[int], contexts: list[int], dtype: str, as_json: bool, as_csv: bool,
             plot_path: Path | None) -> None:
     """Predict the speed-up of speculative decoding.
@@ -141,6 +144,8 @@ def predict(alpha: float | None, acceptance_spec: str | None, ks: list[int], cos
     Hardware mode, a roofline of every draft and verify pass:
       specsim predict --hardware h100-sxm --target llama-3.1-8b --draft llama-3.2-1b \\
           --acceptance iid:0.6 --batch 1..256 --k 0..8 --context 128,1024,8192
+    Calibrated mode (the latest profile of this device, or --profile FILE):
+      specsim predict --acceptance iid:0.75 --batch 1..64
     """
     from simulator.acceptance import IIDAcceptance, parse_acceptance
     from simulator.report import format_formula_table, format_hardware_table, result_to_csv, result_to_dict
@@ -156,36 +161,42 @@ def predict(alpha: float | None, acceptance_spec: str | None, ks: list[int], cos
     meta: dict[str, Any] = {"specsim_version": __version__, "acceptance": acceptance.spec}
 
     if cost_ratio is not None:
-        if hardware:
-            raise click.UsageError("--c is formula mode; drop it to use --hardware")
+        if hardware or profile_path:
+            raise click.UsageError("--c is formula mode; drop it to use --hardware or --profile")
         from simulator.sweep import formula_sweep
 
         result = formula_sweep(acceptance, candidates, cost_ratio)
         meta.update(mode="formula", c=cost_ratio)
         text = format_formula_table(result, cost_ratio)
-    elif hardware:
-        from scenarios import load_hardware, load_model
-        from simulator.cost import CostModel
+    else:
+        from scenarios import load_model
         from simulator.sweep import sweep
 
-        hw = load_hardware(hardware)
-        target_spec, draft_spec = load_model(target, dtype), load_model(draft, dtype)
-        cost = CostModel.from_hardware(hw, dtype)
+        if hardware:
+            if profile_path:
+                raise click.UsageError("give --hardware (a preset) or --profile (a calibration), not both")
+            from scenarios import load_hardware
+            from simulator.cost import CostModel
+
+            hw = load_hardware(hardware)
+            cost = CostModel.from_hardware(hw, dtype)
+            target_spec = load_model(target or "llama-3.1-8b", dtype)
+            draft_spec = load_model(draft or "llama-3.2-1b", dtype)
+            where = f"{hw.name}, {dtype}, uncalibrated preset roofline"
+        else:
+            cost, target_spec, draft_spec, where = _calibrated(profile_path, target, draft, dtype)
         result = sweep(cost, target_spec, draft_spec, acceptance, batches, candidates, contexts)
-        meta.update(mode="hardware", hardware=hw.name, target=target_spec.name, draft=draft_spec.name, dtype=dtype,
-                    cost_model=cost.label)
-        head = (f"{target_spec.name} ({target_spec.n_params / 1e9:.2f} B params) drafted by {draft_spec.name} "
-                f"({draft_spec.n_params / 1e9:.2f} B) on {hw.name}, {dtype}, acceptance {acceptance.spec}; "
-                "uncalibrated preset roofline\n")
+        meta.update(mode="hardware" if hardware else "profile", hardware=cost.hardware.name,
+                    target=target_spec.name, draft=draft_spec.name, dtype=target_spec.dtype, cost_model=cost.label)
+        head = (f"{target_spec.name} ({_params(target_spec)} params) drafted by {draft_spec.name} "
+                f"({_params(draft_spec)}) on {where}; acceptance {acceptance.spec}\n")
         text = head + format_hardware_table(result)
         if plot_path:
             from plots.speedup import speedup_vs_batch
 
-            fig = speedup_vs_batch(result, title=head.strip().split(";")[0])
+            fig = speedup_vs_batch(result, title=head.strip())
             _save_figure(fig, plot_path)
             text += f"plot written to {plot_path}\n"
-    else:
-        raise click.UsageError("choose a mode: --c RATIO for the closed form, or --hardware NAME for the roofline")
 
     if as_json:
         click.echo(json.dumps(result_to_dict(result, meta), indent=1))
@@ -248,6 +259,48 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
         click.echo(json.dumps(result.profile, indent=1))
     else:
         click.echo(format_summary(result.profile, path))
+
+
+def _params(spec: Any) -> str:
+    n = spec.n_params
+    return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.1f} M"
+
+
+def _calibrated(profile_path: Path | None, target: str | None, draft: str | None, dtype: str) -> tuple:
+    """Cost model and models from a profile: --profile FILE, else the latest one measured on this device."""
+    from calibrate.profile import (
+        check_device,
+        cost_model_from_profile,
+        current_cpu_identity,
+        latest_profile,
+        load_profile,
+        spec_from_dict,
+    )
+    from scenarios import load_model
+
+    if profile_path is None:
+        here = current_cpu_identity()
+        profile_path = latest_profile(here)
+        if profile_path is None:
+            raise SpecsimError("no calibration profile for this device yet: run `specsim calibrate --quick`, or "
+                               "give --hardware NAME (a preset) or --c RATIO (the closed form)")
+        click.echo(f"using profile {profile_path} (latest for this device)", err=True)
+        profile = load_profile(profile_path)
+    else:
+        profile = load_profile(profile_path)
+        if profile["device"].get("kind") == "cpu":
+            check_device(profile, current_cpu_identity(), profile_path)
+        else:
+            from calibrate.device import device_identity, resolve_device
+
+            check_device(profile, device_identity(resolve_device("cuda")), profile_path)
+    cost = cost_model_from_profile(profile)
+    t = load_model(target, dtype) if target else spec_from_dict(profile["models"]["target"])
+    d = load_model(draft, dtype) if draft else spec_from_dict(profile["models"]["draft"])
+    fit = profile["fit"]["heldout"]
+    where = (f"{profile['device']['name']} (calibrated {profile['created'][:10]}, held-out pass error median "
+             f"{100 * fit['median_abs_err']:.1f} %)")
+    return cost, t, d, where
 
 
 def main() -> None:

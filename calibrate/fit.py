@@ -15,9 +15,7 @@ row counts, so that a one-row GEMV and a several-row GEMM (different kernels, a 
 each get their own value rather than an average. Every term is linear in the unknowns; the fit minimises the
 *relative* squared error with all unknowns non-negative (Lawson-Hanson active set).
 
-The fitted s(rows) becomes the cost model's rate table: where the implied FLOP rate is at least half the
-micro-benchmarked GEMM peak the knot is compute-bound (FLOP/s = 2 rows / (bytes_per_param s)), else memory-bound
-(bandwidth = 1 / s).
+The fitted s(rows) becomes the cost model's rate table (see `fit_cost_model`).
 """
 
 from __future__ import annotations
@@ -140,18 +138,17 @@ def fit_cost_model(points: Sequence[PassPoint], specs: Mapping[str, ModelSpec], 
     pass_s, layer_s, multirow_pass_s, multirow_layer_s, row_s = x[:N_FIXED]
     s = x[N_FIXED:-1]
     h = x[-1]
+    # Rates from s(rows): bandwidth 1 / s at every knot; the compute rate is the GEMM peak while s is flat, and the
+    # rate implied at the largest knot once s has clearly risen (compute-bound there), so that extrapolating past
+    # the grid grows linearly with rows instead of staying flat. Each knot keeps FLOP/s >= its implied rate, so the
+    # roofline max(bytes / bw, flops / flop_rate) reproduces W s(rows) at every knot.
     bpp = next(iter(specs.values())).bytes_per_param
-    bws, flops = [], []
-    for r, s_r in zip(knots, s):
-        s_r = max(s_r, 1.0 / (10 * stream_bw_bytes_per_s))  # guard a knot the data could not pin down
-        implied = 2.0 * r / (bpp * s_r)
-        if implied >= 0.5 * gemm_peak_flops_per_s:
-            bws.append(max(stream_bw_bytes_per_s, 1.0 / s_r))
-            flops.append(implied)
-        else:
-            bws.append(1.0 / s_r)
-            flops.append(max(gemm_peak_flops_per_s, implied))
-    linear = RateTable(knots, tuple(bws), tuple(flops))
+    s = np.maximum(s, 1.0 / (10 * stream_bw_bytes_per_s))  # guard a knot the data could not pin down
+    implied = 2.0 * np.asarray(knots) / (bpp * s)
+    compute_rate = implied[-1] if s[-1] > 1.3 * s.min() else gemm_peak_flops_per_s
+    bws = 1.0 / s
+    flops = np.maximum(compute_rate, implied)
+    linear = RateTable(knots, tuple(float(b) for b in bws), tuple(float(f) for f in flops))
     kv_bw = 1.0 / h if h > 0 else stream_bw_bytes_per_s
     attention = RateTable.constant(kv_bw, gemm_peak_flops_per_s)
     overheads = Overheads(pass_s=pass_s, layer_s=layer_s, row_s=row_s, multirow_pass_s=multirow_pass_s,
