@@ -69,9 +69,11 @@ def test_trees_in_both_modes():
     (["--alpha", "0.8", "--c", "0.1", "--tree", "4,2"], "ranks:"),
     (["--acceptance", "beta:1", "--c", "0.1"], "expected 2 values"),
     (["--c", "0.1"], "--alpha"),
-    (["--alpha", "0.8"], "choose a mode"),
+    (["--alpha", "0.8"], "no calibration profile"),
+    (["--alpha", "0.8", "--hardware", "l4", "--profile", "x.json"], "not both"),
 ])
-def test_bad_input_is_one_line_and_exit_2(args, message):
+def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     r = run("predict", *args)
     assert r.exit_code == 2, r.output
     lines = [line for line in r.output.splitlines() if line.strip()]
