@@ -105,7 +105,8 @@ def _candidates(ks: list[int], trees: tuple[str, ...], tree_budget: int | None, 
 @click.option("--alpha", type=click.FloatRange(0.0, 1.0), help="i.i.d. acceptance rate (same as --acceptance iid:A).")
 @click.option("--acceptance", "acceptance_spec", metavar="SPEC",
               help="Acceptance model: iid:A, positional:A1,A2,..., beta:a,b, markov:AE,AH,PEH,PHE, "
-                   "trace:FILE[:eagle|ngram] or ranks:R1,R2,...")
+                   "trace:FILE[:eagle|ngram], ranks:R1,R2,... or measured[:positional|iid|beta|markov|trace|ranks] "
+                   "(the calibration profile's).")
 @click.option("--k", "ks", type=IntRangeParam(0), default="0..8", show_default=True,
               help="Draft lengths to sweep (0 = plain decoding), e.g. 1..8 or 0,2,4.")
 @click.option("--c", "cost_ratio", type=click.FloatRange(0.0), default=None,
@@ -156,7 +157,14 @@ def predict(alpha: float | None, acceptance_spec: str | None, ks: list[int], cos
         raise click.UsageError("give --alpha or --acceptance, not both")
     if alpha is None and not acceptance_spec:
         raise click.UsageError("say how often drafts are accepted: --alpha 0.7 or --acceptance SPEC")
-    acceptance = IIDAcceptance(alpha) if alpha is not None else parse_acceptance(acceptance_spec or "")
+    if alpha is not None:
+        acceptance = IIDAcceptance(alpha)
+    elif (acceptance_spec or "").startswith("measured"):
+        acceptance, found = _measured_acceptance(acceptance_spec or "", profile_path)
+        if cost_ratio is None and not hardware:
+            profile_path = found
+    else:
+        acceptance = parse_acceptance(acceptance_spec or "")
     candidates = _candidates(ks, trees, tree_budget, acceptance)
     meta: dict[str, Any] = {"specsim_version": __version__, "acceptance": acceptance.spec}
 
@@ -261,6 +269,86 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
         click.echo(format_summary(result.profile, path))
 
 
+@cli.command()
+@click.option("--draft", "draft_kind", type=click.Choice(["poor", "built-in", "ngram"]), default="poor",
+              show_default=True, help="poor: a random model against a small-vocabulary target; built-in: the "
+              "trained byte-level pair (first 2 tokens); ngram: prompt lookup.")
+@click.option("--k", "ks", type=IntRangeParam(1), default="1,4", show_default=True, help="Chain draft lengths.")
+@click.option("--tree", "trees", multiple=True, metavar="B1,B2,...", default=("2,2",), show_default=True,
+              help="Tree shapes (repeatable; not with --draft ngram).")
+@click.option("--samples", type=click.IntRange(100), default=20000, show_default=True,
+              help="Completions drawn per case.")
+@click.option("--tokens", "m", type=click.IntRange(1, 4), default=None,
+              help="Joint distribution of the first m tokens [default: 3, or 2 for built-in].")
+@click.option("--temperature", type=click.FloatRange(0.05, 10.0), default=1.0, show_default=True,
+              help="Sampling temperature.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every random draw.")
+def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: int, m: int | None,
+              temperature: float, seed: int) -> None:
+    """The falsification test: speculative sampling leaves the target's distribution unchanged.
+
+    Plain and speculative samples are compared with the exact target probabilities (chi-square, and the total
+    variation beside its noise level); deliberately broken rules must be caught. Exit 0 only if the exact rule
+    passes (p > 0.01) everywhere and every broken rule is rejected (p < 1e-6).
+
+    \b
+    specsim exactness --samples 20000 --k 1,4 --tree 2,2
+    specsim exactness --draft ngram --k 3 --tree ''
+    """
+    from calibrate.exactness import run_exactness, verdict
+    from simulator.trees import parse_branching
+
+    shapes = [parse_branching(t) for t in trees if t.strip()]
+    if draft_kind == "ngram" and shapes:
+        raise click.UsageError("prompt lookup proposes one continuation: drop --tree with --draft ngram "
+                               "(pass --tree '')")
+    failures = 0
+
+    def report(result: Any, kind: str) -> None:
+        nonlocal failures
+        ok, line = verdict(result, kind)
+        failures += not ok
+        click.echo(line)
+
+    run_exactness(draft_kind, ks, shapes, samples, seed, temperature, m, report)
+    if failures:
+        click.echo(f"specsim: {failures} case(s) failed", err=True)
+        sys.exit(1)
+    click.echo("exact: every speculative case matches the target distribution and every broken rule is caught")
+
+
+def _resolve_profile(profile_path: Path | None) -> tuple[dict, Path]:
+    """--profile FILE (checked against this device), else the latest profile measured on this device."""
+    from calibrate.profile import check_device, current_cpu_identity, latest_profile, load_profile
+
+    if profile_path is None:
+        found = latest_profile(current_cpu_identity())
+        if found is None:
+            raise SpecsimError("no calibration profile for this device yet: run `specsim calibrate --quick`, or "
+                               "give --hardware NAME (a preset) or --c RATIO (the closed form)")
+        click.echo(f"using profile {found} (latest for this device)", err=True)
+        return load_profile(found), found
+    profile = load_profile(profile_path)
+    if profile["device"].get("kind") == "cpu":
+        check_device(profile, current_cpu_identity(), profile_path)
+    else:
+        from calibrate.device import device_identity, resolve_device
+
+        check_device(profile, device_identity(resolve_device("cuda")), profile_path)
+    return profile, profile_path
+
+
+def _measured_acceptance(spec: str, profile_path: Path | None) -> tuple[Any, Path]:
+    from simulator.acceptance import from_measured
+
+    profile, path = _resolve_profile(profile_path)
+    if not profile.get("acceptance"):
+        raise SpecsimError(f"profile {path} has no measured acceptance (it was calibrated with random weights); "
+                           "calibrate the built-in pair or give --acceptance iid:A")
+    _, _, variant = spec.partition(":")
+    return from_measured(profile["acceptance"], variant or "positional"), path
+
+
 def _params(spec: Any) -> str:
     n = spec.n_params
     return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.1f} M"
@@ -268,32 +356,10 @@ def _params(spec: Any) -> str:
 
 def _calibrated(profile_path: Path | None, target: str | None, draft: str | None, dtype: str) -> tuple:
     """Cost model and models from a profile: --profile FILE, else the latest one measured on this device."""
-    from calibrate.profile import (
-        check_device,
-        cost_model_from_profile,
-        current_cpu_identity,
-        latest_profile,
-        load_profile,
-        spec_from_dict,
-    )
+    from calibrate.profile import cost_model_from_profile, spec_from_dict
     from scenarios import load_model
 
-    if profile_path is None:
-        here = current_cpu_identity()
-        profile_path = latest_profile(here)
-        if profile_path is None:
-            raise SpecsimError("no calibration profile for this device yet: run `specsim calibrate --quick`, or "
-                               "give --hardware NAME (a preset) or --c RATIO (the closed form)")
-        click.echo(f"using profile {profile_path} (latest for this device)", err=True)
-        profile = load_profile(profile_path)
-    else:
-        profile = load_profile(profile_path)
-        if profile["device"].get("kind") == "cpu":
-            check_device(profile, current_cpu_identity(), profile_path)
-        else:
-            from calibrate.device import device_identity, resolve_device
-
-            check_device(profile, device_identity(resolve_device("cuda")), profile_path)
+    profile, profile_path = _resolve_profile(profile_path)
     cost = cost_model_from_profile(profile)
     t = load_model(target, dtype) if target else spec_from_dict(profile["models"]["target"])
     d = load_model(draft, dtype) if draft else spec_from_dict(profile["models"]["draft"])

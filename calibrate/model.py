@@ -73,8 +73,8 @@ class Attention(nn.Module):
         self.k_cache: torch.Tensor | None = None  # (B, n_kv_heads, max_seq_len, head_dim)
         self.v_cache: torch.Tensor | None = None
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor,
-                mask: torch.Tensor, used: int) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor | None,
+                mask: torch.Tensor | None, used: int) -> torch.Tensor:
         B, n, _ = x.shape
         c = self.cfg
         q_dim, kv_dim = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
@@ -84,12 +84,19 @@ class Attention(nn.Module):
         v = v.view(B, n, c.n_kv_heads, c.head_dim)
         q = q * cos + rotate_half(q) * sin  # cos, sin: (B, n, 1, head_dim)
         k = k * cos + rotate_half(k) * sin
+        groups = c.n_heads // c.n_kv_heads
+        if slots is None:  # training: no cache, causal over the n tokens given
+            keys, values = k.transpose(1, 2), v.transpose(1, 2)
+            if groups > 1:
+                keys, values = keys.repeat_interleave(groups, dim=1), values.repeat_interleave(groups, dim=1)
+            out = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, is_causal=True)
+            return self.wo(out.transpose(1, 2).reshape(B, n, q_dim))
         assert self.k_cache is not None and self.v_cache is not None, "call setup_cache first"
+        assert mask is not None
         rows = torch.arange(B, device=x.device)[:, None]
         self.k_cache[rows, :, slots] = k  # (B, n) index pairs select (n_kv, head_dim) rows
         self.v_cache[rows, :, slots] = v
         keys, values = self.k_cache[:, :, :used], self.v_cache[:, :, :used]
-        groups = c.n_heads // c.n_kv_heads
         if groups > 1:
             keys = keys.repeat_interleave(groups, dim=1)
             values = values.repeat_interleave(groups, dim=1)
@@ -147,6 +154,24 @@ class Decoder(nn.Module):
             layer.attention.v_cache = torch.zeros(shape, dtype=p.dtype, device=p.device)
         self.batch_size = batch_size
 
+    def train_logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits (B, T, vocab) of a causal pass over whole sequences, without the KV cache (training)."""
+        T = tokens.shape[1]
+        x = self.tok_embeddings(tokens)
+        cos = self.rope_cos[:T][None, :, None].to(x.dtype)
+        sin = self.rope_sin[:T][None, :, None].to(x.dtype)
+        for layer in self.layers:
+            x = layer(x, cos, sin, None, None, T)
+        return self.output(self.norm(x))
+
+    def move_cache(self, batch_index: int, src: torch.Tensor, dst: torch.Tensor) -> None:
+        """Copy cache slots `src` to `dst` for one sequence in every layer (compacting an accepted tree path)."""
+        for layer in self.layers:
+            a = layer.attention
+            assert a.k_cache is not None and a.v_cache is not None
+            a.k_cache[batch_index, :, dst] = a.k_cache[batch_index, :, src].clone()
+            a.v_cache[batch_index, :, dst] = a.v_cache[batch_index, :, src].clone()
+
     def forward(self, tokens: torch.Tensor, slots: torch.Tensor, positions: torch.Tensor | None = None,
                 mask: torch.Tensor | None = None) -> torch.Tensor:
         """Logits (B, n, vocab) for `tokens` (B, n) written to cache `slots` (B, n).
@@ -160,9 +185,11 @@ class Decoder(nn.Module):
             raise SpecsimError(f"cache slot {int(slots.max())} is past the cache of {self.cfg.max_seq_len}; "
                                "use a shorter prompt, a smaller k, or a larger max_seq_len")
         positions = slots if positions is None else positions
-        used = int(slots.max()) + 1
         if mask is None:
-            mask = causal_mask(slots, used)
+            mask = causal_mask(slots, int(slots.max()) + 1)
+        used = mask.shape[-1]
+        if used > self.cfg.max_seq_len:
+            raise SpecsimError(f"attention over {used} slots exceeds the cache of {self.cfg.max_seq_len}")
         x = self.tok_embeddings(tokens)
         cos = self.rope_cos[positions].unsqueeze(2).to(x.dtype)
         sin = self.rope_sin[positions].unsqueeze(2).to(x.dtype)

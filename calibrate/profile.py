@@ -125,6 +125,7 @@ def cost_model_from_profile(profile: dict[str, Any], with_measurements: bool = T
         overheads=Overheads(**ov),
         measured=measured,
         label="calibrated",
+        draft_catchup_tokens=int(fit.get("draft_catchup_tokens", 1)),
     )
 
 

@@ -21,6 +21,7 @@ from .measure import Timer
 from .microbench import n_microbenchmarks, run_microbenchmarks
 from .model import build_decoder
 from .profile import SCHEMA, SCHEMA_VERSION, host_summary, rates_to_dict, spec_to_dict
+from .speculative import distribution, sample
 
 
 class Bar(Protocol):
@@ -116,7 +117,9 @@ def time_passes(spec: ModelSpec, device: torch.device, timer: Timer, batches: Se
                 slots = (torch.arange(n, device=device) + c).expand(b, n).contiguous()
                 try:
                     with torch.inference_mode():
-                        t = timer.measure(lambda tokens=tokens, slots=slots: model(tokens, slots), max_time_s=cap)
+                        # What a decoding step runs: the pass, probabilities at every new position, one sample.
+                        t = timer.measure(lambda tokens=tokens, slots=slots: sample(
+                            distribution(model(tokens, slots), 1.0)[:, -1], None), max_time_s=cap)
                     rec.update(t.to_dict())
                 except Exception as e:  # noqa: BLE001
                     if not _is_oom(e):
@@ -182,6 +185,11 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     datasheet = CostModel.from_hardware(hw, dtype, datasheet=True)
     ratio = verify_ratio_check(fit.cost, points, target)
 
+    acceptance, bookkeeping = None, {"accept_s": 0.0, "accept_seq_s": 0.0}
+    if builtin_pair(target, draft):
+        acceptance, bookkeeping = measure_builtin(device, dtype, quick, max(grid.batches), progress, seed)
+    fit_overheads = {**asdict(fit.cost.overheads), **bookkeeping}
+
     profile: dict[str, Any] = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -201,16 +209,56 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
             "method": "non-negative least squares on relative error; see calibrate/fit.py",
             "linear_rates": rates_to_dict(fit.cost.linear_rates),
             "attention_rates": rates_to_dict(fit.cost.attention_rates),
-            "overheads": asdict(fit.cost.overheads),
+            "overheads": fit_overheads,
+            "draft_catchup_tokens": 2,
             "seconds_per_linear_byte": {"rows": list(fit.knots), "values": list(fit.seconds_per_linear_byte)},
             "train_points": len(train),
             "heldout": errors(fit.cost, test, specs),
             "datasheet_heldout": errors(datasheet, test, specs),
             "verify_ratio_batch1": ratio,
         },
-        "acceptance": None,
+        "acceptance": acceptance,
     }
     return CalibrationResult(profile, fit.cost, specs)
+
+
+def builtin_pair(target: ModelSpec, draft: ModelSpec) -> bool:
+    """Whether the calibrated shapes are the built-in pair's (so its trained weights can measure acceptance)."""
+    from .builtin import WEIGHTS
+
+    return target.name == "specsim-target" and draft.name == "specsim-draft" and (WEIGHTS / "builtin.json").exists()
+
+
+def measure_builtin(device: torch.device, dtype: str, quick: bool, max_batch: int, progress: Progress,
+                    seed: int) -> tuple[dict[str, Any], dict[str, float]]:
+    """Acceptance of the trained pair on the calibration prompts, and the per-step cost of the accept/reject
+    bookkeeping from short real speculative runs at batch 1 and the largest batch."""
+    from .acceptance import measure_acceptance
+    from .builtin import encode, load_pair, prompts
+    from .speculative import Decoding, Engine
+
+    n_prompts, n_tokens = (16, 64) if quick else (64, 128)
+    calib = [encode(p) for p in prompts("calibration")[:n_prompts]]
+    # The unexpanded target computes the same function as the expanded one, faster.
+    target, draft = load_pair(expanded=False, dtype=dtype, max_seq_len=512, device=device)
+    with progress("acceptance (calibration prompts)", n_prompts + 1) as bar:
+        acc = measure_acceptance(target, draft, calib, n_tokens, 1.0, seed, tick=lambda: bar.update(1))
+    engine = Engine(target, draft, device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    per_batch = {}
+    with progress("accept/reject bookkeeping", 2) as bar:
+        for b in sorted({1, max_batch}):
+            run = engine.generate([calib[i % len(calib)] for i in range(b)], 32, Decoding(k=4), gen)
+            per_batch[b] = float(np.median([s.accept_s for s in run.steps]))
+            bar.update(1)
+    if len(per_batch) == 2:
+        (b1, t1), (b2, t2) = sorted(per_batch.items())
+        slope = max((t2 - t1) / (b2 - b1), 0.0)
+        book = {"accept_s": max(t1 - slope * b1, 0.0), "accept_seq_s": slope}
+    else:
+        book = {"accept_s": next(iter(per_batch.values())), "accept_seq_s": 0.0}
+    acc["bookkeeping_by_batch_s"] = per_batch
+    return acc, book
 
 
 def verify_ratio_check(cost: CostModel, points: Sequence[PassPoint], target: ModelSpec) -> list[dict[str, Any]]:

@@ -374,6 +374,110 @@ class TraceAcceptance(Acceptance):
         return cls(tuple(yields), source=f"{path}:{column}")
 
 
+@dataclass(frozen=True, repr=False, eq=False)
+class ProbabilityTraceAcceptance(Acceptance):
+    """Replay of a sampled-acceptance trace: alphas[r][t] is the probability that a token drafted at position t of
+    request r is accepted (sum_x min(p, q)). Steps walk each request from its start; the distribution of A is the
+    exact expectation over the random step starts (a forward recursion over positions)."""
+
+    alphas: tuple[np.ndarray, ...]
+    source: str = "measured"
+    _pmf_cache: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def spec(self) -> str:  # type: ignore[override]
+        return f"trace:{self.source}"
+
+    def chain_pmf(self, k: int) -> np.ndarray:
+        k = _check_k(k)
+        if k in self._pmf_cache:
+            return self._pmf_cache[k]
+        total = np.zeros(k + 1)
+        for a in self.alphas:
+            n = len(a)
+            start = np.zeros(n + k + 2)  # P(a step starts at t)
+            start[0] = 1.0
+            for t in range(max(n - k, 0)):  # only steps whose k drafts lie inside the trace
+                w = start[t]
+                if w == 0.0:
+                    continue
+                alive = 1.0
+                for j in range(k):
+                    stop = alive * (1.0 - a[t + j])
+                    total[j] += w * stop
+                    start[t + j + 1] += w * stop
+                    alive *= a[t + j]
+                total[k] += w * alive
+                start[t + k + 1] += w * alive
+        pmf = total / total.sum() if total.sum() > 0 else np.eye(k + 1)[0]
+        self._pmf_cache[k] = pmf
+        return pmf
+
+
+@dataclass(frozen=True, repr=False, eq=False)
+class WithRanks(Acceptance):
+    """A chain model plus a measured per-rank vector, so that one measured acceptance serves chains and trees."""
+
+    chain: Acceptance
+    ranks_: tuple[float, ...]
+
+    @property
+    def spec(self) -> str:  # type: ignore[override]
+        return self.chain.spec
+
+    @property
+    def ranks(self) -> tuple[float, ...]:  # type: ignore[override]
+        return self.ranks_
+
+    def chain_pmf(self, k: int) -> np.ndarray:
+        return self.chain.chain_pmf(k)
+
+    def expected_tokens(self, k: int) -> float:
+        return self.chain.expected_tokens(k)
+
+    def sample_chain(self, k: int, rng: np.random.Generator, size: int) -> np.ndarray:
+        return self.chain.sample_chain(k, rng, size)
+
+    def stream(self, rng: np.random.Generator) -> AcceptanceStream:
+        return self.chain.stream(rng)
+
+
+MEASURED_VARIANTS = ("positional", "iid", "beta", "markov", "trace", "ranks")
+
+
+def from_measured(measured: dict, variant: str = "positional") -> Acceptance:
+    """An acceptance model from a calibration profile's measured acceptance (see calibrate/acceptance.py).
+
+    ``positional`` (the default) uses the measured P(A >= i) directly; ``iid`` the measured alpha; ``beta`` and
+    ``markov`` the fitted models; ``trace`` replays the measured per-token acceptance; ``ranks`` the per-rank
+    vector. Every variant carries the per-rank vector, so trees work with any of them.
+    """
+    ranks = tuple(float(r) for r in measured["ranks"])
+    if variant == "positional":
+        chain: Acceptance = PositionalAcceptance(tuple(float(a) for a in measured["conditional_alpha"]))
+    elif variant == "iid":
+        chain = IIDAcceptance(float(measured["alpha"]))
+    elif variant == "beta":
+        if not measured.get("beta"):
+            raise SpecsimError("the profile's acceptance has no beta fit (prompts too alike); use measured:markov")
+        chain = BetaAcceptance(measured["beta"]["a"], measured["beta"]["b"])
+    elif variant == "markov":
+        mk = measured["markov"]
+        chain = MarkovAcceptance(mk["alpha_easy"], mk["alpha_hard"], mk["p_easy_to_hard"], mk["p_hard_to_easy"])
+    elif variant == "trace":
+        if measured.get("temperature", 1.0) == 0:
+            yields = tuple(np.asarray(y, dtype=int) for y in measured["trace"]["greedy_yields"])
+            chain = TraceAcceptance(yields, source="measured-greedy")
+        else:
+            chain = ProbabilityTraceAcceptance(tuple(np.asarray(a, dtype=float) for a in measured["trace"]["alpha"]))
+    elif variant == "ranks":
+        return RanksAcceptance(ranks)
+    else:
+        raise SpecsimError(f"unknown measured variant {variant!r}; use measured or measured:"
+                           f"{'|'.join(MEASURED_VARIANTS)}")
+    return WithRanks(chain, ranks)
+
+
 @dataclass(frozen=True, repr=False)
 class RanksAcceptance(Acceptance):
     """Sequoia's acceptance vector: ranks[j-1] = P(the j-th ranked candidate is the accepted one) at any node.

@@ -123,6 +123,8 @@ class CostModel:
     overheads: Overheads = field(default_factory=Overheads)
     measured: Mapping[tuple[str, int, int, int], float] = field(default_factory=dict)
     label: str = "roofline"
+    draft_catchup_tokens: int = 1  # tokens in a step's first draft pass: 1 if the draft cache is always current;
+    # specsim's own engine re-caches [previous, current] at the start of each draft phase, so 2
 
     @classmethod
     def from_hardware(cls, hardware: HardwareSpec, dtype: str = "bf16", datasheet: bool = False) -> CostModel:

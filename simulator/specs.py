@@ -35,6 +35,7 @@ class Overheads:
     multirow_pass_s: float = 0.0  # extra per pass when its matmuls have > 1 row (GEMM, not GEMV, kernels)
     multirow_layer_s: float = 0.0  # the same, per decoder layer (CPUs: a different kernel with its own set-up)
     accept_s: float = 0.0  # per speculative step: the accept/reject bookkeeping
+    accept_seq_s: float = 0.0  # the same, per sequence in the batch
 
 
 @dataclass(frozen=True)

@@ -78,9 +78,11 @@ def step_time(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, batch
         return StepTime(0.0, verify.time_s, 0.0, verify.bound)
     if draft is None:
         raise SpecsimError("speculation with k > 0 needs a draft model")
-    draft_s = sum(cost.pass_time_s(draft, batch, width, context + d)
-                  for d, width in enumerate(shape.draft_pass_widths))
-    return StepTime(draft_s, verify.time_s, cost.overheads.accept_s, verify.bound)
+    widths = list(shape.draft_pass_widths)
+    widths[0] = max(widths[0], cost.draft_catchup_tokens)
+    draft_s = sum(cost.pass_time_s(draft, batch, width, context + d) for d, width in enumerate(widths))
+    accept_s = cost.overheads.accept_s + cost.overheads.accept_seq_s * batch
+    return StepTime(draft_s, verify.time_s, accept_s, verify.bound)
 
 
 @dataclass(frozen=True)

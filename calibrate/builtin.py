@@ -1,0 +1,126 @@
+"""specsim's built-in draft/target pair: loading the committed weights, and the function-preserving expansion of the
+target to the size whose passes cost what a model of that size costs.
+
+The expansion (Net2Net-style) pads the residual stream from d to D with zeros and keeps it zero: every new row of a
+matrix that writes into the residual stream (attention output, SwiGLU down projection, embedding) is zero, every new
+column that reads from it is zero, new heads and MLP units read zero and write zero, and new layers have all-zero
+projections, so each is the identity. RMSNorm over the padded width sees the same sum of squares divided by D
+instead of d, so each gain is multiplied by sqrt(d / D) and epsilon by d / D: the normalised outputs, and hence the
+logits, are those of the trained model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from simulator import SpecsimError
+
+from .model import TORCH_DTYPES, Decoder, DecoderConfig, load_state
+
+WEIGHTS = Path(__file__).resolve().parent / "weights"
+EXPANDED = {"n_layers": 12, "d_model": 768, "n_heads": 12, "d_ff": 2048}  # scenarios/models.toml: specsim-target
+
+
+def _meta() -> dict:
+    path = WEIGHTS / "builtin.json"
+    if not path.exists():
+        raise SpecsimError(f"the built-in pair is missing ({path}); train it with python -m calibrate.train")
+    return json.loads(path.read_text())
+
+
+def prompts(split: str) -> list[str]:
+    """The committed calibration or held-out prompts (cut from standard-library files the pair never trained on)."""
+    data = json.loads((WEIGHTS / "prompts.json").read_text())
+    return data[split]
+
+
+def encode(text: str) -> list[int]:
+    return list(text.encode("utf-8"))
+
+
+def decode_bytes(tokens: list[int]) -> str:
+    return bytes(tokens).decode("utf-8", errors="replace")
+
+
+def _load(which: str, max_seq_len: int) -> Decoder:
+    from safetensors.torch import load_file
+
+    cfg = DecoderConfig(**{**_meta()[which], "max_seq_len": max_seq_len})
+    model = Decoder(cfg)
+    path = WEIGHTS / f"builtin-{which}.safetensors"
+    return load_state(model, load_file(str(path)), str(path)).eval()
+
+
+def expand(model: Decoder, n_layers: int, d_model: int, n_heads: int, d_ff: int) -> Decoder:
+    """A wider, deeper decoder computing exactly the same function (see the module docstring)."""
+    c = model.cfg
+    if d_model < c.d_model or n_layers < c.n_layers or n_heads < c.n_heads or d_ff < c.d_ff:
+        raise SpecsimError("expansion can only grow a model")
+    if d_model // n_heads != c.head_dim or c.n_kv_heads != c.n_heads:
+        raise SpecsimError("expansion keeps the head size and needs n_kv_heads == n_heads")
+    new = replace(c, n_layers=n_layers, d_model=d_model, n_heads=n_heads, n_kv_heads=n_heads, d_ff=d_ff,
+                  norm_eps=c.norm_eps * c.d_model / d_model)
+    big = Decoder(new)
+    gain = math.sqrt(c.d_model / d_model)
+    d, hd = c.d_model, c.head_dim
+    q_old, q_new = c.n_heads * hd, n_heads * hd
+    with torch.no_grad():
+        for p in big.parameters():
+            p.zero_()
+        big.tok_embeddings.weight[:, :d] = model.tok_embeddings.weight
+        big.output.weight[:, :d] = model.output.weight
+        big.norm.weight[:d] = model.norm.weight * gain
+        for i, layer in enumerate(big.layers):
+            layer.attention_norm.weight.fill_(1.0)
+            layer.ffn_norm.weight.fill_(1.0)
+            if i >= c.n_layers:
+                continue  # all projections zero: the identity on the residual stream
+            old = model.layers[i]
+            layer.attention_norm.weight[:d] = old.attention_norm.weight * gain
+            layer.ffn_norm.weight[:d] = old.ffn_norm.weight * gain
+            wq, wk, wv = old.attention.wqkv.weight.split([q_old, q_old, q_old])
+            W = layer.attention.wqkv.weight  # rows: q (q_new), k (q_new), v (q_new); columns: d_model
+            W[:q_old, :d] = wq
+            W[q_new:q_new + q_old, :d] = wk
+            W[2 * q_new:2 * q_new + q_old, :d] = wv
+            layer.attention.wo.weight[:d, :q_old] = old.attention.wo.weight
+            gate, up = old.feed_forward.w13.weight.chunk(2)
+            layer.feed_forward.w13.weight[:c.d_ff, :d] = gate
+            layer.feed_forward.w13.weight[d_ff:d_ff + c.d_ff, :d] = up
+            layer.feed_forward.w2.weight[:d, :c.d_ff] = old.feed_forward.w2.weight
+    return big.eval()
+
+
+def load_pair(expanded: bool = True, dtype: str = "bf16", max_seq_len: int = 1024,
+              device: str | torch.device = "cpu") -> tuple[Decoder, Decoder]:
+    """(target, draft) of the built-in pair; the target expanded to specsim-target's shape unless asked not to."""
+    target = _load("target", max_seq_len)
+    draft = _load("draft", max_seq_len)
+    if expanded:
+        target = expand(target, **EXPANDED)
+    return target.to(device=device, dtype=TORCH_DTYPES[dtype]), draft.to(device=device, dtype=TORCH_DTYPES[dtype])
+
+
+def poor_draft(target_cfg: DecoderConfig, seed: int = 0, scale: float = 1.0) -> Decoder:
+    """A deliberately poor draft: an untrained decoder of the draft's shape with random weights."""
+    gen = torch.Generator().manual_seed(seed)
+    cfg = replace(_draft_cfg(target_cfg), vocab_size=target_cfg.vocab_size, max_seq_len=target_cfg.max_seq_len)
+    m = Decoder(cfg)
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.dim() == 2:
+                p.copy_(torch.randn(p.shape, generator=gen) * scale / math.sqrt(p.shape[-1]))
+    return m.eval()
+
+
+def _draft_cfg(target_cfg: DecoderConfig) -> DecoderConfig:
+    d = max(16, target_cfg.d_model // 4)
+    heads = max(1, d // target_cfg.head_dim)
+    return DecoderConfig(n_layers=1, d_model=d, n_heads=heads, n_kv_heads=heads,
+                         d_ff=2 * d, vocab_size=target_cfg.vocab_size, head_dim=target_cfg.head_dim,
+                         max_seq_len=target_cfg.max_seq_len)

@@ -1,0 +1,214 @@
+"""The falsification test of the essay: speculative sampling must leave the output distribution exactly the
+target's, whatever the draft; a poor draft may only show up as a lower acceptance rate.
+
+Draw N completions of m tokens from one prompt, by plain sampling and by speculative sampling, and compare the
+observed joint distribution of the m tokens with the target's exact probabilities, enumerated over every outcome
+(a small vocabulary, or m = 2 with the byte-level pair). Pearson's chi-square with cells of expected count < 5
+pooled, and the total-variation distance beside its Monte-Carlo noise level (the 95th percentile of the TV of N
+exact draws). Negative controls run the same test on deliberately broken rules, which must be rejected.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from simulator.specs import ModelSpec
+from simulator.trees import Tree
+
+from .model import Decoder, build_decoder
+from .speculative import Decoding, Engine, distribution
+
+PASS_P = 0.01  # the exact rule passes when p > PASS_P
+CATCH_P = 1e-6  # a broken rule is caught when p < CATCH_P
+
+
+def chi2_sf(x: float, df: int) -> float:
+    """P(chi^2_df > x): the regularised upper incomplete gamma Q(df/2, x/2) (series / continued fraction)."""
+    a, z = df / 2.0, x / 2.0
+    if z <= 0:
+        return 1.0
+    lg = math.lgamma(a)
+    if z < a + 1:  # series for P, then Q = 1 - P
+        term = total = 1.0 / a
+        n = a
+        for _ in range(10_000):
+            n += 1
+            term *= z / n
+            total += term
+            if abs(term) < abs(total) * 1e-15:
+                break
+        return max(0.0, 1.0 - total * math.exp(-z + a * math.log(z) - lg))
+    b = z + 1 - a  # Lentz's continued fraction for Q
+    c, d = 1e300, 1.0 / b
+    h = d
+    for i in range(1, 10_000):
+        an = -i * (i - a)
+        b += 2
+        d = an * d + b
+        d = 1e-300 if abs(d) < 1e-300 else d
+        c = b + an / c
+        c = 1e-300 if abs(c) < 1e-300 else c
+        d = 1.0 / d
+        delta = d * c
+        h *= delta
+        if abs(delta - 1) < 1e-15:
+            break
+    return math.exp(-z + a * math.log(z) - lg) * h
+
+
+@dataclass(frozen=True)
+class TestResult:
+    label: str
+    p_value: float
+    chi2: float
+    df: int
+    tv: float
+    tv_noise95: float
+    acceptance_rate: float | None
+    tokens_per_pass: float | None
+    samples: int
+
+
+def chi_square(counts: np.ndarray, probs: np.ndarray) -> tuple[float, int, float]:
+    """Pearson chi-square of observed counts against exact probabilities, pooling cells expected below 5."""
+    n = counts.sum()
+    expected = probs * n
+    small = expected < 5
+    obs = np.concatenate([counts[~small], [counts[small].sum()]]) if small.any() else counts
+    exp = np.concatenate([expected[~small], [expected[small].sum()]]) if small.any() else expected
+    keep = exp > 0
+    obs, exp = obs[keep], exp[keep]
+    stat = float(((obs - exp) ** 2 / exp).sum())
+    df = len(obs) - 1
+    return stat, df, chi2_sf(stat, df)
+
+
+def tv_noise(probs: np.ndarray, n: int, rng: np.random.Generator, reps: int = 200) -> float:
+    """95th percentile of the total-variation distance between N exact draws and the exact distribution."""
+    draws = rng.multinomial(n, probs, size=reps) / n
+    return float(np.percentile(0.5 * np.abs(draws - probs).sum(axis=1), 95))
+
+
+@torch.inference_mode()
+def exact_joint(target: Decoder, prompt: Sequence[int], m: int, temperature: float) -> np.ndarray:
+    """P(first m tokens = x) for every x in vocab^m (row-major), by enumerating every prefix."""
+    V = target.cfg.vocab_size
+    joint = np.ones(1)
+    for j in range(m):
+        prefixes = list(itertools.product(range(V), repeat=j))
+        seqs = torch.tensor([list(prompt) + list(pre) for pre in prefixes])
+        target.setup_cache(len(prefixes))
+        logits = target(seqs, torch.arange(seqs.shape[1]).expand_as(seqs).contiguous())[:, -1]
+        p = distribution(logits, temperature).double().numpy()  # (V^j, V)
+        joint = (joint[:, None] * p).reshape(-1)
+    return joint / joint.sum()
+
+
+def draw(engine: Engine, prompt: Sequence[int], m: int, n: int, how: Decoding, gen: torch.Generator,
+         batch: int = 2000) -> tuple[np.ndarray, float | None, float | None]:
+    """N samples of the first m tokens (as outcome indices), the acceptance rate and the tokens per pass."""
+    V = engine.target.cfg.vocab_size
+    outcomes: list[int] = []
+    accepted = tried = 0
+    passes = emitted = 0
+    while len(outcomes) < n:
+        b = min(batch, n - len(outcomes))
+        res = engine.generate([list(prompt)] * b, m, how, gen)
+        for toks in res.tokens:
+            idx = 0
+            for t in toks:
+                idx = idx * V + t
+            outcomes.append(idx)
+        for s in res.steps:
+            for o in s.outcomes:
+                accepted += sum(o)
+                tried += len(o)
+            passes += len(s.accepted)
+            emitted += sum(a + 1 for a in s.accepted)
+    rate = accepted / tried if tried else None
+    return np.bincount(outcomes, minlength=V**m), rate, (emitted / passes if how.span else None)
+
+
+def run_case(label: str, engine: Engine, prompt: Sequence[int], m: int, n: int, how: Decoding, exact: np.ndarray,
+             seed: int) -> TestResult:
+    gen = torch.Generator().manual_seed(seed)
+    counts, rate, tpp = draw(engine, prompt, m, n, how, gen)
+    stat, df, p = chi_square(counts, exact)
+    tv = 0.5 * float(np.abs(counts / counts.sum() - exact).sum())
+    noise = tv_noise(exact, n, np.random.default_rng(seed))
+    return TestResult(label, p, stat, df, tv, noise, rate, tpp, n)
+
+
+TOY_TARGET = ModelSpec("toy-target", n_layers=2, d_model=32, n_heads=2, n_kv_heads=2, d_ff=64, vocab_size=8,
+                       dtype="fp32")
+TOY_DRAFT = ModelSpec("toy-draft", n_layers=1, d_model=16, n_heads=1, n_kv_heads=1, d_ff=32, vocab_size=8,
+                      dtype="fp32")
+TOY_PROMPT = [1, 2, 3, 1, 2, 3, 1, 2]
+
+
+def toy_pair(seed: int) -> tuple[Decoder, Decoder]:
+    """A small-vocabulary target whose outcomes can be enumerated, and a poor draft (another random model)."""
+    target = build_decoder(TOY_TARGET, max_seq_len=64, seed=seed)
+    draft = build_decoder(TOY_DRAFT, max_seq_len=64, seed=seed + 1)
+    with torch.no_grad():
+        target.output.weight.mul_(3.0)  # peakier than uniform, so a wrong rule has something to distort
+    return target, draft
+
+
+def run_exactness(draft_kind: str, ks: Sequence[int], trees: Sequence[Tree], samples: int, seed: int,
+                  temperature: float = 1.0, m: int | None = None,
+                  report: Callable[[TestResult, str], None] | None = None) -> tuple[list[TestResult], list[TestResult]]:
+    """The exact rule for every k and tree, then the broken rules (negative controls) on the first configuration."""
+    if draft_kind == "built-in":
+        from .builtin import encode, load_pair
+
+        target, draft = load_pair(expanded=False, dtype="fp32", max_seq_len=256)
+        prompt = encode("def main():\n    return ")
+        m = m or 2
+    else:
+        target, draft = toy_pair(seed)
+        prompt = TOY_PROMPT
+        m = m or 3
+    drafter = "ngram" if draft_kind == "ngram" else "model"
+    engine = Engine(target, None if drafter == "ngram" else draft)
+    exact = exact_joint(target, prompt, m, temperature)
+    configs: list[tuple[str, Decoding]] = [(f"chain k={k}", Decoding(k=k, drafter=drafter, temperature=temperature))
+                                           for k in ks]
+    configs += [(f"tree {t.label}", Decoding(tree=t, temperature=temperature)) for t in trees]
+    checks: list[TestResult] = []
+    plain = run_case("plain sampling", engine, prompt, m, samples, Decoding(k=0, temperature=temperature), exact,
+                     seed)
+    checks.append(plain)
+    if report:
+        report(plain, "check")
+    for i, (label, how) in enumerate(configs):
+        r = run_case(f"speculative {label}", engine, prompt, m, samples, how, exact, seed + 1 + i)
+        checks.append(r)
+        if report:
+            report(r, "check")
+    controls: list[TestResult] = []
+    base_label, base = configs[0] if configs else ("chain k=1", Decoding(k=1, drafter=drafter))
+    for j, rule in enumerate(("resample-from-p", "accept-q-over-p")):
+        how = Decoding(k=base.k, tree=base.tree, drafter=base.drafter, temperature=temperature, rule=rule)
+        r = run_case(f"negative control: {rule} ({base_label})", engine, prompt, m, samples, how, exact,
+                     seed + 100 + j)
+        controls.append(r)
+        if report:
+            report(r, "control")
+    return checks, controls
+
+
+def verdict(r: TestResult, kind: str) -> tuple[bool, str]:
+    ok = r.p_value > PASS_P if kind == "check" else r.p_value < CATCH_P
+    acc = "" if r.acceptance_rate is None else f", acceptance {r.acceptance_rate:.3f}"
+    tpp = "" if r.tokens_per_pass is None else f", {r.tokens_per_pass:.2f} tokens/pass"
+    word = ("PASS" if ok else "FAIL") if kind == "check" else ("CAUGHT" if ok else "MISSED")
+    expect = f"p > {PASS_P}" if kind == "check" else f"p < {CATCH_P:g}"
+    return ok, (f"{word:6s} {r.label}: chi2 {r.chi2:.1f} on {r.df} df, p = {r.p_value:.3g} (want {expect}); "
+                f"TV {r.tv:.4f} vs noise {r.tv_noise95:.4f}{acc}{tpp}")

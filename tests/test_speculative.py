@@ -1,0 +1,119 @@
+"""Real speculative decoding: greedy equality, the built-in pair and its expansion, exactness, acceptance."""
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from calibrate.builtin import encode, expand, load_pair, prompts
+from calibrate.exactness import chi2_sf, run_exactness, verdict
+from calibrate.speculative import Decoding, Engine, Ngram
+from simulator import SpecsimError
+from simulator.acceptance import IIDAcceptance, MarkovAcceptance, ProbabilityTraceAcceptance, from_measured
+from simulator.trees import parse_branching
+from specsim import cli
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return load_pair(expanded=False, dtype="fp32", max_seq_len=256)
+
+
+@pytest.fixture(scope="module")
+def heldout():
+    return [encode(p)[:48] for p in prompts("heldout")[:8]]
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_greedy_speculative_equals_greedy_plain(pair, heldout, batch):
+    target, draft = pair
+    engine = Engine(target, draft)
+    ps = heldout[:batch]
+    plain = engine.generate(ps, 24, Decoding(k=0, temperature=0)).tokens
+    for k in range(1, 9):
+        assert engine.generate(ps, 24, Decoding(k=k, temperature=0)).tokens == plain, f"k={k}"
+    for tree in ("3,2,1", "2,2,2,1"):
+        assert engine.generate(ps, 24, Decoding(tree=parse_branching(tree), temperature=0)).tokens == plain, tree
+    assert engine.generate(ps, 24, Decoding(k=4, temperature=0, drafter="ngram")).tokens == plain
+
+
+def test_expansion_preserves_the_function(pair):
+    target, _ = pair
+    big = expand(target, n_layers=12, d_model=768, n_heads=12, d_ff=2048)
+    assert sum(p.numel() for p in big.parameters()) > 20 * sum(p.numel() for p in target.parameters())
+    tokens = torch.tensor([encode("import os\ndef f(x):\n    return")])
+    slots = torch.arange(tokens.shape[1])[None]
+    with torch.inference_mode():
+        target.setup_cache(1)
+        big.setup_cache(1)
+        small_logits, big_logits = target(tokens, slots), big(tokens, slots)
+    assert torch.allclose(small_logits, big_logits, atol=1e-4, rtol=1e-4)
+    assert (small_logits.argmax(-1) == big_logits.argmax(-1)).all()
+
+
+def test_ngram_proposer():
+    assert Ngram().propose([1, 2, 3, 9, 1, 2, 3], 3) == [9, 1, 2]
+    assert Ngram().propose([5, 6, 7], 2) == [7, 7]
+
+
+def test_exactness_small_seeded_version():
+    """The falsification test at 3,000 samples: the exact rule passes and both broken rules are caught."""
+    checks, controls = run_exactness("poor", [2], [parse_branching("2,1")], 3000, seed=0)
+    for r in checks:
+        assert verdict(r, "check")[0], verdict(r, "check")[1]
+    for r in controls:
+        assert verdict(r, "control")[0], verdict(r, "control")[1]
+    spec = [r for r in checks if r.acceptance_rate is not None]
+    assert all(r.acceptance_rate < 0.8 for r in spec)  # the poor draft shows up here, and only here
+
+
+def test_chi2_survival_function():
+    # Reference values of the chi-square upper tail (e.g. scipy.stats.chi2.sf).
+    assert chi2_sf(3.841458820694124, 1) == pytest.approx(0.05, rel=1e-6)
+    assert chi2_sf(124.342, 100) == pytest.approx(0.05, rel=1e-3)
+    assert chi2_sf(10.0, 10) == pytest.approx(0.4404932850652124, rel=1e-6)
+
+
+def test_prompt_longer_than_the_cache_and_k_too_large(pair):
+    target, draft = pair
+    engine = Engine(target, draft)
+    with pytest.raises(SpecsimError, match="cache holds 256"):
+        engine.generate([list(range(2, 255))], 4, Decoding(k=0))
+    with pytest.raises(SpecsimError, match="lower k"):
+        engine.generate([[1, 2, 3]], 16, Decoding(k=250))
+
+
+def test_unknown_draft_name_is_a_usage_error():
+    r = CliRunner().invoke(cli, ["exactness", "--draft", "gpt2"])
+    assert r.exit_code == 2 and "gpt2" in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_probability_trace_with_constant_alpha_is_iid():
+    trace = ProbabilityTraceAcceptance((np.full(400, 0.7), np.full(300, 0.7)))
+    for k in (1, 3, 6):
+        assert trace.expected_tokens(k) == pytest.approx(IIDAcceptance(0.7).expected_tokens(k), rel=1e-9)
+
+
+def test_markov_fit_recovers_its_own_survival():
+    from calibrate.acceptance import fit_markov, markov_stationary_survival
+
+    truth = MarkovAcceptance(0.9, 0.3, 0.1, 0.3)
+    pi, T, a = truth.token_stationary, truth.transition, truth.alphas
+    both, mean = float((pi * a) @ T @ a), float(pi @ a)
+    fitted = fit_markov(markov_stationary_survival(truth, 8), both / mean, (mean - both) / (1 - mean))
+    assert np.allclose(markov_stationary_survival(fitted, 8), markov_stationary_survival(truth, 8), atol=0.01)
+
+
+def test_acceptance_measurement_on_the_built_in_pair(pair, heldout):
+    from calibrate.acceptance import measure_acceptance
+
+    target, draft = pair
+    acc = measure_acceptance(target, draft, heldout[:4], new_tokens=32, seed=0, sims=4)
+    assert 0.3 < acc["alpha"] < 0.95 and 0 < acc["greedy_match"] <= 1
+    s = np.array(acc["survival"])
+    assert (np.diff(s) <= 1e-12).all() and s[0] == pytest.approx(acc["alpha"], rel=0.05)
+    assert 0 < sum(acc["ranks"]) <= 1 and acc["ranks"][0] >= acc["ranks"][-1]
+    for variant in ("positional", "iid", "markov", "trace", "ranks"):
+        model = from_measured(acc, variant)
+        assert 1.0 < model.expected_tokens(4) < 5.0
+    assert from_measured(acc).ranks is not None
