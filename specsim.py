@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import numpy as np
 
 from simulator import SpecsimError, __version__
 from simulator.ranges import parse_int_range
@@ -347,6 +348,85 @@ def _measured_acceptance(spec: str, profile_path: Path | None) -> tuple[Any, Pat
                            "calibrate the built-in pair or give --acceptance iid:A")
     _, _, variant = spec.partition(":")
     return from_measured(profile["acceptance"], variant or "positional"), path
+
+
+@cli.command()
+@click.option("--profile", "profile_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Calibration profile of the built-in pair [default: the latest of this device].")
+@click.option("--batch", "batches", type=IntRangeParam(1), default=None,
+              help="Batch sizes [default: 1,2,4,8,16,32; quick 1,4,16].")
+@click.option("--k", "ks", type=IntRangeParam(1), default=None, help="Draft lengths [default: 1,2,4,6; quick 1,4].")
+@click.option("--tree", "trees", multiple=True, metavar="B1,B2,...", default=("2,2,1",), show_default=True,
+              help="Tree shapes to validate (repeatable; --tree '' for none).")
+@click.option("--repeats", type=click.IntRange(1), default=None,
+              help="Repeats per configuration [default: 5; quick 3].")
+@click.option("--tokens", "new_tokens", type=click.IntRange(8, 400), default=None,
+              help="Tokens generated per sequence and run [default: 64; quick 48].")
+@click.option("--quick", is_flag=True, help="A smaller grid (a few minutes on a laptop CPU).")
+@click.option("--json", "as_json", is_flag=True, help="Print every number as JSON.")
+@click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Draw validation-scatter.png and validation-batch.png into this folder.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sampling and the run order.")
+def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int] | None, trees: tuple[str, ...],
+             repeats: int | None, new_tokens: int | None, quick: bool, as_json: bool, plot_dir: Path | None,
+             seed: int) -> None:
+    """Predict every configuration from the profile, run it for real on held-out prompts, and show the error.
+
+    \b
+    specsim validate --quick --plot out/
+    specsim validate --batch 1,2,4,8,16,32 --k 1,2,4,6 --tree 2,2,1 --repeats 5 --json > validation.json
+    """
+    from calibrate.validate import PRIMARY
+    from simulator.trees import parse_branching
+
+    shapes = [parse_branching(t) for t in trees if t.strip()]
+    batches = batches or ([1, 4, 16] if quick else [1, 2, 4, 8, 16, 32])
+    ks = ks or ([1, 4] if quick else [1, 2, 4, 6])
+    repeats = repeats or (3 if quick else 5)
+    new_tokens = new_tokens or (48 if quick else 64)
+    profile, path = _resolve_profile(profile_path)
+    if not profile.get("acceptance") or profile["models"]["target"]["name"] != "specsim-target":
+        raise SpecsimError(f"profile {path} is not a calibration of the built-in pair with measured acceptance; "
+                           "run `specsim calibrate` (default target and draft) first")
+    import torch
+
+    from calibrate.builtin import encode, load_pair, prompts
+    from calibrate.device import resolve_device
+    from calibrate.realruns import Config, measure
+    from calibrate.speculative import Engine
+    from calibrate.validate import check_predictable, compare, predicted_curves
+    from simulator.sweep import Candidate
+
+    device = resolve_device("cuda" if profile["device"]["kind"] == "cuda" else "cpu")
+    dtype = profile["models"]["target"]["dtype"]
+    held = [encode(p) for p in prompts("heldout")]
+    target, draft = load_pair(expanded=True, dtype=dtype, max_seq_len=max(len(p) for p in held) + new_tokens + 64,
+                              device=device)
+    engine = Engine(target, draft, device)
+    configs = [Config(b, k) for b in batches for k in ks] + [Config(b, 0, t) for b in batches for t in shapes]
+    context = int(np.mean([len(p) for p in held])) - 1 + new_tokens // 2
+    cands = [Candidate(k) for k in ks] + [Candidate(None, t) for t in shapes]
+    check_predictable(profile, cands, batches, context)
+    total = repeats * (len(configs) + len(batches))
+    with _click_progress("real runs (interleaved)", total) as bar:
+        measured = measure(engine, held, configs, new_tokens, repeats, 1.0, seed, tick=lambda: bar.update(1))
+    report = compare(profile, measured, shapes, context, batches)
+    report.update(profile=str(path), new_tokens=new_tokens, repeats=repeats, batches=batches, ks=ks,
+                  trees=[t.label for t in shapes], torch_threads=torch.get_num_threads())
+    if plot_dir:
+        from plots.validation import predicted_vs_measured, speedup_vs_batch
+
+        curves = predicted_curves(profile, cands, list(range(1, max(batches) + 1)), context)
+        _save_figure(predicted_vs_measured(report), plot_dir / "validation-scatter.png")
+        _save_figure(speedup_vs_batch(report, curves), plot_dir / "validation-batch.png")
+    if as_json:
+        click.echo(json.dumps(report, indent=1, default=float))
+    else:
+        from calibrate.validate_report import format_report
+
+        click.echo(format_report(report, PRIMARY))
+        if plot_dir:
+            click.echo(f"plots written to {plot_dir}/validation-scatter.png and validation-batch.png")
 
 
 def _params(spec: Any) -> str:

@@ -15,7 +15,8 @@ depend on the number of rows in the matmul (B x n): a one-row GEMV and a five-ro
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -114,7 +115,8 @@ class CostModel:
     """Prices a forward pass of any model on one device.
 
     ``linear_rates`` and ``attention_rates`` give achieved bandwidth and FLOP/s by row count; ``measured`` maps
-    (model name, batch, new tokens, context) to a measured pass time that wins over the formula.
+    (model name, batch, new tokens, context) to a measured pass time that wins over the formula. A pass measured at
+    the same batch and new tokens but other contexts anchors the prediction too (see ``_anchored``).
     """
 
     hardware: HardwareSpec
@@ -125,6 +127,30 @@ class CostModel:
     label: str = "roofline"
     draft_catchup_tokens: int = 1  # tokens in a step's first draft pass: 1 if the draft cache is always current;
     # specsim's own engine re-caches [previous, current] at the start of each draft phase, so 2
+
+    @cached_property
+    def _measured_by_shape(self) -> dict[tuple[str, int, int], list[tuple[int, float]]]:
+        index: dict[tuple[str, int, int], list[tuple[int, float]]] = {}
+        for (name, b, n, c), t in self.measured.items():
+            index.setdefault((name, b, n), []).append((c, t))
+        return {k: sorted(v) for k, v in index.items()}
+
+    def _anchored(self, model: ModelSpec, batch: int, new_tokens: int, context: int, formula_s: float) -> float | None:
+        """A measured pass of the same shape at other contexts, carried to `context`: linear interpolation between
+        the two measured contexts around it, or the nearest one plus the formula's change with context."""
+        points = self._measured_by_shape.get((model.name, batch, new_tokens))
+        if not points:
+            return None
+        below = [p for p in points if p[0] <= context]
+        above = [p for p in points if p[0] >= context]
+        if below and above:
+            (c0, t0), (c1, t1) = below[-1], above[0]
+            return t0 if c1 == c0 else t0 + (t1 - t0) * (context - c0) / (c1 - c0)
+        c0, t0 = (below[-1] if below else above[0])
+        return t0 + formula_s - self._formula_time_s(model, batch, new_tokens, c0)
+
+    def _formula_time_s(self, model: ModelSpec, batch: int, new_tokens: int, context: int) -> float:
+        return replace(self, measured={}).pass_cost(model, batch, new_tokens, context).time_s
 
     @classmethod
     def from_hardware(cls, hardware: HardwareSpec, dtype: str = "bf16", datasheet: bool = False) -> CostModel:
@@ -164,6 +190,8 @@ class CostModel:
         comp_t = roofline - mem_t
         bound = max((mem_t, "memory"), (comp_t, "compute"), (overhead, "overhead"))[1]
         measured_s = self.measured.get((model.name, batch, new_tokens, context))
+        anchored_s = None if measured_s is not None or not self.measured else self._anchored(
+            model, batch, new_tokens, context, roofline + overhead)
         return PassCost(
             batch=batch,
             new_tokens=new_tokens,
@@ -174,7 +202,7 @@ class CostModel:
             act_bytes=act_bytes,
             roofline_time_s=roofline,
             overhead_time_s=overhead,
-            time_s=measured_s if measured_s is not None else roofline + overhead,
+            time_s=next(t for t in (measured_s, anchored_s, roofline + overhead) if t is not None),
             bound=bound,
             measured=measured_s is not None,
             operators=(linear, attention),
