@@ -3,7 +3,7 @@
 The model a measured pass time is fitted to (per pass of model m, B sequences x n new tokens on c cached ones):
 
     t = pass_s + layers_m * layer_s + [rows > 1] (multirow_pass_s + layers_m * multirow_layer_s)
-        + rows * row_s + linear_bytes_m(rows) * s(rows) + kv_bytes * h
+        + rows * row_s + linear_bytes_m(rows) * s(rows) + kv_bytes * h + attention_flops * g
 
 with rows = B x n. The [rows > 1] terms are the fixed set-up of a GEMM kernel where a one-row pass runs a GEMV: on
 CPUs this jump is large and would otherwise be smeared over s(rows). A constant shared by every row count is
@@ -105,17 +105,18 @@ def _interp_weights(knots: Sequence[int], rows: int) -> np.ndarray:
 N_FIXED = 5  # pass_s, layer_s, multirow_pass_s, multirow_layer_s, row_s
 
 
-def design_row(spec: ModelSpec, p: PassPoint, knots: Sequence[int]) -> np.ndarray:
+def design_row(spec: ModelSpec, p: PassPoint, knots: Sequence[int], multirow: bool = True) -> np.ndarray:
     linear_bytes = spec.weight_bytes_per_pass + activation_bytes(spec, p.rows)
     kv_bytes = p.batch * (p.context + 2 * p.new_tokens) * spec.kv_bytes_per_token
-    multi = float(p.rows > 1)
+    multi = float(p.rows > 1 and multirow)
     fixed = [1.0, spec.n_layers, multi, multi * spec.n_layers, p.rows]
-    return np.concatenate([fixed, linear_bytes * _interp_weights(knots, p.rows), [kv_bytes]])
+    attn_flops = 4.0 * spec.n_layers * spec.n_heads * spec.head_dim * p.rows * (p.context + p.new_tokens)
+    return np.concatenate([fixed, linear_bytes * _interp_weights(knots, p.rows), [kv_bytes, attn_flops]])
 
 
 def fit_cost_model(points: Sequence[PassPoint], specs: Mapping[str, ModelSpec], hardware: HardwareSpec,
                    gemm_peak_flops_per_s: float, stream_bw_bytes_per_s: float, dtype: str,
-                   smoothness: float = SMOOTHNESS) -> FitResult:
+                   smoothness: float = SMOOTHNESS, multirow: bool = True) -> FitResult:
     """Least-squares fit of overheads and the per-row-count linear rate to `points`.
 
     Adjacent knots of s(rows) are tied by a penalty of weight `smoothness` (in units of relative error of the
@@ -123,7 +124,8 @@ def fit_cost_model(points: Sequence[PassPoint], specs: Mapping[str, ModelSpec], 
     that many points support (one row to two on a CPU) survives.
     """
     knots = choose_knots([p.rows for p in points])
-    A = np.array([design_row(specs[p.model], p, knots) for p in points]) / np.array([p.time_s for p in points])[:, None]
+    times = np.array([p.time_s for p in points])
+    A = np.array([design_row(specs[p.model], p, knots, multirow) for p in points]) / times[:, None]
     b = np.ones(len(points))
     if len(knots) > 1 and smoothness > 0:
         big = max(points, key=lambda p: specs[p.model].weight_bytes_per_pass)
@@ -136,8 +138,8 @@ def fit_cost_model(points: Sequence[PassPoint], specs: Mapping[str, ModelSpec], 
     scale[scale == 0] = 1.0
     x = nnls(A / scale, b) / scale
     pass_s, layer_s, multirow_pass_s, multirow_layer_s, row_s = x[:N_FIXED]
-    s = x[N_FIXED:-1]
-    h = x[-1]
+    s = x[N_FIXED:-2]
+    h, g = x[-2], x[-1]
     # Rates from s(rows): bandwidth 1 / s at every knot; the compute rate is the GEMM peak while s is flat, and the
     # rate implied at the largest knot once s has clearly risen (compute-bound there), so that extrapolating past
     # the grid grows linearly with rows instead of staying flat. Each knot keeps FLOP/s >= its implied rate, so the
@@ -150,10 +152,11 @@ def fit_cost_model(points: Sequence[PassPoint], specs: Mapping[str, ModelSpec], 
     flops = np.maximum(compute_rate, implied)
     linear = RateTable(knots, tuple(float(b) for b in bws), tuple(float(f) for f in flops))
     kv_bw = 1.0 / h if h > 0 else stream_bw_bytes_per_s
-    attention = RateTable.constant(kv_bw, gemm_peak_flops_per_s)
+    attention = RateTable.constant(kv_bw, 1.0 / g if g > 0 else gemm_peak_flops_per_s)
     overheads = Overheads(pass_s=pass_s, layer_s=layer_s, row_s=row_s, multirow_pass_s=multirow_pass_s,
                           multirow_layer_s=multirow_layer_s)
-    cost = CostModel(hardware, linear, attention, overheads, label="calibrated")
+    # Eager attention on the measured device: the KV reads and the FLOPs were fitted as separate, added terms.
+    cost = CostModel(hardware, linear, attention, overheads, label="calibrated", attention_overlap=False)
     return FitResult(cost, knots, tuple(float(v) for v in s), float(h))
 
 

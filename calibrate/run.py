@@ -211,6 +211,7 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
             "attention_rates": rates_to_dict(fit.cost.attention_rates),
             "overheads": fit_overheads,
             "draft_catchup_tokens": 2,
+            "attention_overlap": fit.cost.attention_overlap,
             "seconds_per_linear_byte": {"rows": list(fit.knots), "values": list(fit.seconds_per_linear_byte)},
             "train_points": len(train),
             "heldout": errors(fit.cost, test, specs),

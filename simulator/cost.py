@@ -92,9 +92,12 @@ class PassCost:
         return self.flops / max(self.weight_bytes + self.kv_bytes + self.act_bytes, 1.0)
 
 
-def _operator(name: str, flops: float, nbytes: float, bw: float, flop_rate: float) -> OperatorCost:
+def _operator(name: str, flops: float, nbytes: float, bw: float, flop_rate: float,
+              overlap: bool = True) -> OperatorCost:
+    """One operator's roofline: memory traffic and compute overlap (max) or, where measured so, add."""
     t_mem, t_compute = nbytes / bw, flops / flop_rate
-    return OperatorCost(name, flops, nbytes, max(t_mem, t_compute), "memory" if t_mem >= t_compute else "compute")
+    time_s = max(t_mem, t_compute) if overlap else t_mem + t_compute
+    return OperatorCost(name, flops, nbytes, time_s, "memory" if t_mem >= t_compute else "compute")
 
 
 def activation_bytes(model: ModelSpec, rows: int) -> float:
@@ -125,6 +128,7 @@ class CostModel:
     overheads: Overheads = field(default_factory=Overheads)
     measured: Mapping[tuple[str, int, int, int], float] = field(default_factory=dict)
     label: str = "roofline"
+    attention_overlap: bool = True  # attention's KV reads and FLOPs overlap (max); False: they add (eager CPU)
     draft_catchup_tokens: int = 1  # tokens in a step's first draft pass: 1 if the draft cache is always current;
     # specsim's own engine re-caches [previous, current] at the start of each draft phase, so 2
 
@@ -179,7 +183,7 @@ class CostModel:
         kv_write = batch * new_tokens * model.kv_bytes_per_token
         attn_flops = 4.0 * model.n_layers * model.n_heads * model.head_dim * rows * attended
         bw_a, flop_rate_a = self.attention_rates.at(rows)
-        attention = _operator("attention", attn_flops, kv_read + kv_write, bw_a, flop_rate_a)
+        attention = _operator("attention", attn_flops, kv_read + kv_write, bw_a, flop_rate_a, self.attention_overlap)
 
         o = self.overheads
         overhead = o.pass_s + o.layer_s * model.n_layers + o.row_s * rows
