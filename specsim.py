@@ -400,7 +400,8 @@ def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int]
     device = resolve_device("cuda" if profile["device"]["kind"] == "cuda" else "cpu")
     dtype = profile["models"]["target"]["dtype"]
     held = [encode(p) for p in prompts("heldout")]
-    target, draft = load_pair(expanded=True, dtype=dtype, max_seq_len=max(len(p) for p in held) + new_tokens + 64,
+    span = max([max(ks)] + [t.n_nodes for t in shapes])
+    target, draft = load_pair(expanded=True, dtype=dtype, max_seq_len=max(len(p) for p in held) + new_tokens + span + 8,
                               device=device)
     engine = Engine(target, draft, device)
     configs = [Config(b, k) for b in batches for k in ks] + [Config(b, 0, t) for b in batches for t in shapes]

@@ -55,7 +55,7 @@ def measure(engine: Engine, prompts: Sequence[Sequence[int]], configs: Sequence[
         chosen = {b: [prompts[(offset + i) % len(prompts)] for i in range(b)] for b in batches}
         offset += max(batches)
         for cfg in order:
-            res = engine.generate(chosen[cfg.batch], new_tokens, cfg.decoding(temperature), gen)
+            res = engine.generate(chosen[cfg.batch], new_tokens, cfg.decoding(temperature), gen, until="first")
             n_steps = len(res.steps)
             # Every emitted token counts (also past max_new_tokens): a continuously batched engine refills a
             # finished sequence's slot, so its throughput is the mean rate, not the slowest sequence's.

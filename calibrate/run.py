@@ -155,10 +155,9 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     n_draft = len(grid.batches) * len(grid.draft_new_tokens) * len(grid.contexts)
     with progress(f"draft passes ({draft.name})", n_draft) as bar:
         passes += time_passes(draft, device, timer, grid.batches, grid.draft_new_tokens, grid.contexts, bar, quick)
-    probe_b, probe_n = (1, max(grid.batches)), (1, 4)
-    with progress("overhead probes", len(probes) * 4) as bar:
+    with progress("overhead probes", len(probes) * len(grid.contexts)) as bar:
         for p in probes:
-            passes += time_passes(p, device, timer, probe_b, probe_n, grid.contexts[:1], bar, quick)
+            passes += time_passes(p, device, timer, (1,), (1,), grid.contexts, bar, quick)
 
     points = [PassPoint(r["model"], r["batch"], r["new_tokens"], r["context"], r["median_s"])
               for r in passes if not r.get("oom")]
@@ -166,11 +165,8 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     if len(real) < 6:
         raise SpecsimError("too few passes could be timed to fit the cost model (out of memory?); try a smaller "
                            "--batch range or --context")
-    rng = np.random.default_rng(seed)
-    test_idx = set(rng.choice(len(real), size=max(1, int(round(grid.heldout_fraction * len(real)))),
-                              replace=False).tolist())
-    train = [p for i, p in enumerate(real) if i not in test_idx] + [p for p in points if p not in real]
-    test = [p for i, p in enumerate(real) if i in test_idx]
+    train, test = heldout_split(real, grid.heldout_fraction, np.random.default_rng(seed))
+    train += [p for p in points if p not in real]
 
     dtype = target.dtype
     gemm_peak = micro["matmul"].get(dtype, micro["matmul"]["fp32"])["flops_per_s"]
@@ -221,6 +217,25 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
         "acceptance": acceptance,
     }
     return CalibrationResult(profile, fit.cost, specs)
+
+
+def heldout_split(points: Sequence[PassPoint], fraction: float,
+                  rng: np.random.Generator) -> tuple[list[PassPoint], list[PassPoint]]:
+    """Hold out about `fraction` of the points, stratified by (model, rows): every row count of every model keeps at
+    least one training point, so the held-out error measures interpolation across batch, new tokens and context
+    rather than the (undefined) value of a rate knot the fit never saw."""
+    groups: dict[tuple[str, int], list[PassPoint]] = {}
+    for p in points:
+        groups.setdefault((p.model, p.rows), []).append(p)
+    train: list[PassPoint] = []
+    test: list[PassPoint] = []
+    for key in sorted(groups):
+        g = groups[key]
+        order = rng.permutation(len(g))
+        n_test = min(len(g) - 1, int(round(fraction * len(g) + rng.random() - 0.5)))
+        test += [g[i] for i in order[:n_test]]
+        train += [g[i] for i in order[n_test:]]
+    return train, test
 
 
 def builtin_pair(target: ModelSpec, draft: ModelSpec) -> bool:

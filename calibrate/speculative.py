@@ -151,7 +151,7 @@ class Engine:
         self.device = torch.device(device)
 
     # -- set-up --------------------------------------------------------------------------------------------------
-    def _check(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, how: Decoding) -> None:
+    def _check(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, how: Decoding, until: str) -> None:
         if not prompts:
             raise SpecsimError("no prompts to decode")
         vocab = self.target.cfg.vocab_size
@@ -160,7 +160,13 @@ class Engine:
                 raise SpecsimError("each prompt needs at least 2 tokens")
             if max(p) >= vocab or min(p) < 0:
                 raise SpecsimError(f"prompt token out of the vocabulary of {vocab}")
-        need = max(len(p) for p in prompts) + max_new_tokens + how.span + 2
+        if until not in ("all", "first"):
+            raise SpecsimError(f"until must be 'all' or 'first', got {until!r}")
+        # A sequence runs ahead of the one that decides when to stop: by a step's span with until="first", by up to
+        # depth accepted tokens per step of the slowest with until="all"; a step writes span slots past P.
+        depth = how.tree.depth if how.tree is not None else how.k
+        ahead = how.span + 2 if until == "first" else max_new_tokens * depth + how.span + 2
+        need = max(len(p) for p in prompts) + max_new_tokens + ahead
         for name, m in (("target", self.target), ("draft", self.draft)):
             if m is None:
                 continue
@@ -190,9 +196,12 @@ class Engine:
     # -- the run -------------------------------------------------------------------------------------------------
     @torch.inference_mode()
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, how: Decoding,
-                 gen: torch.Generator | None = None) -> RunResult:
-        """Decode `max_new_tokens` per prompt; records per step what was accepted and where the time went."""
-        self._check(prompts, max_new_tokens, how)
+                 gen: torch.Generator | None = None, until: str = "all") -> RunResult:
+        """Decode until every sequence (``until="all"``) or the first one (``"first"``: every sequence stays active
+        to the end, as in a continuously batched engine) has `max_new_tokens`; records per step what was accepted
+        and where the time went. Returned tokens are cut to `max_new_tokens`."""
+        self._check(prompts, max_new_tokens, how, until)
+        done = max if until == "first" else min
         t0 = time.perf_counter()
         use_draft = how.span > 0 and how.drafter == "model"
         P = self._prefill(prompts, use_draft)
@@ -201,7 +210,7 @@ class Engine:
         history = [list(p) for p in prompts]
         out: list[list[int]] = [[] for _ in prompts]
         result = RunResult(out, prefill_s=prefill_s)
-        while min(len(o) for o in out) < max_new_tokens:
+        while done(len(o) for o in out) < max_new_tokens:
             if how.span == 0:
                 step, emitted = self._plain_step(P, history, how, gen)
             elif how.tree is not None:

@@ -35,9 +35,8 @@ def format_summary(profile: dict[str, Any], path: Path) -> str:
             f"{r['rows']}: {r['bytes_per_s'] / 1e9:.1f}" for r in rows))
     ov = fit["overheads"]
     lines.append(f"fitted overheads: {ov['pass_s'] * 1e6:.0f} us per pass, {ov['layer_s'] * 1e6:.0f} us per layer, "
-                 f"{ov['row_s'] * 1e6:.2f} us per token row; passes of > 1 row add "
-                 f"{ov.get('multirow_pass_s', 0) * 1e6:.0f} us + "
-                 f"{ov.get('multirow_layer_s', 0) * 1e6:.0f} us per layer")
+                 f"{ov['row_s'] * 1e6:.2f} us per token row, {ov.get('accept_s', 0) * 1e6:.0f} us + "
+                 f"{ov.get('accept_seq_s', 0) * 1e6:.1f} us per sequence of accept/reject bookkeeping per step")
     lin = fit["linear_rates"]
     lines.append("fitted linear-layer rate by rows (GB/s | GFLOP/s): " + ", ".join(
         f"{r}: {b / 1e9:.1f}|{f / 1e9:.0f}" for r, b, f in zip(lin["rows"], lin["mem_bw_bytes_per_s"],

@@ -187,8 +187,6 @@ class CostModel:
 
         o = self.overheads
         overhead = o.pass_s + o.layer_s * model.n_layers + o.row_s * rows
-        if rows > 1:
-            overhead += o.multirow_pass_s + o.multirow_layer_s * model.n_layers
         roofline = linear.time_s + attention.time_s
         mem_t = sum(op.time_s for op in (linear, attention) if op.bound == "memory")
         comp_t = roofline - mem_t

@@ -32,8 +32,6 @@ class Overheads:
     pass_s: float = 0.0  # per forward pass: launches, framework, logits -> token
     layer_s: float = 0.0  # per decoder layer per pass: kernel launches of ~10 ops
     row_s: float = 0.0  # per token row processed (B x n): embedding gather, sampling over the vocabulary
-    multirow_pass_s: float = 0.0  # extra per pass when its matmuls have > 1 row (GEMM, not GEMV, kernels)
-    multirow_layer_s: float = 0.0  # the same, per decoder layer (CPUs: a different kernel with its own set-up)
     accept_s: float = 0.0  # per speculative step: the accept/reject bookkeeping
     accept_seq_s: float = 0.0  # the same, per sequence in the batch
 

@@ -145,7 +145,7 @@ def test_fit_recovers_a_known_cost_model():
     hw = HardwareSpec("synthetic", 20e9, (("fp32", 200e9),), 16e9)
     truth = CostModel(hw, RateTable((1, 2, 8, 32), (5e9, 12e9, 10e9, 6e9), (300e9, 300e9, 300e9, 300e9)),
                       RateTable.constant(15e9, 300e9),
-                      Overheads(pass_s=2e-4, layer_s=5e-5, row_s=1e-6, multirow_layer_s=3e-5))
+                      Overheads(pass_s=2e-4, layer_s=5e-5, row_s=1e-6))
     big = ModelSpec("big", n_layers=8, d_model=512, n_heads=8, n_kv_heads=8, d_ff=1536, vocab_size=256,
                     dtype="fp32")
     specs = {m.name: m for m in (big, TINY_D, ModelSpec("probe", 4, 32, 2, 2, 64, 256, dtype="fp32"))}
@@ -168,7 +168,7 @@ def test_calibration_end_to_end_on_tiny_shapes(tiny_profile, tmp_path):
     profile = tiny_profile.profile
     assert profile["schema_version"] == 1 and profile["device"]["kind"] == "cpu"
     assert {"bandwidth", "matmul", "skinny", "call_overhead"} <= set(profile["microbenchmarks"])
-    n_grid = 2 * 3 * 2 + 2 * 2 * 2 + 2 * 4
+    n_grid = 2 * 3 * 2 + 2 * 2 * 2 + 2 * 2
     assert len(profile["passes"]) == n_grid
     assert all(len(p["samples_s"]) >= 5 for p in profile["passes"])
     fit = profile["fit"]

@@ -16,7 +16,7 @@ from specsim import cli
 
 @pytest.fixture(scope="module")
 def pair():
-    return load_pair(expanded=False, dtype="fp32", max_seq_len=256)
+    return load_pair(expanded=False, dtype="fp32", max_seq_len=320)
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +77,8 @@ def test_chi2_survival_function():
 def test_prompt_longer_than_the_cache_and_k_too_large(pair):
     target, draft = pair
     engine = Engine(target, draft)
-    with pytest.raises(SpecsimError, match="cache holds 256"):
-        engine.generate([list(range(2, 255))], 4, Decoding(k=0))
+    with pytest.raises(SpecsimError, match="cache holds 320"):
+        engine.generate([list(range(2, 255)) * 2], 4, Decoding(k=0))
     with pytest.raises(SpecsimError, match="lower k"):
         engine.generate([[1, 2, 3]], 16, Decoding(k=250))
 

@@ -1,0 +1,102 @@
+"""Validation plumbing: real runs on tiny models, predictors, the comparison and its report (no timing asserted)."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from calibrate.builtin import encode, load_pair, prompts
+from calibrate.realruns import Config, measure
+from calibrate.speculative import Engine
+from calibrate.validate import PRIMARY, compare, predicted_curves, predictors
+from calibrate.validate_report import format_report
+from simulator.sweep import Candidate
+from simulator.trees import parse_branching
+from specsim import cli
+
+
+@pytest.fixture(scope="module")
+def small_runs():
+    target, draft = load_pair(expanded=False, dtype="fp32", max_seq_len=256)
+    engine = Engine(target, draft)
+    held = [encode(p)[:40] for p in prompts("heldout")[:4]]
+    configs = [Config(1, 2), Config(2, 2), Config(2, 0, parse_branching("2,1"))]
+    return measure(engine, held, configs, new_tokens=12, repeats=2, seed=0)
+
+
+def test_real_runs_record_everything(small_runs):
+    assert len(small_runs) == 3
+    for r in small_runs:
+        assert r["speedup"]["n"] == 2 and r["speedup"]["min"] <= r["speedup"]["median"] <= r["speedup"]["max"]
+        assert 1.0 <= r["tokens_per_pass"]["median"] <= 4.0
+        assert r["draft_s"]["median"] > 0 and r["verify_s"]["median"] > 0
+
+
+@pytest.fixture(scope="module")
+def fake_profile(tmp_path_factory):
+    """A profile of the built-in shapes made from a tiny calibration plus acceptance measured on a few prompts."""
+    from calibrate.acceptance import measure_acceptance
+    from calibrate.run import Grid, calibrate
+    from scenarios import load_model
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr("calibrate.microbench.MIB", 2**12)
+    mp.setattr("calibrate.run.builtin_pair", lambda t, d: False)
+    t, d = load_model("specsim-target", "fp32"), load_model("specsim-draft", "fp32")
+    grid = Grid(batches=(1, 2), target_new_tokens=(1, 3, 4), draft_new_tokens=(1, 2), contexts=(16,),
+                probe_layers=(1, 2))
+    profile = calibrate(t, d, torch.device("cpu"), grid, quick=True, command="test").profile
+    mp.undo()
+    target, draft = load_pair(expanded=False, dtype="fp32", max_seq_len=256)
+    held = [encode(p)[:40] for p in prompts("calibration")[:3]]
+    profile["acceptance"] = measure_acceptance(target, draft, held, new_tokens=24, seed=0, sims=2)
+    return profile
+
+
+def test_predictors_and_perfect_measurements(fake_profile):
+    """Measurements made equal to the primary prediction give zero error for it, and the report says so."""
+    preds = predictors(fake_profile)
+    assert {"calibrated", "calibrated+iid", "calibrated+markov", "calibrated+trace", "leviathan", "roofline"} <= set(
+        preds)
+    tree = parse_branching("2,1")
+    measured = []
+    for b in (1, 2):
+        for cand in (Candidate(2), Candidate(None, tree)):
+            p = preds[PRIMARY](b, cand, 30)
+
+            def s(v):
+                return {"median": v, "iqr": 0.0, "min": v, "max": v, "n": 1}
+
+            measured.append({"batch": b, "k": cand.k, "tree": cand.tree_label, "speedup": s(p.speedup),
+                             "tokens_per_pass": s(p.tokens_per_pass), "step_s": s(p.step_s),
+                             "draft_s": s(p.draft_s), "verify_s": s(p.verify_s), "accept_s": s(p.accept_s),
+                             "plain_step_s": s(p.baseline_s), "tokens_per_s": s(1.0)})
+    report = compare(fake_profile, measured, [tree], 30, [1, 2])
+    assert report["predictors"][PRIMARY]["median_abs_err_speedup"] == pytest.approx(0, abs=1e-12)
+    assert report["predictors"][PRIMARY]["p90_abs_err_speedup"] == pytest.approx(0, abs=1e-12)
+    assert all(abs(v) < 1e-9 for w in report["worst"] for v in w["terms"].values())
+    text = format_report({**report, "new_tokens": 12, "repeats": 1, "profile": "p.json"}, PRIMARY)
+    assert "median   0.0 %" in text and "crossover" in text
+    curves = predicted_curves(fake_profile, [Candidate(2)], [1, 2, 3], 30)
+    assert len(curves["k = 2"]) == 3
+
+
+def test_validation_plots_draw(fake_profile, small_runs, tmp_path):
+    from plots.validation import predicted_vs_measured, speedup_vs_batch
+
+    report = compare(fake_profile, small_runs, [parse_branching("2,1")], 50, [1, 2])
+    fig = predicted_vs_measured(report)
+    fig.savefig(tmp_path / "a.png")
+    fig = speedup_vs_batch(report, predicted_curves(fake_profile, [Candidate(2)], [1, 2], 50))
+    fig.savefig(tmp_path / "b.png")
+    assert (tmp_path / "a.png").stat().st_size > 1000 and (tmp_path / "b.png").stat().st_size > 1000
+    assert np.isfinite(report["predictors"]["leviathan"]["median_abs_err_speedup"])
+
+
+def test_validate_refuses_a_profile_without_acceptance(fake_profile, tmp_path):
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({**fake_profile, "acceptance": None}))
+    r = CliRunner().invoke(cli, ["validate", "--profile", str(f), "--quick"])
+    assert r.exit_code == 2 and "measured acceptance" in r.output and len(r.output.strip().splitlines()) == 1
