@@ -2,13 +2,15 @@
 
 The model a measured pass time is fitted to (per pass of model m, B sequences x n new tokens on c cached ones):
 
-    t = pass_s + layers_m * layer_s + rows * row_s + linear_bytes_m(rows) * s(rows)
-        + kv_bytes * h + attention_flops * g
+    t = pass_s + layers_m * layer_s + rows * row_s + B * layers_m * sequence_layer_s
+        + linear_bytes_m(rows) * s(rows) + kv_bytes * h + attention_flops * g
 
-with rows = B x n. A constant shared by every row count is confounded with s(rows) for one model alone; one-row
-passes of "overhead probes" (the same decoder only 32 wide, at 1 and 8 layers, whose passes are nothing but
-overhead) pin the fixed terms down. Only their one-row passes are used: several-row GEMMs of 32-wide matrices pay a
-set-up cost per call that the real models' GEMMs do not show, and it would leak into s(rows).
+with rows = B x n (the per-sequence term is each sequence's own attention set-up and cache write in every layer:
+eight sequences of one token cost more than one sequence of eight). A constant shared by every row count is
+confounded with s(rows) for one model alone; one-row passes of "overhead probes" (the same decoder only 32 wide,
+at 1 and 8 layers, whose passes are nothing but overhead) pin the fixed terms down. Only their one-row passes are
+used: several-row GEMMs of 32-wide matrices pay a set-up cost per call that the real models' GEMMs do not show,
+and it would leak into s(rows).
 
 s(rows) is the time per byte of the linear layers, piecewise linear in log2(rows) between knots at the measured
 row counts, so that a one-row GEMV and a several-row GEMM (different kernels, a large jump on CPUs)
@@ -102,13 +104,13 @@ def _interp_weights(knots: Sequence[int], rows: int) -> np.ndarray:
     return w
 
 
-N_FIXED = 3  # pass_s, layer_s, row_s
+N_FIXED = 4  # pass_s, layer_s, row_s, sequence_layer_s
 
 
 def design_row(spec: ModelSpec, p: PassPoint, knots: Sequence[int]) -> np.ndarray:
     linear_bytes = spec.weight_bytes_per_pass + activation_bytes(spec, p.rows)
     kv_bytes = p.batch * (p.context + 2 * p.new_tokens) * spec.kv_bytes_per_token
-    fixed = [1.0, spec.n_layers, p.rows]
+    fixed = [1.0, spec.n_layers, p.rows, p.batch * spec.n_layers]
     attn_flops = 4.0 * spec.n_layers * spec.n_heads * spec.head_dim * p.rows * (p.context + p.new_tokens)
     return np.concatenate([fixed, linear_bytes * _interp_weights(knots, p.rows), [kv_bytes, attn_flops]])
 
@@ -136,7 +138,7 @@ def fit_cost_model(points: Sequence[PassPoint], specs: Mapping[str, ModelSpec], 
     scale = np.abs(A).max(axis=0)
     scale[scale == 0] = 1.0
     x = nnls(A / scale, b) / scale
-    pass_s, layer_s, row_s = x[:N_FIXED]
+    pass_s, layer_s, row_s, sequence_layer_s = x[:N_FIXED]
     s = x[N_FIXED:-2]
     h, g = x[-2], x[-1]
     # Rates from s(rows): bandwidth 1 / s at every knot; the compute rate is the GEMM peak while s is flat, and the
@@ -152,7 +154,7 @@ def fit_cost_model(points: Sequence[PassPoint], specs: Mapping[str, ModelSpec], 
     linear = RateTable(knots, tuple(float(b) for b in bws), tuple(float(f) for f in flops))
     kv_bw = 1.0 / h if h > 0 else stream_bw_bytes_per_s
     attention = RateTable.constant(kv_bw, 1.0 / g if g > 0 else gemm_peak_flops_per_s)
-    overheads = Overheads(pass_s=pass_s, layer_s=layer_s, row_s=row_s)
+    overheads = Overheads(pass_s=pass_s, layer_s=layer_s, row_s=row_s, sequence_layer_s=sequence_layer_s)
     # Eager attention on the measured device: the KV reads and the FLOPs were fitted as separate, added terms.
     cost = CostModel(hardware, linear, attention, overheads, label="calibrated", attention_overlap=False)
     return FitResult(cost, knots, tuple(float(v) for v in s), float(h))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -13,7 +13,7 @@ import torch
 
 from simulator import SpecsimError, __version__
 from simulator.cost import CostModel
-from simulator.specs import HardwareSpec, ModelSpec
+from simulator.specs import EngineOverheads, HardwareSpec, ModelSpec, PerStep
 
 from .device import device_identity, device_state
 from .fit import PassPoint, errors, fit_cost_model
@@ -181,10 +181,13 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     datasheet = CostModel.from_hardware(hw, dtype, datasheet=True)
     ratio = verify_ratio_check(fit.cost, points, target)
 
-    acceptance, bookkeeping = None, {"accept_s": 0.0, "accept_seq_s": 0.0}
+    acceptance, engine = None, EngineOverheads()
     if builtin_pair(target, draft):
-        acceptance, bookkeeping = measure_builtin(device, dtype, quick, max(grid.batches), progress, seed)
-    fit_overheads = {**asdict(fit.cost.overheads), **bookkeeping}
+        measured_cost = replace(fit.cost, measured={(p.model, p.batch, p.new_tokens, p.context): p.time_s
+                                                    for p in points}, draft_catchup_tokens=2)
+        acceptance, engine = measure_builtin(device, dtype, quick, max(grid.batches), progress, seed,
+                                             measured_cost, target, draft)
+    fit_overheads = asdict(replace(fit.cost.overheads, engine=engine))
 
     profile: dict[str, Any] = {
         "schema": SCHEMA,
@@ -246,9 +249,14 @@ def builtin_pair(target: ModelSpec, draft: ModelSpec) -> bool:
 
 
 def measure_builtin(device: torch.device, dtype: str, quick: bool, max_batch: int, progress: Progress,
-                    seed: int) -> tuple[dict[str, Any], dict[str, float]]:
-    """Acceptance of the trained pair on the calibration prompts, and the per-step cost of the accept/reject
-    bookkeeping from short real speculative runs at batch 1 and the largest batch."""
+                    seed: int, cost: CostModel, target_spec: ModelSpec,
+                    draft_spec: ModelSpec) -> tuple[dict[str, Any], EngineOverheads]:
+    """Acceptance of the trained pair on the calibration prompts; then short real runs (plain, a chain of 4, the
+    tree 2,2,1) at batch 1 and the largest batch, whose step phases minus the calibrated passes give the engine's
+    own work around the passes (`EngineOverheads`), each a fixed cost plus a cost per sequence."""
+    from simulator.sweep import Candidate, step_time
+    from simulator.trees import parse_branching
+
     from .acceptance import measure_acceptance
     from .builtin import encode, load_pair, prompts
     from .speculative import Decoding, Engine
@@ -259,22 +267,44 @@ def measure_builtin(device: torch.device, dtype: str, quick: bool, max_batch: in
     target, draft = load_pair(expanded=False, dtype=dtype, max_seq_len=512, device=device)
     with progress("acceptance (calibration prompts)", n_prompts + 1) as bar:
         acc = measure_acceptance(target, draft, calib, n_tokens, 1.0, seed, tick=lambda: bar.update(1))
-    engine = Engine(target, draft, device)
+    big_target, _ = load_pair(expanded=True, dtype=dtype, max_seq_len=512, device=device)
+    engine = Engine(big_target, draft, device)
     gen = torch.Generator(device=device).manual_seed(seed)
-    per_batch = {}
-    with progress("accept/reject bookkeeping", 2) as bar:
-        for b in sorted({1, max_batch}):
-            run = engine.generate([calib[i % len(calib)] for i in range(b)], 32, Decoding(k=4), gen)
-            per_batch[b] = float(np.median([s.accept_s for s in run.steps]))
+    tree = parse_branching("2,2,1")
+    new_tokens = 24
+    batches = sorted({1, max_batch})
+    extras: dict[str, dict[int, float]] = {k: {} for k in ("plain", "draft", "verify", "chain_accept", "tree_accept")}
+    with progress("engine overheads (real steps)", 3 * len(batches)) as bar:
+        for b in batches:
+            ps = [calib[i % len(calib)] for i in range(b)]
+            context = int(np.mean([len(p) for p in ps])) - 1 + new_tokens // 2
+            plain = engine.generate(ps, new_tokens, Decoding(k=0), gen, until="first")
+            extras["plain"][b] = float(np.median([s.total_s for s in plain.steps])) - cost.pass_time_s(
+                target_spec, b, 1, context)
             bar.update(1)
-    if len(per_batch) == 2:
-        (b1, t1), (b2, t2) = sorted(per_batch.items())
-        slope = max((t2 - t1) / (b2 - b1), 0.0)
-        book = {"accept_s": max(t1 - slope * b1, 0.0), "accept_seq_s": slope}
-    else:
-        book = {"accept_s": next(iter(per_batch.values())), "accept_seq_s": 0.0}
-    acc["bookkeeping_by_batch_s"] = per_batch
-    return acc, book
+            for how in (Decoding(k=4), Decoding(tree=tree)):
+                run = engine.generate(ps, new_tokens, how, gen, until="first")
+                cand = Candidate(how.k) if how.tree is None else Candidate(None, how.tree)
+                passes = step_time(cost, target_spec, draft_spec, b, context, cand)
+                n_draft = len(cand.shape.draft_pass_widths)
+                extras["draft"].setdefault(b, 0.0)
+                extras["draft"][b] += (float(np.median([s.draft_s for s in run.steps])) - passes.draft_s) / n_draft / 2
+                extras["verify"].setdefault(b, 0.0)
+                extras["verify"][b] += (float(np.median([s.verify_s for s in run.steps])) - passes.verify_s) / 2
+                key = "tree_accept" if how.tree is not None else "chain_accept"
+                extras[key][b] = float(np.median([s.accept_s for s in run.steps]))
+                bar.update(1)
+    acc["engine_extras_by_batch_s"] = extras
+    return acc, EngineOverheads(**{k: _per_step(v) for k, v in extras.items()})
+
+
+def _per_step(by_batch: dict[int, float]) -> PerStep:
+    """A fixed cost and a cost per sequence through the (one or two) batches measured; never negative."""
+    if len(by_batch) == 1:
+        return PerStep(max(next(iter(by_batch.values())), 0.0), 0.0)
+    (b1, t1), (b2, t2) = sorted(by_batch.items())[0], sorted(by_batch.items())[-1]
+    slope = max((t2 - t1) / (b2 - b1), 0.0)
+    return PerStep(max(t1 - slope * b1, 0.0), slope)
 
 
 def verify_ratio_check(cost: CostModel, points: Sequence[PassPoint], target: ModelSpec) -> list[dict[str, Any]]:

@@ -35,8 +35,12 @@ def format_summary(profile: dict[str, Any], path: Path) -> str:
             f"{r['rows']}: {r['bytes_per_s'] / 1e9:.1f}" for r in rows))
     ov = fit["overheads"]
     lines.append(f"fitted overheads: {ov['pass_s'] * 1e6:.0f} us per pass, {ov['layer_s'] * 1e6:.0f} us per layer, "
-                 f"{ov['row_s'] * 1e6:.2f} us per token row, {ov.get('accept_s', 0) * 1e6:.0f} us + "
-                 f"{ov.get('accept_seq_s', 0) * 1e6:.1f} us per sequence of accept/reject bookkeeping per step")
+                 f"{ov['row_s'] * 1e6:.2f} us per token row, {ov.get('sequence_layer_s', 0) * 1e6:.1f} us per "
+                 "sequence and layer")
+    for name, v in ov.get("engine", {}).items():
+        if v["fixed_s"] or v["per_sequence_s"]:
+            lines.append(f"  engine, {name.replace('_', ' ')}: {v['fixed_s'] * 1e6:.0f} us + "
+                         f"{v['per_sequence_s'] * 1e6:.1f} us per sequence per step")
     lin = fit["linear_rates"]
     lines.append("fitted linear-layer rate by rows (GB/s | GFLOP/s): " + ", ".join(
         f"{r}: {b / 1e9:.1f}|{f / 1e9:.0f}" for r, b, f in zip(lin["rows"], lin["mem_bw_bytes_per_s"],

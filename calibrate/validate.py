@@ -64,7 +64,7 @@ def predictors(profile: dict[str, Any]) -> dict[str, Callable[[int, Candidate, i
     def with_cost(cost: CostModel, acceptance: Acceptance) -> Callable[[int, Candidate, int], Prediction]:
         def f(batch: int, cand: Candidate, context: int) -> Prediction:
             st = step_time(cost, target, draft, batch, context, cand)
-            base = cost.pass_time_s(target, batch, 1, context)
+            base = cost.plain_step_s(target, batch, context)
             return Prediction(tokens_per_pass(cand, acceptance), st.total_s, base, st.draft_s, st.verify_s,
                               st.accept_s)
         return f

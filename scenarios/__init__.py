@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator import SpecsimError
-from simulator.specs import GIGA, TERA, HardwareSpec, ModelSpec, Overheads
+from simulator.specs import GIGA, TERA, EngineOverheads, HardwareSpec, ModelSpec, Overheads, PerStep
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -65,7 +65,8 @@ def load_hardware(name: str) -> HardwareSpec:
             pass_s=d["pass_overhead_us"] * MICRO,
             layer_s=d["layer_overhead_us"] * MICRO,
             row_s=d["row_overhead_us"] * MICRO,
-            accept_s=d["accept_overhead_us"] * MICRO,
+            engine=EngineOverheads(chain_accept=PerStep(d["accept_overhead_us"] * MICRO),
+                                   tree_accept=PerStep(d["accept_overhead_us"] * MICRO)),
         ),
         source=d["source"],
     )

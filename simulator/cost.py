@@ -186,7 +186,8 @@ class CostModel:
         attention = _operator("attention", attn_flops, kv_read + kv_write, bw_a, flop_rate_a, self.attention_overlap)
 
         o = self.overheads
-        overhead = o.pass_s + o.layer_s * model.n_layers + o.row_s * rows
+        overhead = (o.pass_s + o.layer_s * model.n_layers + o.row_s * rows
+                    + o.sequence_layer_s * batch * model.n_layers)
         roofline = linear.time_s + attention.time_s
         mem_t = sum(op.time_s for op in (linear, attention) if op.bound == "memory")
         comp_t = roofline - mem_t
@@ -212,6 +213,10 @@ class CostModel:
 
     def pass_time_s(self, model: ModelSpec, batch: int, new_tokens: int, context: int) -> float:
         return self.pass_cost(model, batch, new_tokens, context).time_s
+
+    def plain_step_s(self, model: ModelSpec, batch: int, context: int) -> float:
+        """One step of plain decoding: a one-token pass plus the engine's work around it."""
+        return self.pass_time_s(model, batch, 1, context) + self.overheads.engine.plain.at(batch)
 
 
 def memory_needed_bytes(target: ModelSpec, draft: ModelSpec | None, batch: int, context_tokens: int) -> float:

@@ -23,6 +23,33 @@ def dtype_bytes(dtype: str) -> float:
 
 
 @dataclass(frozen=True)
+class PerStep:
+    """A cost per decoding step: a fixed part plus a part per sequence in the batch."""
+
+    fixed_s: float = 0.0
+    per_sequence_s: float = 0.0
+
+    def at(self, batch: int) -> float:
+        return self.fixed_s + self.per_sequence_s * batch
+
+
+@dataclass(frozen=True)
+class EngineOverheads:
+    """What a decoding engine does around its forward passes in every step, beyond the passes themselves:
+    building inputs, stacking draft distributions, the accept/reject rule, the tree walk and cache compaction."""
+
+    plain: PerStep = field(default_factory=PerStep)  # around the one pass of a plain decoding step
+    draft: PerStep = field(default_factory=PerStep)  # around each draft pass
+    verify: PerStep = field(default_factory=PerStep)  # around the verification pass
+    chain_accept: PerStep = field(default_factory=PerStep)  # the accept/reject rule over a chain
+    tree_accept: PerStep = field(default_factory=PerStep)  # recursive rejection down a tree, cache compaction
+
+    @classmethod
+    def from_dict(cls, d: dict) -> EngineOverheads:
+        return cls(**{k: PerStep(**v) for k, v in d.items()})
+
+
+@dataclass(frozen=True)
 class Overheads:
     """Fixed costs that a roofline does not see (eager launches, Python, sampling).
 
@@ -32,8 +59,14 @@ class Overheads:
     pass_s: float = 0.0  # per forward pass: launches, framework, logits -> token
     layer_s: float = 0.0  # per decoder layer per pass: kernel launches of ~10 ops
     row_s: float = 0.0  # per token row processed (B x n): embedding gather, sampling over the vocabulary
-    accept_s: float = 0.0  # per speculative step: the accept/reject bookkeeping
-    accept_seq_s: float = 0.0  # the same, per sequence in the batch
+    sequence_layer_s: float = 0.0  # per sequence per layer: its own attention problem and KV-cache write
+    engine: EngineOverheads = field(default_factory=EngineOverheads)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Overheads:
+        d = dict(d)
+        engine = EngineOverheads.from_dict(d.pop("engine", {}))
+        return cls(**d, engine=engine)
 
 
 @dataclass(frozen=True)

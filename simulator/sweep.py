@@ -5,8 +5,11 @@ A speculative step for a batch of B sequences on c cached tokens, drafting a tre
 
     T_step = sum_d t_draft(B, width_{d-1}, c + d - 1) + t_target(B, nodes + 1, c) + t_accept
 
+(each pass with the engine's own work around it, `EngineOverheads`)
+
 where pass d runs the draft over the nodes of depth d - 1 (the root is one token). Each sequence emits A + 1 tokens,
-so the speed-up is E[A + 1] x t_target(B, 1, c) / T_step; k = 0 is plain decoding and gives exactly 1.
+so the speed-up is E[A + 1] x T_plain / T_step with T_plain = t_target(B, 1, c) plus the engine's work around it;
+k = 0 is plain decoding and gives exactly 1.
 """
 
 from __future__ import annotations
@@ -73,16 +76,18 @@ def step_time(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, batch
               candidate: Candidate) -> StepTime:
     """Time of one speculative step (plain decoding for k = 0)."""
     shape = candidate.shape
+    engine = cost.overheads.engine
     verify = cost.pass_cost(target, batch, shape.verify_tokens, context)
     if shape.n_nodes == 0:
-        return StepTime(0.0, verify.time_s, 0.0, verify.bound)
+        return StepTime(0.0, cost.plain_step_s(target, batch, context), 0.0, verify.bound)
     if draft is None:
         raise SpecsimError("speculation with k > 0 needs a draft model")
     widths = list(shape.draft_pass_widths)
     widths[0] = max(widths[0], cost.draft_catchup_tokens)
-    draft_s = sum(cost.pass_time_s(draft, batch, width, context + d) for d, width in enumerate(widths))
-    accept_s = cost.overheads.accept_s + cost.overheads.accept_seq_s * batch
-    return StepTime(draft_s, verify.time_s, accept_s, verify.bound)
+    draft_s = sum(cost.pass_time_s(draft, batch, width, context + d) + engine.draft.at(batch)
+                  for d, width in enumerate(widths))
+    accept = engine.tree_accept if candidate.tree is not None else engine.chain_accept
+    return StepTime(draft_s, verify.time_s + engine.verify.at(batch), accept.at(batch), verify.bound)
 
 
 @dataclass(frozen=True)
@@ -163,7 +168,7 @@ def sweep(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, acceptanc
     rows: list[SweepRow] = []
     for context in contexts:
         for batch in batches:
-            baseline = cost.pass_time_s(target, batch, 1, context)
+            baseline = cost.plain_step_s(target, batch, context)
             for cand in candidates:
                 st = step_time(cost, target, draft, batch, context, cand)
                 shape = cand.shape

@@ -100,3 +100,16 @@ def test_validate_refuses_a_profile_without_acceptance(fake_profile, tmp_path):
     f.write_text(json.dumps({**fake_profile, "acceptance": None}))
     r = CliRunner().invoke(cli, ["validate", "--profile", str(f), "--quick"])
     assert r.exit_code == 2 and "measured acceptance" in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_predict_with_measured_acceptance(fake_profile, tmp_path):
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(fake_profile))
+    for spec in ("measured", "measured:markov", "measured:trace", "measured:iid"):
+        r = CliRunner().invoke(cli, ["predict", "--profile", str(f), "--acceptance", spec, "--batch", "1..4",
+                                     "--k", "0..3", "--tree", "2,1", "--json"])
+        assert r.exit_code == 0, r.output
+        data = json.loads(r.output[r.output.index("{"):])
+        assert data["mode"] == "profile" and any(row["tree"] == "2,1" for row in data["rows"])
+    r = CliRunner().invoke(cli, ["predict", "--profile", str(f), "--acceptance", "measured:nope"])
+    assert r.exit_code == 2 and "unknown measured variant" in r.output
