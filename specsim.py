@@ -354,7 +354,7 @@ def _measured_acceptance(spec: str, profile_path: Path | None) -> tuple[Any, Pat
 @click.option("--profile", "profile_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Calibration profile of the built-in pair [default: the latest of this device].")
 @click.option("--batch", "batches", type=IntRangeParam(1), default=None,
-              help="Batch sizes [default: 1,2,4,8,16,32; quick 1,4,16].")
+              help="Batch sizes [default: 1,2,4,8,16,32; quick 1,4,8].")
 @click.option("--k", "ks", type=IntRangeParam(1), default=None, help="Draft lengths [default: 1,2,4,6; quick 1,4].")
 @click.option("--tree", "trees", multiple=True, metavar="B1,B2,...", default=("2,2,1",), show_default=True,
               help="Tree shapes to validate (repeatable; --tree '' for none).")
@@ -380,7 +380,7 @@ def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int]
     from simulator.trees import parse_branching
 
     shapes = [parse_branching(t) for t in trees if t.strip()]
-    batches = batches or ([1, 4, 16] if quick else [1, 2, 4, 8, 16, 32])
+    batches = batches or ([1, 4, 8] if quick else [1, 2, 4, 8, 16, 32])
     ks = ks or ([1, 4] if quick else [1, 2, 4, 6])
     repeats = repeats or (3 if quick else 5)
     new_tokens = new_tokens or (48 if quick else 64)

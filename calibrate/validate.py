@@ -118,10 +118,17 @@ def compare(profile: dict[str, Any], measured: list[dict[str, Any]], trees: Sequ
     """Predicted against measured for every configuration and predictor, with summaries."""
     preds = predictors(profile)
     by_label = {t.label: t for t in trees}
+    target_name = profile["models"]["target"]["name"]
+    timed = [(p["batch"], p["new_tokens"]) for p in profile["passes"]
+             if p["model"] == target_name and p.get("median_s")]
+    max_batch = max(b for b, _ in timed)
+    max_rows = max(b * n for b, n in timed)
     rows = []
     for m in measured:
         cand = Candidate(m["k"]) if m["tree"] is None else Candidate(None, by_label[m["tree"]])
         row: dict[str, Any] = {"batch": m["batch"], "k": m["k"], "tree": m["tree"], "measured": m, "predicted": {}}
+        # Beyond the calibrated grid the prediction extrapolates the fit instead of interpolating measurements.
+        row["extrapolated"] = m["batch"] > max_batch or m["batch"] * cand.shape.verify_tokens > max_rows
         for name, f in preds.items():
             p = f(m["batch"], cand, context)
             row["predicted"][name] = {

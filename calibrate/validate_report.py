@@ -19,7 +19,11 @@ def format_report(report: dict[str, Any], primary: str) -> str:
             f"{1e3 * m['step_s']['median']:6.1f} ({100 * p['err_step']:+5.1f} %)   "
             f"{p['speedup']:4.2f}|{m['speedup']['median']:4.2f} "
             f"[{m['speedup']['min']:.2f}, {m['speedup']['max']:.2f}] ({100 * p['err_speedup']:+5.1f} %)"
+            + ("  *" if r.get("extrapolated") else "")
         )
+    if any(r.get("extrapolated") for r in report["rows"]):
+        lines.append(" * beyond the profile's calibration grid (batch or rows): the fit extrapolates; calibrate with "
+                     "a --batch range that covers it for measured anchors")
     lines.append("")
     lines.append("speed-up error per predictor (|predicted / measured - 1| over the configurations):")
     for name, s in report["predictors"].items():
