@@ -126,6 +126,7 @@ def cost_model_from_profile(profile: dict[str, Any], with_measurements: bool = T
         measured=measured,
         label="calibrated",
         draft_catchup_tokens=int(fit.get("draft_catchup_tokens", 1)),
+        measured_models=tuple(spec_from_dict(profile["models"][k]) for k in ("target", "draft")),
         attention_overlap=bool(fit.get("attention_overlap", True)),
     )
 

@@ -184,7 +184,8 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     acceptance, engine = None, EngineOverheads()
     if builtin_pair(target, draft):
         measured_cost = replace(fit.cost, measured={(p.model, p.batch, p.new_tokens, p.context): p.time_s
-                                                    for p in points}, draft_catchup_tokens=2)
+                                                    for p in points}, draft_catchup_tokens=2,
+                                measured_models=(target, draft))
         acceptance, engine = measure_builtin(device, dtype, quick, max(grid.batches), progress, seed,
                                              measured_cost, target, draft)
     fit_overheads = asdict(replace(fit.cost.overheads, engine=engine))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -16,7 +18,8 @@ def speedup_vs_batch(result: SweepResult, title: str = "") -> Figure:
     """One panel per context: speed-up vs batch (log x) for every k and tree, the break-even line, the batch above
     which speculation should be disabled, and points that do not fit in memory left out."""
     contexts = sorted({r.context for r in result.rows})
-    fig, axes = plt.subplots(1, len(contexts), figsize=(6.2 * len(contexts), 4.4), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(contexts), figsize=(max(6.2 * len(contexts), 9.0), 4.8), squeeze=False,
+                             sharey=True)
     by_ctx = dict(result.disable_above_batch_by_context)
     cmap = plt.get_cmap("viridis")
     for ax, context in zip(axes[0], contexts):
@@ -63,8 +66,9 @@ def speedup_vs_batch(result: SweepResult, title: str = "") -> Figure:
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 8), fontsize=8, frameon=False)
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6 if len(contexts) == 1 else 8), fontsize=8,
+               frameon=False)
     if title:
-        fig.suptitle(title, fontsize=11)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+        fig.suptitle(textwrap.fill(title, width=int(11 * fig.get_size_inches()[0])), fontsize=10)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig

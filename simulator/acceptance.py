@@ -420,10 +420,11 @@ class WithRanks(Acceptance):
 
     chain: Acceptance
     ranks_: tuple[float, ...]
+    label: str = ""
 
     @property
     def spec(self) -> str:  # type: ignore[override]
-        return self.chain.spec
+        return self.label or self.chain.spec
 
     @property
     def ranks(self) -> tuple[float, ...]:  # type: ignore[override]
@@ -475,7 +476,7 @@ def from_measured(measured: dict, variant: str = "positional") -> Acceptance:
     else:
         raise SpecsimError(f"unknown measured variant {variant!r}; use measured or measured:"
                            f"{'|'.join(MEASURED_VARIANTS)}")
-    return WithRanks(chain, ranks)
+    return WithRanks(chain, ranks, f"measured:{variant} (alpha {float(measured['alpha']):.3f})")
 
 
 @dataclass(frozen=True, repr=False)

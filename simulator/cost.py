@@ -128,6 +128,7 @@ class CostModel:
     overheads: Overheads = field(default_factory=Overheads)
     measured: Mapping[tuple[str, int, int, int], float] = field(default_factory=dict)
     label: str = "roofline"
+    measured_models: tuple[ModelSpec, ...] = ()  # the shapes the measurements belong to (for the ratio grid)
     attention_overlap: bool = True  # attention's KV reads and FLOPs overlap (max); False: they add (eager CPU)
     draft_catchup_tokens: int = 1  # tokens in a step's first draft pass: 1 if the draft cache is always current;
     # specsim's own engine re-caches [previous, current] at the start of each draft phase, so 2
@@ -139,12 +140,60 @@ class CostModel:
             index.setdefault((name, b, n), []).append((c, t))
         return {k: sorted(v) for k, v in index.items()}
 
+    @cached_property
+    def _ratio_grid(self) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per model: measured / formula over its measured (batch, new tokens) grid, averaged over contexts."""
+        ratios: dict[str, dict[tuple[int, int], list[float]]] = {}
+        formula = replace(self, measured={})
+        specs = self._specs
+        for (name, b, n, c), t in self.measured.items():
+            if name in specs:
+                ratios.setdefault(name, {}).setdefault((b, n), []).append(t / formula.pass_time_s(specs[name], b, n, c))
+        out = {}
+        for name, by in ratios.items():
+            bs = np.array(sorted({b for b, _ in by}))
+            ns = np.array(sorted({n for _, n in by}))
+            grid = np.full((len(bs), len(ns)), np.nan)
+            for (b, n), r in by.items():
+                grid[np.searchsorted(bs, b), np.searchsorted(ns, n)] = float(np.mean(r))
+            if np.isnan(grid).any():
+                continue  # not a full grid: no interpolation across it
+            out[name] = (bs, ns, grid)
+        return out
+
+    def _grid_ratio(self, model: ModelSpec, batch: int, new_tokens: int) -> float | None:
+        """measured / formula at (batch, new tokens), bilinear in (log2 batch, log2 new tokens) over the measured
+        grid of this model, clamped at its edges."""
+        if model.name not in self._specs or self._specs[model.name] != model:
+            return None
+        entry = self._ratio_grid.get(model.name)
+        if entry is None:
+            return None
+        bs, ns, grid = entry
+
+        def weights(axis: np.ndarray, v: int) -> tuple[int, int, float]:
+            x = np.log2(axis.astype(float))
+            xq = float(np.clip(np.log2(v), x[0], x[-1]))
+            i = int(np.clip(np.searchsorted(x, xq, side="right") - 1, 0, max(len(x) - 2, 0)))
+            if len(x) == 1:
+                return 0, 0, 0.0
+            return i, i + 1, (xq - x[i]) / (x[i + 1] - x[i])
+
+        i0, i1, fb = weights(bs, batch)
+        j0, j1, fn = weights(ns, new_tokens)
+        top = grid[i0, j0] * (1 - fn) + grid[i0, j1] * fn
+        bottom = grid[i1, j0] * (1 - fn) + grid[i1, j1] * fn
+        return float(top * (1 - fb) + bottom * fb)
+
     def _anchored(self, model: ModelSpec, batch: int, new_tokens: int, context: int, formula_s: float) -> float | None:
-        """A measured pass of the same shape at other contexts, carried to `context`: linear interpolation between
-        the two measured contexts around it, or the nearest one plus the formula's change with context."""
+        """Measurements carried to a pass that was not measured itself. The same (batch, new tokens) at other
+        contexts: linear interpolation between the two measured contexts around it, or the nearest one plus the
+        formula's change with context. Otherwise the formula scaled by the measured / formula ratio interpolated over
+        the measured (batch, new tokens) grid."""
         points = self._measured_by_shape.get((model.name, batch, new_tokens))
         if not points:
-            return None
+            ratio = self._grid_ratio(model, batch, new_tokens)
+            return None if ratio is None else formula_s * ratio
         below = [p for p in points if p[0] <= context]
         above = [p for p in points if p[0] >= context]
         if below and above:
@@ -152,6 +201,10 @@ class CostModel:
             return t0 if c1 == c0 else t0 + (t1 - t0) * (context - c0) / (c1 - c0)
         c0, t0 = (below[-1] if below else above[0])
         return t0 + formula_s - self._formula_time_s(model, batch, new_tokens, c0)
+
+    @cached_property
+    def _specs(self) -> dict[str, ModelSpec]:
+        return {m.name: m for m in self.measured_models}
 
     def _formula_time_s(self, model: ModelSpec, batch: int, new_tokens: int, context: int) -> float:
         return replace(self, measured={}).pass_cost(model, batch, new_tokens, context).time_s
