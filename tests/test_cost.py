@@ -98,3 +98,18 @@ def test_config_json(tmp_path):
     f.write_text("{not json")
     with pytest.raises(SpecsimError, match="not valid JSON"):
         load_model(str(f))
+
+
+def test_measurements_anchor_other_contexts_and_shapes():
+    """Unmeasured passes follow the measurements: across context by interpolation, across (batch, new tokens) by
+    the measured/formula ratio interpolated over the measured grid."""
+    m = load_model("llama-68m")
+    base = CostModel.from_hardware(load_hardware("l4"))
+    measured = {("llama-68m", b, n, c): 2.0 * base.pass_time_s(m, b, n, c) for b in (1, 4) for n in (1, 4)
+                for c in (16, 64)}
+    cost = CostModel(base.hardware, base.linear_rates, base.attention_rates, base.overheads, measured,
+                     measured_models=(m,))
+    assert cost.pass_time_s(m, 1, 4, 40) == pytest.approx(2.0 * base.pass_time_s(m, 1, 4, 40), rel=0.02)
+    assert cost.pass_time_s(m, 2, 2, 40) == pytest.approx(2.0 * base.pass_time_s(m, 2, 2, 40), rel=1e-9)
+    assert cost.pass_time_s(m, 64, 8, 40) == pytest.approx(2.0 * base.pass_time_s(m, 64, 8, 40), rel=1e-9)
+    assert cost.pass_cost(m, 4, 4, 64).measured and cost.pass_time_s(m, 4, 4, 64) == measured[("llama-68m", 4, 4, 64)]
