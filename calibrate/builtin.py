@@ -43,10 +43,6 @@ def encode(text: str) -> list[int]:
     return list(text.encode("utf-8"))
 
 
-def decode_bytes(tokens: list[int]) -> str:
-    return bytes(tokens).decode("utf-8", errors="replace")
-
-
 def _load(which: str, max_seq_len: int) -> Decoder:
     from safetensors.torch import load_file
 
@@ -104,23 +100,3 @@ def load_pair(expanded: bool = True, dtype: str = "bf16", max_seq_len: int = 102
     if expanded:
         target = expand(target, **EXPANDED)
     return target.to(device=device, dtype=TORCH_DTYPES[dtype]), draft.to(device=device, dtype=TORCH_DTYPES[dtype])
-
-
-def poor_draft(target_cfg: DecoderConfig, seed: int = 0, scale: float = 1.0) -> Decoder:
-    """A deliberately poor draft: an untrained decoder of the draft's shape with random weights."""
-    gen = torch.Generator().manual_seed(seed)
-    cfg = replace(_draft_cfg(target_cfg), vocab_size=target_cfg.vocab_size, max_seq_len=target_cfg.max_seq_len)
-    m = Decoder(cfg)
-    with torch.no_grad():
-        for p in m.parameters():
-            if p.dim() == 2:
-                p.copy_(torch.randn(p.shape, generator=gen) * scale / math.sqrt(p.shape[-1]))
-    return m.eval()
-
-
-def _draft_cfg(target_cfg: DecoderConfig) -> DecoderConfig:
-    d = max(16, target_cfg.d_model // 4)
-    heads = max(1, d // target_cfg.head_dim)
-    return DecoderConfig(n_layers=1, d_model=d, n_heads=heads, n_kv_heads=heads,
-                         d_ff=2 * d, vocab_size=target_cfg.vocab_size, head_dim=target_cfg.head_dim,
-                         max_seq_len=target_cfg.max_seq_len)
