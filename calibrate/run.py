@@ -272,29 +272,33 @@ def measure_builtin(device: torch.device, dtype: str, quick: bool, max_batch: in
     engine = Engine(big_target, draft, device)
     gen = torch.Generator(device=device).manual_seed(seed)
     tree = parse_branching("2,2,1")
-    new_tokens = 24
+    new_tokens, repeats = (24, 2) if quick else (32, 3)
     batches = sorted({1, max_batch})
-    extras: dict[str, dict[int, float]] = {k: {} for k in ("plain", "draft", "verify", "chain_accept", "tree_accept")}
-    with progress("engine overheads (real steps)", 3 * len(batches)) as bar:
-        for b in batches:
-            ps = [calib[i % len(calib)] for i in range(b)]
-            context = int(np.mean([len(p) for p in ps])) - 1 + new_tokens // 2
-            plain = engine.generate(ps, new_tokens, Decoding(k=0), gen, until="first")
-            extras["plain"][b] = float(np.median([s.total_s for s in plain.steps])) - cost.pass_time_s(
-                target_spec, b, 1, context)
-            bar.update(1)
-            for how in (Decoding(k=4), Decoding(tree=tree)):
-                run = engine.generate(ps, new_tokens, how, gen, until="first")
-                cand = Candidate(how.k) if how.tree is None else Candidate(None, how.tree)
-                passes = step_time(cost, target_spec, draft_spec, b, context, cand)
-                n_draft = len(cand.shape.draft_pass_widths)
-                extras["draft"].setdefault(b, 0.0)
-                extras["draft"][b] += (float(np.median([s.draft_s for s in run.steps])) - passes.draft_s) / n_draft / 2
-                extras["verify"].setdefault(b, 0.0)
-                extras["verify"][b] += (float(np.median([s.verify_s for s in run.steps])) - passes.verify_s) / 2
-                key = "tree_accept" if how.tree is not None else "chain_accept"
-                extras[key][b] = float(np.median([s.accept_s for s in run.steps]))
+    samples: dict[str, dict[int, list[float]]] = {
+        k: {b: [] for b in batches} for k in ("plain", "draft", "verify", "chain_accept", "tree_accept")}
+    # The extras are small differences of noisy step times: interleave the three kinds of step and repeat them,
+    # then take the median over the repeats.
+    with progress("engine overheads (real steps)", 3 * len(batches) * repeats) as bar:
+        for _ in range(repeats):
+            for b in batches:
+                ps = [calib[i % len(calib)] for i in range(b)]
+                context = int(np.mean([len(p) for p in ps])) - 1 + new_tokens // 2
+                plain = engine.generate(ps, new_tokens, Decoding(k=0), gen, until="first")
+                samples["plain"][b].append(float(np.median([s.total_s for s in plain.steps]))
+                                           - cost.pass_time_s(target_spec, b, 1, context))
                 bar.update(1)
+                for how in (Decoding(k=4), Decoding(tree=tree)):
+                    run = engine.generate(ps, new_tokens, how, gen, until="first")
+                    cand = Candidate(how.k) if how.tree is None else Candidate(None, how.tree)
+                    passes = step_time(cost, target_spec, draft_spec, b, context, cand)
+                    n_draft = len(cand.shape.draft_pass_widths)
+                    samples["draft"][b].append(
+                        (float(np.median([s.draft_s for s in run.steps])) - passes.draft_s) / n_draft)
+                    samples["verify"][b].append(float(np.median([s.verify_s for s in run.steps])) - passes.verify_s)
+                    key = "tree_accept" if how.tree is not None else "chain_accept"
+                    samples[key][b].append(float(np.median([s.accept_s for s in run.steps])))
+                    bar.update(1)
+    extras = {k: {b: float(np.median(v)) for b, v in by.items()} for k, by in samples.items()}
     acc["engine_extras_by_batch_s"] = extras
     return acc, EngineOverheads(**{k: _per_step(v) for k, v in extras.items()})
 

@@ -256,3 +256,18 @@ def test_cuda_calibration_on_tiny_shapes():
     result = calibrate(t, d, torch.device("cuda"), TINY_GRID, quick=True, command="test")
     assert result.profile["device"]["kind"] == "cuda"
     assert "nvml" in result.profile["device_state"]["start"]
+
+
+def test_builtin_acceptance_and_engine_overheads_are_measured(monkeypatch):
+    """The built-in pair's part of a calibration: acceptance on the calibration prompts and the engine's own work
+    around the passes, from short real runs (values are not asserted: they are timings)."""
+    from calibrate.run import measure_builtin, no_progress
+    from scenarios import load_model
+
+    t, d = load_model("specsim-target"), load_model("specsim-draft")
+    monkeypatch.setattr("calibrate.builtin.prompts", lambda split: ["def f(x):\n    return x + 1\n" * 2] * 3)
+    cost = CostModel.from_hardware(HardwareSpec("cpu", 20e9, (("bf16", 1e12),), 16e9), "bf16", datasheet=True)
+    acc, engine = measure_builtin(torch.device("cpu"), "bf16", True, 2, no_progress, 0, cost, t, d)
+    assert 0 < acc["alpha"] <= 1 and len(acc["survival"]) == 8 and acc["markov"]["alpha_easy"] >= 0
+    assert set(acc["engine_extras_by_batch_s"]) == {"plain", "draft", "verify", "chain_accept", "tree_accept"}
+    assert engine.tree_accept.fixed_s + engine.tree_accept.per_sequence_s > 0
