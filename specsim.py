@@ -35,7 +35,8 @@ class IntRangeParam(click.ParamType):
         if isinstance(value, list):
             return value
         try:
-            return parse_int_range(str(value), self.minimum, what=param.name if param else "value")
+            what = param.opts[0] if param is not None and param.opts else "value"
+            return parse_int_range(str(value), self.minimum, what=what)
         except SpecsimError as e:
             self.fail(str(e), param, ctx)
 
