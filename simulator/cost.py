@@ -141,73 +141,70 @@ class CostModel:
         return {k: sorted(v) for k, v in index.items()}
 
     @cached_property
-    def _ratio_grid(self) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Per model: measured / formula over its measured (batch, new tokens) grid, averaged over contexts."""
-        ratios: dict[str, dict[tuple[int, int], list[float]]] = {}
-        formula = replace(self, measured={})
-        specs = self._specs
-        for (name, b, n, c), t in self.measured.items():
-            if name in specs:
-                ratios.setdefault(name, {}).setdefault((b, n), []).append(t / formula.pass_time_s(specs[name], b, n, c))
+    def _formula(self) -> CostModel:
+        """This model without measurements: the fitted formula alone."""
+        return replace(self, measured={})
+
+    @cached_property
+    def _grids(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Per model whose measurements cover a full (batch, new tokens) grid: the grid's axes."""
         out = {}
-        for name, by in ratios.items():
-            bs = np.array(sorted({b for b, _ in by}))
-            ns = np.array(sorted({n for _, n in by}))
-            grid = np.full((len(bs), len(ns)), np.nan)
-            for (b, n), r in by.items():
-                grid[np.searchsorted(bs, b), np.searchsorted(ns, n)] = float(np.mean(r))
-            if np.isnan(grid).any():
-                continue  # not a full grid: no interpolation across it
-            out[name] = (bs, ns, grid)
+        for name in self._specs:
+            shapes = {(b, n) for (m, b, n) in self._measured_by_shape if m == name}
+            bs = np.array(sorted({b for b, _ in shapes}))
+            ns = np.array(sorted({n for _, n in shapes}))
+            if shapes and len(shapes) == len(bs) * len(ns):
+                out[name] = (bs, ns)
         return out
 
-    def _grid_ratio(self, model: ModelSpec, batch: int, new_tokens: int) -> float | None:
-        """measured / formula at (batch, new tokens), bilinear in (log2 batch, log2 new tokens) over the measured
-        grid of this model, clamped at its edges."""
-        if model.name not in self._specs or self._specs[model.name] != model:
-            return None
-        entry = self._ratio_grid.get(model.name)
-        if entry is None:
-            return None
-        bs, ns, grid = entry
-
-        def weights(axis: np.ndarray, v: int) -> tuple[int, int, float]:
-            x = np.log2(axis.astype(float))
-            xq = float(np.clip(np.log2(v), x[0], x[-1]))
-            i = int(np.clip(np.searchsorted(x, xq, side="right") - 1, 0, max(len(x) - 2, 0)))
-            if len(x) == 1:
-                return 0, 0, 0.0
-            return i, i + 1, (xq - x[i]) / (x[i + 1] - x[i])
-
-        i0, i1, fb = weights(bs, batch)
-        j0, j1, fn = weights(ns, new_tokens)
-        top = grid[i0, j0] * (1 - fn) + grid[i0, j1] * fn
-        bottom = grid[i1, j0] * (1 - fn) + grid[i1, j1] * fn
-        return float(top * (1 - fb) + bottom * fb)
-
-    def _anchored(self, model: ModelSpec, batch: int, new_tokens: int, context: int, formula_s: float) -> float | None:
-        """Measurements carried to a pass that was not measured itself. The same (batch, new tokens) at other
-        contexts: linear interpolation between the two measured contexts around it, or the nearest one plus the
-        formula's change with context. Otherwise the formula scaled by the measured / formula ratio interpolated over
-        the measured (batch, new tokens) grid."""
+    def _context_interpolated(self, model: ModelSpec, batch: int, new_tokens: int, context: int) -> float | None:
+        """A shape measured at other contexts, carried to `context`: linear interpolation between the two measured
+        contexts around it, or the nearest one plus the formula's change with context."""
         points = self._measured_by_shape.get((model.name, batch, new_tokens))
         if not points:
-            ratio = self._grid_ratio(model, batch, new_tokens)
-            return None if ratio is None else formula_s * ratio
+            return None
         below = [p for p in points if p[0] <= context]
         above = [p for p in points if p[0] >= context]
         if below and above:
             (c0, t0), (c1, t1) = below[-1], above[0]
             return t0 if c1 == c0 else t0 + (t1 - t0) * (context - c0) / (c1 - c0)
         c0, t0 = (below[-1] if below else above[0])
-        return t0 + formula_s - self._formula_time_s(model, batch, new_tokens, c0)
+        f = self._formula
+        return t0 + f.pass_time_s(model, batch, new_tokens, context) - f.pass_time_s(model, batch, new_tokens, c0)
+
+    def _anchored(self, model: ModelSpec, batch: int, new_tokens: int, context: int, formula_s: float) -> float | None:
+        """Measurements carried to a pass that was not measured itself. A shape measured at other contexts:
+        interpolated in context. Any other shape of a model measured over a full (batch, new tokens) grid: the
+        formula times the measured / formula ratio, bilinear in (log2 batch, log2 new tokens) between the grid's
+        shapes (each carried to this context first) and clamped at its edges, so predictions pass through every
+        measurement and move smoothly between them."""
+        if self._specs.get(model.name) == model and model.name in self._grids:
+            bs, ns = self._grids[model.name]
+
+            def weights(axis: np.ndarray, v: int) -> tuple[int, int, float]:
+                if len(axis) == 1:
+                    return 0, 0, 0.0
+                x = np.log2(axis.astype(float))
+                xq = float(np.clip(np.log2(v), x[0], x[-1]))
+                i = int(np.clip(np.searchsorted(x, xq, side="right") - 1, 0, len(x) - 2))
+                return i, i + 1, (xq - x[i]) / (x[i + 1] - x[i])
+
+            def ratio(b: int, n: int) -> float:
+                t = self._context_interpolated(model, b, n, context)
+                assert t is not None
+                return t / self._formula.pass_time_s(model, b, n, context)
+
+            i0, i1, fb = weights(bs, batch)
+            j0, j1, fn = weights(ns, new_tokens)
+            b0, b1, n0, n1 = int(bs[i0]), int(bs[i1]), int(ns[j0]), int(ns[j1])
+            top = ratio(b0, n0) * (1 - fn) + ratio(b0, n1) * fn
+            bottom = ratio(b1, n0) * (1 - fn) + ratio(b1, n1) * fn
+            return formula_s * (top * (1 - fb) + bottom * fb)
+        return self._context_interpolated(model, batch, new_tokens, context)
 
     @cached_property
     def _specs(self) -> dict[str, ModelSpec]:
         return {m.name: m for m in self.measured_models}
-
-    def _formula_time_s(self, model: ModelSpec, batch: int, new_tokens: int, context: int) -> float:
-        return replace(self, measured={}).pass_cost(model, batch, new_tokens, context).time_s
 
     @classmethod
     def from_hardware(cls, hardware: HardwareSpec, dtype: str = "bf16", datasheet: bool = False) -> CostModel:
