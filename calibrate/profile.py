@@ -97,22 +97,29 @@ def latest_profile(identity: dict[str, Any]) -> Path | None:
     return best[1] if best else None
 
 
+def hardware_from_microbenchmarks(name: str, micro: dict[str, Any], memory_bytes: float | None,
+                                  source: str = "micro-benchmarks") -> HardwareSpec:
+    """The device as its micro-benchmarks saw it: streaming read bandwidth and GEMM FLOP/s per dtype taken as the
+    peaks (efficiency 1), memory from the device or, for a CPU, the host."""
+    return HardwareSpec(
+        name=name,
+        mem_bw_bytes_per_s=micro["bandwidth"]["read_bytes_per_s"],
+        peak_flops_per_s=tuple((dt, m["flops_per_s"]) for dt, m in micro["matmul"].items()),
+        mem_capacity_bytes=float(memory_bytes or _host_memory_bytes()),
+        bw_efficiency=1.0,
+        flops_efficiency=1.0,
+        source=source,
+    )
+
+
 def cost_model_from_profile(profile: dict[str, Any], with_measurements: bool = True) -> CostModel:
     """The calibrated cost model: fitted rates and overheads, plus every measured pass (which wins where it
     exists)."""
     fit = profile["fit"]
     lin, att, ov = fit["linear_rates"], fit["attention_rates"], fit["overheads"]
-    micro = profile.get("microbenchmarks", {})
-    hw = HardwareSpec(
-        name=profile["device"].get("name", "this device"),
-        mem_bw_bytes_per_s=micro.get("bandwidth", {}).get("read_bytes_per_s", lin["mem_bw_bytes_per_s"][0]),
-        peak_flops_per_s=tuple((dt, m["flops_per_s"]) for dt, m in micro.get("matmul", {}).items()) or
-        (("bf16", lin["flops_per_s"][-1]),),
-        mem_capacity_bytes=float(profile["device"].get("memory_bytes") or _host_memory_bytes()),
-        bw_efficiency=1.0,
-        flops_efficiency=1.0,
-        source=f"calibrated {profile.get('created', '')}",
-    )
+    device = profile["device"]
+    hw = hardware_from_microbenchmarks(device.get("name", "this device"), profile["microbenchmarks"],
+                                       device.get("memory_bytes"), f"calibrated {profile.get('created', '')}")
     measured: dict[tuple[str, int, int, int], float] = {}
     if with_measurements:
         for p in profile["passes"]:

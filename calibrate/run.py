@@ -13,14 +13,14 @@ import torch
 
 from simulator import SpecsimError, __version__
 from simulator.cost import CostModel
-from simulator.specs import EngineOverheads, HardwareSpec, ModelSpec, PerStep
+from simulator.specs import EngineOverheads, ModelSpec, PerStep
 
 from .device import device_identity, device_state
 from .fit import PassPoint, errors, fit_cost_model
 from .measure import Timer
 from .microbench import n_microbenchmarks, run_microbenchmarks
 from .model import build_decoder
-from .profile import SCHEMA, SCHEMA_VERSION, host_summary, rates_to_dict, spec_to_dict
+from .profile import SCHEMA, SCHEMA_VERSION, hardware_from_microbenchmarks, host_summary, rates_to_dict, spec_to_dict
 from .speculative import distribution, sample
 
 
@@ -87,16 +87,20 @@ def time_passes(spec: ModelSpec, device: torch.device, timer: Timer, batches: Se
     """Time one forward pass per grid point with random weights; an out-of-memory point is recorded and skipped."""
     max_len = max(contexts) + max(new_tokens) + 1
     records: list[dict[str, Any]] = []
+
+    def out_of_memory(batch_sizes: Sequence[int]) -> None:
+        for b in batch_sizes:
+            for n in new_tokens:
+                for c in contexts:
+                    records.append({"model": spec.name, "batch": b, "new_tokens": n, "context": c, "oom": True})
+                    bar.update(1)
+
     try:
         model = build_decoder(spec, max_len, device=str(device))
     except Exception as e:  # noqa: BLE001 - any failure to even build the model is an OOM candidate
         if not _is_oom(e):
             raise
-        for b in batches:
-            for n in new_tokens:
-                for c in contexts:
-                    records.append({"model": spec.name, "batch": b, "new_tokens": n, "context": c, "oom": True})
-                    bar.update(1)
+        out_of_memory(batches)
         return records
     cap = 0.35 if quick else 1.2
     for b in batches:
@@ -105,10 +109,7 @@ def time_passes(spec: ModelSpec, device: torch.device, timer: Timer, batches: Se
         except Exception as e:  # noqa: BLE001
             if not _is_oom(e):
                 raise
-            for n in new_tokens:
-                for c in contexts:
-                    records.append({"model": spec.name, "batch": b, "new_tokens": n, "context": c, "oom": True})
-                    bar.update(1)
+            out_of_memory([b])
             continue
         for c in contexts:
             for n in new_tokens:
@@ -171,10 +172,7 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     dtype = target.dtype
     gemm_peak = micro["matmul"].get(dtype, micro["matmul"]["fp32"])["flops_per_s"]
     stream_bw = micro["bandwidth"]["read_bytes_per_s"]
-    hw = HardwareSpec(name=identity["name"], mem_bw_bytes_per_s=stream_bw,
-                      peak_flops_per_s=tuple((d, m["flops_per_s"]) for d, m in micro["matmul"].items()),
-                      mem_capacity_bytes=float(identity.get("memory_bytes") or 16e9), bw_efficiency=1.0,
-                      flops_efficiency=1.0, source="micro-benchmarks")
+    hw = hardware_from_microbenchmarks(identity["name"], micro, identity.get("memory_bytes"))
     with progress("fit", 1) as bar:
         fit = fit_cost_model(train, specs, hw, gemm_peak, stream_bw, dtype)
         bar.update(1)

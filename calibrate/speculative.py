@@ -62,12 +62,6 @@ class RunResult:
     def decode_s(self) -> float:
         return sum(s.total_s for s in self.steps)
 
-    def acceptance_histogram(self, k: int) -> list[int]:
-        hist = [0] * (k + 1)
-        for s in self.steps:
-            for a in s.accepted:
-                hist[min(a, k)] += 1
-        return hist
 
 
 def distribution(logits: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -20,11 +20,10 @@ import numpy as np
 
 from simulator.acceptance import Acceptance, IIDAcceptance, WithRanks, from_measured
 from simulator.cost import CostModel
-from simulator.specs import HardwareSpec, ModelSpec
 from simulator.sweep import Candidate, step_time, tokens_per_pass
 from simulator.trees import Tree
 
-from .profile import cost_model_from_profile, spec_from_dict
+from .profile import cost_model_from_profile, hardware_from_microbenchmarks, spec_from_dict
 
 PRIMARY = "calibrated"
 
@@ -44,10 +43,9 @@ class Prediction:
 
 
 def datasheet_cost(profile: dict[str, Any], dtype: str) -> CostModel:
-    micro = profile["microbenchmarks"]
-    hw = HardwareSpec(name=profile["device"]["name"], mem_bw_bytes_per_s=micro["bandwidth"]["read_bytes_per_s"],
-                      peak_flops_per_s=tuple((d, m["flops_per_s"]) for d, m in micro["matmul"].items()),
-                      mem_capacity_bytes=64e9)
+    """The pure roofline baseline: micro-benchmarked peaks, no overheads, no measurements."""
+    hw = hardware_from_microbenchmarks(profile["device"]["name"], profile["microbenchmarks"],
+                                       profile["device"].get("memory_bytes"))
     return CostModel.from_hardware(hw, dtype, datasheet=True)
 
 
@@ -184,7 +182,3 @@ def predicted_curves(profile: dict[str, Any], candidates: Sequence[Candidate], b
         label = f"tree {cand.tree.label}" if cand.tree is not None else f"k = {cand.k}"
         out[label] = [(b, f(b, cand, context).speedup) for b in batches]
     return out
-
-
-def target_and_draft(profile: dict[str, Any]) -> tuple[ModelSpec, ModelSpec]:
-    return spec_from_dict(profile["models"]["target"]), spec_from_dict(profile["models"]["draft"])
