@@ -150,7 +150,7 @@ def predict(alpha: float | None, acceptance_spec: str | None, ks: list[int], cos
     Calibrated mode (the latest profile of this device, or --profile FILE):
       specsim predict --acceptance iid:0.75 --batch 1..64
     """
-    from simulator.acceptance import IIDAcceptance, parse_acceptance
+    from simulator.acceptance import IIDAcceptance
     from simulator.report import format_formula_table, format_hardware_table, result_to_csv, result_to_dict
 
     if as_json and as_csv:
@@ -161,12 +161,10 @@ def predict(alpha: float | None, acceptance_spec: str | None, ks: list[int], cos
         raise click.UsageError("say how often drafts are accepted: --alpha 0.7 or --acceptance SPEC")
     if alpha is not None:
         acceptance = IIDAcceptance(alpha)
-    elif (acceptance_spec or "").startswith("measured"):
-        acceptance, found = _measured_acceptance(acceptance_spec or "", profile_path)
-        if cost_ratio is None and not hardware:
-            profile_path = found
     else:
-        acceptance = parse_acceptance(acceptance_spec or "")
+        acceptance, found = _acceptance(acceptance_spec or "", profile_path)
+        if found is not None and cost_ratio is None and not hardware:
+            profile_path = found
     candidates = _candidates(ks, trees, tree_budget, acceptance)
     meta: dict[str, Any] = {"specsim_version": __version__, "acceptance": acceptance.spec}
 
@@ -179,22 +177,9 @@ def predict(alpha: float | None, acceptance_spec: str | None, ks: list[int], cos
         meta.update(mode="formula", c=cost_ratio)
         text = format_formula_table(result, cost_ratio)
     else:
-        from scenarios import load_model
         from simulator.sweep import sweep
 
-        if hardware:
-            if profile_path:
-                raise click.UsageError("give --hardware (a preset) or --profile (a calibration), not both")
-            from scenarios import load_hardware
-            from simulator.cost import CostModel
-
-            hw = load_hardware(hardware)
-            cost = CostModel.from_hardware(hw, dtype)
-            target_spec = load_model(target or "llama-3.1-8b", dtype)
-            draft_spec = load_model(draft or "llama-3.2-1b", dtype)
-            where = f"{hw.name}, {dtype}, uncalibrated preset roofline"
-        else:
-            cost, target_spec, draft_spec, where = _calibrated(profile_path, target, draft, dtype)
+        cost, target_spec, draft_spec, where = _device_and_models(hardware, profile_path, target, draft, dtype)
         result = sweep(cost, target_spec, draft_spec, acceptance, batches, candidates, contexts)
         meta.update(mode="hardware" if hardware else "profile", hardware=cost.hardware.name,
                     target=target_spec.name, draft=draft_spec.name, dtype=target_spec.dtype, cost_model=cost.label)
@@ -340,6 +325,36 @@ def _resolve_profile(profile_path: Path | None) -> tuple[dict, Path]:
     return profile, profile_path
 
 
+def _acceptance(spec: str, profile_path: Path | None) -> tuple[Any, Path | None]:
+    """An acceptance model from its spec: the profile's measurement (and that profile's path), an engine's exported
+    counters, or a model spec."""
+    from scenarios.engine_metrics import ENGINE_KINDS, engine_acceptance
+    from simulator.acceptance import parse_acceptance
+
+    if spec.startswith("measured"):
+        return _measured_acceptance(spec, profile_path)
+    if spec.partition(":")[0].strip().lower() in ENGINE_KINDS:
+        return engine_acceptance(spec.strip()), None
+    return parse_acceptance(spec), None
+
+
+def _device_and_models(hardware: str | None, profile_path: Path | None, target: str | None, draft: str | None,
+                       dtype: str) -> tuple[Any, Any, Any, str]:
+    """(cost model, target, draft, where): a hardware preset's roofline, or a calibration profile's."""
+    from scenarios import load_model
+
+    if hardware:
+        if profile_path:
+            raise click.UsageError("give --hardware (a preset) or --profile (a calibration), not both")
+        from scenarios import load_hardware
+        from simulator.cost import CostModel
+
+        hw = load_hardware(hardware)
+        return (CostModel.from_hardware(hw, dtype), load_model(target or "llama-3.1-8b", dtype),
+                load_model(draft or "llama-3.2-1b", dtype), f"{hw.name}, {dtype}, uncalibrated preset roofline")
+    return _calibrated(profile_path, target, draft, dtype)
+
+
 def _measured_acceptance(spec: str, profile_path: Path | None) -> tuple[Any, Path]:
     from simulator.acceptance import from_measured
 
@@ -429,6 +444,313 @@ def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int]
         click.echo(format_report(report, PRIMARY))
         if plot_dir:
             click.echo(f"plots written to {plot_dir}/validation-scatter.png and validation-batch.png")
+
+
+def _options(*decorators: Any) -> Any:
+    """Apply click options in the order they are listed (so --help lists them that way)."""
+
+    def apply(f: Any) -> Any:
+        for d in reversed(decorators):
+            f = d(f)
+        return f
+
+    return apply
+
+
+_setup_options = _options(
+    click.option("--acceptance", "acceptance_spec", metavar="SPEC", default=None,
+                 help="Acceptance model as in `predict` (iid:A, markov:..., trace:FILE, measured[:VARIANT]), or an "
+                      "engine's own counters: vllm-metrics:FILE, sglang:FILE@K, trtllm:FILE[@K], accept-length:L@K "
+                      "[default: measured with a profile, else required]."),
+    click.option("--hardware", metavar="NAME", help="Hardware preset, e.g. h100-sxm [default: the profile]."),
+    click.option("--profile", "profile_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                 help="Calibration profile [default: the latest profile measured on this device]."),
+    click.option("--target", default=None, metavar="NAME|config.json",
+                 help="Target model [default: the profile's, else llama-3.1-8b]."),
+    click.option("--draft", default=None, metavar="NAME|config.json",
+                 help="Draft model [default: the profile's, else llama-3.2-1b]."),
+    click.option("--dtype", type=click.Choice(DTYPES), default="bf16", show_default=True,
+                 help="Weight and KV-cache dtype (hardware presets)."),
+)
+
+
+def _setup(acceptance_spec: str | None, hardware: str | None, profile_path: Path | None, target: str | None,
+           draft: str | None, dtype: str) -> tuple[Any, Any, Any, Any, str]:
+    """(cost model, target, draft, acceptance, caption) for the serving commands."""
+    if not acceptance_spec:
+        if hardware:
+            raise click.UsageError("say how often drafts are accepted: --acceptance iid:0.7 (or markov:..., "
+                                   "vllm-metrics:FILE, ...)")
+        acceptance_spec = "measured"
+    acceptance, found = _acceptance(acceptance_spec, profile_path)
+    if found is not None and not hardware:
+        profile_path = found
+    cost, target_spec, draft_spec, where = _device_and_models(hardware, profile_path, target, draft, dtype)
+    caption = f"{target_spec.name} drafted by {draft_spec.name} on {where}; acceptance {acceptance.spec}"
+    return cost, target_spec, draft_spec, acceptance, caption
+
+
+class RatesParam(click.ParamType):
+    """Request rates: ``1..64:x2``, ``10..50:10`` or ``0.5,1,2`` (requests per second, > 0)."""
+
+    name = "RATES"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> list[float]:
+        from simulator.ranges import parse_positive_floats
+
+        if isinstance(value, list):
+            return value
+        try:
+            return parse_positive_floats(str(value), "request rate")
+        except SpecsimError as e:
+            self.fail(str(e), param, ctx)
+
+
+class LatencyParam(click.ParamType):
+    """A latency limit in milliseconds (``50``, ``50ms``) or seconds (``0.5s``), returned in seconds."""
+
+    name = "MS"
+
+    def __init__(self, what: str, highest_s: float) -> None:
+        self.what, self.highest_s = what, highest_s
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        from simulator.ranges import parse_ms
+
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_ms(str(value), self.what, 1e-5, self.highest_s)
+        except SpecsimError as e:
+            self.fail(str(e), param, ctx)
+
+
+_serving_options = _options(
+    click.option("--policy", "policy_text", default="off,fixed:4,adaptive", show_default=True,
+                 metavar="P1,P2,...",
+                 help="Speculation policies: off, fixed:K, tree:B1,B2,..., threshold:K@BATCH, adaptive[:KMAX]."),
+    click.option("--requests", "n_requests", type=click.IntRange(1, 10_000_000), default=2000, show_default=True,
+                 help="Requests simulated per run."),
+    click.option("--arrivals", default="poisson", show_default=True, metavar="poisson|gamma:CV|trace:FILE",
+                 help="Arrival process: Poisson, gamma gaps with coefficient of variation CV (> 1 is bursty), or a "
+                      "CSV/JSONL trace with arrival_s, prompt_tokens, output_tokens."),
+    click.option("--prompt-tokens", default="512", show_default=True, metavar="N|A..B|exp:MEAN",
+                 help="Prompt length per request."),
+    click.option("--output-tokens", default="128", show_default=True, metavar="N|A..B|exp:MEAN",
+                 help="Output length per request."),
+    click.option("--lengths-from", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                 help="Resample (prompt, output) pairs from a CSV/JSONL with prompt_tokens/output_tokens or "
+                      "prompt_len/generated_len (e.g. the acceptance traces)."),
+    click.option("--max-batch", type=click.IntRange(1, 65536), default=256, show_default=True,
+                 help="Sequences an engine decodes together."),
+    click.option("--max-prefill-tokens", type=click.IntRange(1), default=8192, show_default=True,
+                 help="Prompt tokens one prefill step may take."),
+    click.option("--draft-sync", type=click.Choice(["lazy", "eager"]), default="lazy", show_default=True,
+                 help="lazy: the draft reads tokens only when it next drafts; eager: it is kept current every step "
+                      "(vLLM's draft-model path)."),
+    click.option("--router", type=click.Choice(["least-loaded", "round-robin"]), default="least-loaded",
+                 show_default=True, help="How a fleet spreads requests over its engines."),
+    click.option("--slo-tpot-ms", "slo_tpot_s", type=LatencyParam("--slo-tpot-ms", 60.0), default=None,
+                 help="Time-per-output-token limit, e.g. 50 (ms)."),
+    click.option("--slo-ttft-ms", "slo_ttft_s", type=LatencyParam("--slo-ttft-ms", 3600.0), default=None,
+                 help="Time-to-first-token limit, e.g. 2000 (ms)."),
+    click.option("--seed", type=int, default=0, show_default=True, help="Seed of the workload and every draw."),
+)
+
+
+def _scenario(setup: tuple, policy_text: str, n_requests: int, arrivals: str, prompt_tokens: str,
+              output_tokens: str, lengths_from: Path | None, max_batch: int, max_prefill_tokens: int,
+              draft_sync: str, slo_tpot_s: float | None, slo_ttft_s: float | None, seed: int) -> tuple[Any, list, bool]:
+    """(scenario, policies, the workload is a trace with its own clock)."""
+    from simulator.capacity import Scenario
+    from simulator.metrics import SLO
+    from simulator.policies import parse_policies
+    from simulator.serving import EngineConfig, StepCosts
+    from simulator.workload import parse_lengths, resampled, synthetic
+
+    cost, target_spec, draft_spec, acceptance, _ = setup
+    policies = parse_policies(policy_text, acceptance)
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
+    if arrivals.startswith("trace:"):
+        from scenarios.traces import load_request_trace
+
+        workload, timed = load_request_trace(arrivals[6:]).head(n_requests), True
+    elif lengths_from is not None:
+        from scenarios.traces import load_lengths
+
+        prompts, outputs = load_lengths(lengths_from)
+        workload, timed = resampled(arrivals, n_requests, prompts, outputs, rng, lengths_from.name), False
+    else:
+        workload = synthetic(arrivals, n_requests, parse_lengths(prompt_tokens, "--prompt-tokens"),
+                             parse_lengths(output_tokens, "--output-tokens"), rng)
+        timed = False
+    config = EngineConfig(max_batch=max_batch, max_prefill_tokens=max_prefill_tokens, draft_sync=draft_sync)
+    scenario = Scenario(workload, StepCosts(cost, target_spec, draft_spec), acceptance, config, seed,
+                        SLO(slo_tpot_s, slo_ttft_s))
+    return scenario, policies, timed
+
+
+def _simulate_runs(setup: tuple, rates: list[float] | None, engines: int, router: str, **serving: Any) -> tuple:
+    from simulator.capacity import rate_sweep
+
+    scenario, policies, timed = _scenario(setup, **serving)
+    if timed and rates:
+        raise click.UsageError("a trace keeps its own arrival times: drop --rate (or use --arrivals poisson with "
+                               "--lengths-from FILE)")
+    grid: list[float | None] = [None] if timed else list(rates or [1, 2, 4, 8, 16, 32, 64])
+    with _click_progress("simulating", len(grid) * len(policies)) as bar:
+        results = rate_sweep(scenario, policies, grid, engines, router, tick=lambda: bar.update(1))
+    return scenario, results
+
+
+@cli.command()
+@_setup_options
+@click.option("--rate", "rates", type=RatesParam(), default=None,
+              help="Request rates, all engines together (req/s), e.g. 1..64:x2 [default: 1..64:x2].")
+@click.option("--engines", type=click.IntRange(1, 4096), default=1, show_default=True,
+              help="Identical engines behind the router.")
+@_serving_options
+@click.option("--json", "as_json", is_flag=True, help="Print every metric as JSON.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print every metric as CSV.")
+@click.option("--plot", "plot_paths", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Also draw TPOT p50/p99 vs request rate to this PNG/SVG (repeatable).")
+def simulate(acceptance_spec: str | None, hardware: str | None, profile_path: Path | None, target: str | None,
+             draft: str | None, dtype: str, rates: list[float] | None, engines: int, as_json: bool, as_csv: bool,
+             plot_paths: tuple[Path, ...], router: str, **serving: Any) -> None:
+    """Serve a stream of requests with each speculation policy (a simpy discrete-event simulation).
+
+    \b
+    specsim simulate --hardware h100-sxm --acceptance iid:0.7 --rate 5..60:5 \\
+        --policy off,fixed:4,threshold:4@64,adaptive
+    specsim simulate --rate 1..16:x2 --slo-tpot-ms 50     # this machine's profile and measured acceptance
+    specsim simulate --hardware h100-sxm --acceptance vllm-metrics:metrics.txt --arrivals gamma:3 --rate 20
+    """
+    if as_json and as_csv:
+        raise click.UsageError("choose one of --json and --csv")
+    setup = _setup(acceptance_spec, hardware, profile_path, target, draft, dtype)
+    scenario, results = _simulate_runs(setup, rates, engines, router, **serving)
+    metrics = [m for _, m in results]
+    for path in plot_paths:
+        from plots.serving import tpot_vs_rate
+
+        _save_figure(tpot_vs_rate(metrics, scenario.slo, caption=setup[4]), path)
+    if as_json:
+        click.echo(json.dumps({"specsim_version": __version__, "setup": setup[4], "workload": scenario.workload.label,
+                               "slo": scenario.slo.label, "runs": [m.as_dict() for m in metrics]}, indent=1,
+                              default=float))
+    elif as_csv:
+        from simulator.serving_report import metrics_to_csv
+
+        click.echo(metrics_to_csv(metrics), nl=False)
+    else:
+        from simulator.serving_report import format_serving_table
+
+        click.echo(f"{setup[4]}\n{scenario.workload.label}, {len(scenario.workload)} requests, {engines} engine(s)")
+        click.echo(format_serving_table(metrics, scenario.slo.label), nl=False)
+        for path in plot_paths:
+            click.echo(f"plot written to {path}")
+
+
+@cli.command()
+@_setup_options
+@click.option("--load-rps", type=click.FloatRange(0, min_open=True), default=None,
+              help="Load to size a fleet for (requests/s, all engines together).")
+@click.option("--attainment", type=click.FloatRange(0, 1, min_open=True), default=0.9, show_default=True,
+              help="Share of requests that must meet the SLO.")
+@_serving_options
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+def plan(acceptance_spec: str | None, hardware: str | None, profile_path: Path | None, target: str | None,
+         draft: str | None, dtype: str, load_rps: float | None, attainment: float, router: str, as_json: bool,
+         **serving: Any) -> None:
+    """The highest request rate per engine that meets an SLO, for each policy, and the engines a load needs.
+
+    \b
+    specsim plan --hardware h100-sxm --acceptance iid:0.7 --slo-tpot-ms 20 --load-rps 200
+    specsim plan --slo-tpot-ms 50 --slo-ttft-ms 2000 --policy off,threshold:4@16,adaptive
+    """
+    from simulator.capacity import engines_for_load, max_rate
+
+    setup = _setup(acceptance_spec, hardware, profile_path, target, draft, dtype)
+    if serving["slo_tpot_s"] is None and serving["slo_ttft_s"] is None:
+        raise click.UsageError("give an SLO to plan for: --slo-tpot-ms 50 and/or --slo-ttft-ms 2000")
+    if serving["arrivals"].startswith("trace:"):
+        raise click.UsageError("plan scales the request rate; use --arrivals poisson|gamma:CV with --lengths-from "
+                               "FILE instead of a timed trace")
+    scenario, policies, _ = _scenario(setup, **serving)
+    caps, fleets = [], []
+    per_policy = 14 + (3 if load_rps else 0)  # a typical search: doublings, bisection, fleet checks
+    with _click_progress("searching rates", per_policy * len(policies)) as bar:
+        for policy in policies:
+            caps.append(max_rate(scenario, policy, attainment, tick=lambda: bar.update(1)))
+            if load_rps:
+                fleets.append(engines_for_load(scenario, policy, load_rps, caps[-1], attainment, router,
+                                               tick=lambda: bar.update(1)))
+    if as_json:
+        from dataclasses import asdict
+
+        click.echo(json.dumps({"specsim_version": __version__, "setup": setup[4], "workload": scenario.workload.label,
+                               "slo": scenario.slo.label, "attainment": attainment,
+                               "max_rate": [asdict(c) for c in caps], "fleet": [asdict(f) for f in fleets]},
+                              indent=1, default=float))
+    else:
+        from simulator.serving_report import format_plan
+
+        click.echo(f"{setup[4]}\n{scenario.workload.label}, {len(scenario.workload)} requests per simulation")
+        click.echo(format_plan(caps, fleets, scenario.slo.label, attainment), nl=False)
+
+
+@cli.command()
+@_setup_options
+@click.option("--format", "fmt", type=click.Choice(["vllm", "json"]), default="vllm", show_default=True,
+              help="vllm: num_speculative_tokens_per_batch_size ranges; json: the same with predicted speed-ups.")
+@click.option("--batch", "batches", type=IntRangeParam(1), default="1..256", show_default=True,
+              help="Batch sizes to cover (contiguous from 1).")
+@click.option("--k", "ks", type=IntRangeParam(0), default="0..8", show_default=True, help="Draft lengths allowed.")
+@click.option("--context", type=click.IntRange(0), default=1024, show_default=True,
+              help="Cached tokens per sequence the table is made for.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write to this file (atomically) instead of stdout.")
+def policy(acceptance_spec: str | None, hardware: str | None, profile_path: Path | None, target: str | None,
+           draft: str | None, dtype: str, fmt: str, batches: list[int], ks: list[int], context: int,
+           out_path: Path | None) -> None:
+    """Export the best draft length per batch size as a table a serving engine can read.
+
+    \b
+    specsim policy --hardware h100-sxm --acceptance iid:0.7 --format vllm
+    specsim policy --hardware h100-sxm --acceptance vllm-metrics:metrics.txt --format json --out policy.json
+    """
+    from simulator.serving_report import batch_ranges, policy_table
+    from simulator.sweep import chains, sweep
+
+    if batches != list(range(1, max(batches) + 1)):
+        raise click.UsageError("--batch must cover every batch from 1 (e.g. 1..256): engines look the table up by "
+                               "batch size")
+    cost, target_spec, draft_spec, acceptance, caption = _setup(acceptance_spec, hardware, profile_path, target,
+                                                                draft, dtype)
+    result = sweep(cost, target_spec, draft_spec, acceptance, batches, chains(sorted(set(ks) | {0})), [context])
+    table = policy_table(result)
+    if len(table) < len(batches):
+        raise SpecsimError(f"the models do not fit in memory above batch {len(table)} at context {context}: cover "
+                           f"--batch 1..{len(table)}")
+    ranges = batch_ranges([(b, k) for b, k, _ in table])
+    if fmt == "vllm":
+        text = json.dumps(ranges) + "\n"
+    else:
+        speedup = {b: x for b, _, x in table}
+        text = json.dumps({
+            "specsim_version": __version__, "setup": caption, "context": context,
+            "num_speculative_tokens_per_batch_size": ranges,
+            "ranges": [{"batch_from": lo, "batch_to": hi, "k": k,
+                        "predicted_speedup_min": min(speedup[b] for b in range(lo, hi + 1)),
+                        "predicted_speedup_max": max(speedup[b] for b in range(lo, hi + 1))} for lo, hi, k in ranges],
+        }, indent=1) + "\n"
+    if out_path:
+        from calibrate.files import atomic_write_text
+
+        atomic_write_text(out_path, text)
+        click.echo(f"policy written to {out_path}", err=True)
+    else:
+        click.echo(text, nl=False)
 
 
 def _params(spec: Any) -> str:

@@ -443,6 +443,25 @@ class WithRanks(Acceptance):
         return self.chain.stream(rng)
 
 
+def iid_from_mean_length(tokens_per_step: float, k: int) -> IIDAcceptance:
+    """The i.i.d. alpha whose chain of k drafts emits `tokens_per_step` = E[A + 1] tokens per verification on average
+    (the "mean acceptance length" engines report, bonus token included); bisection on the increasing
+    (1 - a^(k+1)) / (1 - a)."""
+    if k < 1:
+        raise SpecsimError(f"a mean acceptance length needs the draft length it was measured with (k >= 1), got {k}")
+    if not 1.0 <= tokens_per_step <= k + 1:
+        raise SpecsimError(f"a mean acceptance length with k = {k} lies in [1, {k + 1}] (tokens per verification, "
+                           f"bonus included); got {tokens_per_step:g}")
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if IIDAcceptance(mid).expected_tokens(k) < tokens_per_step:
+            lo = mid
+        else:
+            hi = mid
+    return IIDAcceptance(round((lo + hi) / 2, 12))
+
+
 MEASURED_VARIANTS = ("positional", "iid", "beta", "markov", "trace", "ranks")
 
 

@@ -45,3 +45,60 @@ def parse_int_range(text: str, minimum: int = 0, what: str = "value") -> list[in
     if bad:
         raise SpecsimError(f"{what} must be >= {minimum}, got {bad[0]}")
     return sorted(set(values))
+
+
+_FLOAT_RANGE = re.compile(r"^\s*([-+]?[\d.]+(?:e[-+]?\d+)?)\s*\.\.\s*([-+]?[\d.]+(?:e[-+]?\d+)?)\s*"
+                          r"(?::\s*(x?)([\d.]+))?\s*$", re.IGNORECASE)
+
+
+def parse_positive_floats(text: str, what: str = "value") -> list[float]:
+    """Positive numbers: ``0.5,1,2``, ``1..64:x2`` (multiplying), ``10..50:10`` (stepping) or ``1..4`` (integers)."""
+    text = text.strip()
+    if not text:
+        raise SpecsimError(f"empty {what}; write e.g. 1..64:x2 or 0.5,1,2")
+    values: list[float] = []
+    for part in text.split(","):
+        m = _FLOAT_RANGE.match(part)
+        try:
+            if m:
+                lo, hi, mult = float(m[1]), float(m[2]), m[3]
+                step = float(m[4]) if m[4] else 1.0
+                if hi < lo:
+                    raise SpecsimError(f"{what} range {part.strip()!r} runs backwards; write {m[2]}..{m[1]}")
+                if (mult and step <= 1) or step <= 0 or lo <= 0:
+                    raise SpecsimError(f"{what} range {part.strip()!r}: start above 0 and step by more than 0 "
+                                       "(or multiply by more than 1)")
+                v = lo
+                while v <= hi * (1 + 1e-12):
+                    values.append(v)
+                    v = v * step if mult else v + step
+            else:
+                values.append(float(part))
+        except ValueError:
+            raise SpecsimError(f"{what} {part.strip()!r} is not a number or a range like 1..64:x2 or "
+                               "10..50:10") from None
+    bad = [v for v in values if not v > 0 or v != v or v == float("inf")]
+    if bad:
+        raise SpecsimError(f"{what} must be > 0, got {bad[0]:g}")
+    return sorted(set(values))
+
+
+_DURATION = re.compile(r"^\s*([-+]?[\d.]+(?:e[-+]?\d+)?)\s*([a-zµ]*)\s*$", re.IGNORECASE)
+_UNITS_S = {"": 1e-3, "ms": 1e-3, "s": 1.0}
+
+
+def parse_ms(text: str, what: str, lowest_s: float, highest_s: float) -> float:
+    """A latency given in milliseconds (``50``, ``50ms``) or seconds (``0.05s``), returned in seconds and checked to
+    lie in [lowest_s, highest_s]."""
+    m = _DURATION.match(str(text))
+    unit = m[2].lower() if m else None
+    if not m or unit not in _UNITS_S:
+        raise SpecsimError(f"{what} {text!r} is not a latency: give milliseconds (50 or 50ms) or seconds (0.05s)")
+    try:
+        seconds = float(m[1]) * _UNITS_S[unit]
+    except ValueError:
+        raise SpecsimError(f"{what} {text!r} is not a number of milliseconds") from None
+    if not lowest_s <= seconds <= highest_s:
+        raise SpecsimError(f"{what} {text!r} is outside {1e3 * lowest_s:g} ms .. {1e3 * highest_s:g} ms; the option is "
+                           "in milliseconds (50 means 50 ms)")
+    return seconds

@@ -1,0 +1,67 @@
+"""Serving under load: TPOT (and TTFT) percentiles against the request rate, one colour per policy."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from simulator.metrics import SLO, ServingMetrics  # noqa: E402
+
+
+def tpot_vs_rate(metrics: Sequence[ServingMetrics], slo: SLO | None = None, caption: str = "") -> Figure:
+    """Left: TPOT p50 (solid) and p99 (dashed) per policy against the offered rate, overloaded rates hollow, the TPOT
+    SLO as a line, and where speculation stops lowering TPOT marked. Right: TTFT p50 and p99 likewise (log scale)."""
+    slo = slo or SLO()
+    policies = list(dict.fromkeys(m.policy for m in metrics))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12.5, 5.0))
+    colors = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(policies)}
+    for p in policies:
+        rows = sorted((m for m in metrics if m.policy == p), key=lambda m: m.rate_per_s)
+        rate = [m.rate_per_s for m in rows]
+        for axis, attr in ((ax, "tpot_s"), (ax2, "ttft_s")):
+            p50 = [1e3 * getattr(m, attr)[0] for m in rows]
+            p99 = [1e3 * getattr(m, attr)[2] for m in rows]
+            axis.plot(rate, p50, "-", color=colors[p], linewidth=1.8, label=f"{p} p50")
+            axis.plot(rate, p99, "--", color=colors[p], linewidth=1.2, label=f"{p} p99")
+            over = [i for i, m in enumerate(rows) if not m.sustained]
+            axis.scatter([rate[i] for i in over], [p50[i] for i in over], facecolors="none", edgecolors=colors[p],
+                         s=50, zorder=3)
+    off = {m.rate_per_s: m.tpot_s[0] for m in metrics if m.policy == "off"}
+    if off:
+        # The lowest rate at which no speculating policy beats plain decoding's median TPOT any more.
+        crossing = None
+        for rate in sorted(off):
+            spec = [m.tpot_s[0] for m in metrics if m.policy != "off" and m.rate_per_s == rate and m.sustained]
+            if spec and min(spec) >= off[rate]:
+                crossing = rate
+                break
+        if crossing is not None:
+            ax.axvline(crossing, color="dimgray", linestyle=":", linewidth=1.3)
+            ax.annotate(f"speculation stops paying\nby {crossing:g} req/s", xy=(crossing, 0.97),
+                        xycoords=("data", "axes fraction"), xytext=(4, -4), textcoords="offset points", va="top",
+                        fontsize=8, color="dimgray")
+    if slo.tpot_s:
+        ax.axhline(1e3 * slo.tpot_s, color="tab:red", linewidth=1.0, alpha=0.6, label="TPOT SLO")
+    if slo.ttft_s:
+        ax2.axhline(1e3 * slo.ttft_s, color="tab:red", linewidth=1.0, alpha=0.6, label="TTFT SLO")
+    ax.set_ylabel("time per output token (ms)")
+    ax2.set_ylabel("time to first token (ms)")
+    ax2.set_yscale("log")
+    for axis in (ax, ax2):
+        axis.set_xlabel("request rate (requests/s)")
+        axis.grid(True, which="both", alpha=0.3)
+    ax.set_ylim(bottom=0)
+    ax.set_title("TPOT: p50 solid, p99 dashed; hollow = overloaded", fontsize=10)
+    ax2.set_title("TTFT (queueing + prefill)", fontsize=10)
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
+    if caption:
+        fig.suptitle(textwrap.fill(caption, width=150), fontsize=9)
+    fig.tight_layout(rect=(0, 0.1 + 0.03 * (len(labels) // 7), 1, 1))
+    return fig

@@ -1,0 +1,215 @@
+"""Speculation policies: what a serving engine drafts in each decoding step, given the batch it is about to run.
+
+Spec strings (``parse_policies`` takes a comma-separated list of them):
+
+- ``off`` - plain decoding (the draft is not even loaded, so its weights and KV cache free memory);
+- ``fixed:K`` - a chain of K drafts every step;
+- ``tree:B1,B2,...`` - a draft tree by branching per depth, every step;
+- ``threshold:K@B`` - a chain of K while the batch is at most B sequences, plain decoding above;
+- ``adaptive[:KMAX]`` - per step, the k in 0..KMAX (default 8) that maximises the goodput of this batch: expected
+  tokens per step over the step's duration, both from the analytic model (SmartSpec, Liu et al. 2024, which uses
+  the same ratio with an estimated acceptance rate).
+
+Ties: a policy that finds plain decoding and speculation equally fast picks plain decoding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import SpecsimError
+from .acceptance import Acceptance
+from .sweep import Candidate, tokens_per_pass
+from .trees import parse_branching
+
+PLAIN = Candidate(0)
+
+
+class StepDurations:
+    """What a policy may ask about the step it is choosing: its duration for this batch and context."""
+
+    def decode_s(self, batch: int, context_mean: float, candidate: Candidate) -> float:
+        raise NotImplementedError
+
+    def draft_sync_s(self, batch: int, tokens_mean: float, context_mean: float) -> float:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class BatchState:
+    """What the engine knows about the batch it is about to step."""
+
+    batch: int
+    context_mean: float  # cached tokens per sequence
+    draft_missing_mean: float = 0.0  # tokens per sequence the draft's cache lacks (lazy sync)
+    remaining_mean: float = 1.0  # output tokens per sequence still to generate
+    draft_warm: bool = True  # the previous step speculated, so only newly admitted sequences lag
+
+
+@dataclass(frozen=True)
+class Policy:
+    label: str
+
+    @property
+    def candidates(self) -> tuple[Candidate, ...]:
+        """Everything this policy may draft (the engine reserves KV-cache room for the largest)."""
+        raise NotImplementedError
+
+    @property
+    def uses_draft(self) -> bool:
+        return any(not c.is_plain for c in self.candidates)
+
+    def choose(self, state: BatchState, durations: StepDurations) -> Candidate:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Off(Policy):
+    label: str = "off"
+
+    @property
+    def candidates(self) -> tuple[Candidate, ...]:
+        return (PLAIN,)
+
+    def choose(self, state: BatchState, durations: StepDurations) -> Candidate:
+        return PLAIN
+
+
+@dataclass(frozen=True)
+class Fixed(Policy):
+    """The same chain or tree every step."""
+
+    candidate: Candidate = PLAIN
+
+    @property
+    def candidates(self) -> tuple[Candidate, ...]:
+        return (self.candidate,)
+
+    def choose(self, state: BatchState, durations: StepDurations) -> Candidate:
+        return self.candidate
+
+
+@dataclass(frozen=True)
+class Threshold(Policy):
+    """A chain of k up to a batch size, plain decoding above it (vLLM's `speculative_disable_by_batch_size`)."""
+
+    k: int = 0
+    max_batch: int = 0
+
+    @property
+    def candidates(self) -> tuple[Candidate, ...]:
+        return (PLAIN, Candidate(self.k))
+
+    def choose(self, state: BatchState, durations: StepDurations) -> Candidate:
+        return Candidate(self.k) if state.batch <= self.max_batch else PLAIN
+
+
+@dataclass(frozen=True, eq=False)
+class Adaptive(Policy):
+    """Goodput-optimal k per step: the k in 0..k_max (plain decoding included) that emits the most tokens per second
+    for this batch, E[A + 1](k) / T_step(B, c, k), both from the analytic model.
+
+    Where the draft's cache lags (lazy sync), speculating also costs a catch-up pass C over the missing tokens.
+    While the draft is warm (the last step speculated), C covers only the sequences admitted since, and recurs every
+    step: the rate is E[A + 1] / (T_step + C). After plain steps C is a backlog paid once for the rest of the batch's
+    life, R output tokens per sequence, i.e. R / E[A + 1] steps: the rate is E[A + 1] / (T_step + C E[A + 1] / R);
+    and since the backlog is wasted if speculation stops again soon, a cold draft starts only where speculation beats
+    plain decoding by ``switch_on_margin`` even before the catch-up (a hysteresis band: near the batch size where
+    the two break even, the engine does not flip between them, paying the backlog each time).
+    Step times are cached per batch size and context bucket of ``context_step`` tokens."""
+
+    k_max: int = 8
+    acceptance: Acceptance | None = None
+    context_step: int = 64
+    switch_on_margin: float = 0.05
+    _table: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+
+    @property
+    def candidates(self) -> tuple[Candidate, ...]:
+        return tuple(Candidate(k) for k in range(self.k_max + 1))
+
+    def _rates(self, batch: int, context_mean: float, durations: StepDurations) -> tuple[np.ndarray, np.ndarray]:
+        """(E[A + 1], T_step) for k = 0..k_max at this batch and context bucket."""
+        key = (id(durations), batch, int(context_mean // self.context_step))
+        table = self._table.get(key)
+        if table is None:
+            assert self.acceptance is not None
+            c = (key[2] + 0.5) * self.context_step
+            tokens = np.array([tokens_per_pass(cand, self.acceptance) for cand in self.candidates])
+            times = np.array([durations.decode_s(batch, c, cand) for cand in self.candidates])
+            table = self._table[key] = (tokens, times)
+        return table
+
+    def choose(self, state: BatchState, durations: StepDurations) -> Candidate:
+        tokens, times = self._rates(state.batch, state.context_mean, durations)
+        rates = tokens / times
+        if state.draft_missing_mean > 0:
+            catchup = durations.draft_sync_s(state.batch, state.draft_missing_mean, state.context_mean)
+            if state.draft_warm:
+                loaded = tokens / (times + catchup)
+            else:
+                loaded = tokens / (times + catchup * tokens / max(state.remaining_mean, 1.0))
+                loaded[rates < rates[0] * (1 + self.switch_on_margin)] = 0.0
+            loaded[0] = rates[0]
+            rates = loaded
+        best = int(np.argmax(rates))
+        # Ties (within rounding) go to the shorter draft, plain decoding first.
+        best = int(np.flatnonzero(rates >= rates[best] * (1 - 1e-9))[0])
+        return self.candidates[best]
+
+
+def parse_policy(text: str, acceptance: Acceptance) -> Policy:
+    """One policy from its spec string (see the module docstring)."""
+    s = text.strip()
+    kind, _, body = s.partition(":")
+    kind = kind.lower()
+    try:
+        if kind == "off" and not body:
+            return Off()
+        if kind == "fixed":
+            k = int(body)
+            if k < 0:
+                raise ValueError
+            return Fixed(f"fixed:{k}", Candidate(k)) if k else Off()
+        if kind == "tree":
+            tree = parse_branching(body)
+            if acceptance.ranks is None:
+                raise SpecsimError(f"policy {s!r} drafts a tree, which needs per-rank acceptance: give --acceptance "
+                                   f"ranks:R1,R2,... or measured ({acceptance.spec} has none)")
+            return Fixed(f"tree:{tree.label}", Candidate(None, tree))
+        if kind == "threshold":
+            k_text, at, b_text = body.partition("@")
+            k, b = int(k_text), int(b_text)
+            if not at or k < 1 or b < 1:
+                raise ValueError
+            return Threshold(f"threshold:{k}@{b}", k, b)
+        if kind == "adaptive":
+            k_max = int(body) if body else 8
+            if k_max < 1:
+                raise ValueError
+            return Adaptive(f"adaptive:{k_max}" if body else "adaptive", k_max, acceptance)
+    except SpecsimError:
+        raise
+    except ValueError:
+        pass
+    raise SpecsimError(f"policy {s!r} is not one of off, fixed:K, tree:B1,B2,..., threshold:K@BATCH or "
+                       "adaptive[:KMAX] (K >= 0, BATCH >= 1, KMAX >= 1)")
+
+
+def parse_policies(text: str, acceptance: Acceptance) -> list[Policy]:
+    """``off,fixed:4,tree:4,2,2,1,threshold:4@64,adaptive``: bare numbers continue the tree before them."""
+    parts: list[str] = []
+    for piece in (p.strip() for p in text.split(",")):
+        if piece.isdigit() and parts and parts[-1].lower().startswith("tree:"):
+            parts[-1] += "," + piece
+        elif piece:
+            parts.append(piece)
+    if not parts:
+        raise SpecsimError("give at least one policy, e.g. off,fixed:4,threshold:4@64,adaptive")
+    policies = [parse_policy(p, acceptance) for p in parts]
+    labels = [p.label for p in policies]
+    if len(set(labels)) != len(labels):
+        raise SpecsimError(f"policy list {text!r} names the same policy twice")
+    return policies

@@ -1,0 +1,189 @@
+"""Accepted lengths for a whole batch at once, each sequence following its own acceptance process.
+
+The serving simulator draws A for every sequence in every step; a Python call per sequence would dominate its run
+time, so these samplers keep per-sequence state in arrays indexed by the engine's batch slots and draw a step for
+many slots in a few numpy operations. Each one follows the same law as its model's scalar ``stream`` (and, for a
+fixed k, converges to its ``chain_pmf``):
+
+- stateless models (iid, positional, ranks, measured probability traces): independent draws from ``chain_pmf(k)``;
+- ``beta``: an alpha per sequence, drawn when the sequence is admitted;
+- ``markov``: the easy/hard state per sequence, carried across steps;
+- greedy ``trace``: a (request, position) cursor per sequence walking a real trace.
+
+Trees draw from the per-rank model (every node's j-th ranked child accepted with probability r_j, exclusive), which
+has no state across steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .acceptance import (
+    Acceptance,
+    BetaAcceptance,
+    MarkovAcceptance,
+    TraceAcceptance,
+    WithRanks,
+)
+from .trees import Tree
+
+
+class BatchSampler:
+    """Stateless: every step an independent draw from the model's ``chain_pmf(k)``."""
+
+    def __init__(self, acceptance: Acceptance, slots: int, rng: np.random.Generator) -> None:
+        self.acceptance = acceptance
+        self.rng = rng
+        self.slots = slots
+        self._cdf: dict[int, np.ndarray] = {}
+        self._trees: dict[Tree, _TreeTable] = {}
+
+    def admit(self, slots: np.ndarray) -> None:
+        """New sequences take these slots (state, if any, starts afresh)."""
+
+    def draw(self, slots: np.ndarray, k: int) -> np.ndarray:
+        """A for one step of k drafts, for each sequence in `slots`."""
+        if k == 0:
+            return np.zeros(len(slots), dtype=np.int64)
+        cdf = self._cdf.get(k)
+        if cdf is None:
+            cdf = np.cumsum(self.acceptance.chain_pmf(k))
+            cdf[-1] = np.inf  # rounding never leaves u above the last bin
+            self._cdf[k] = cdf
+        return np.searchsorted(cdf, self.rng.random(len(slots)), side="right")
+
+    def draw_tree(self, slots: np.ndarray, tree: Tree) -> np.ndarray:
+        """A for one step drafting `tree`: the accepted path's length."""
+        table = self._trees.get(tree)
+        if table is None:
+            if self.acceptance.ranks is None:
+                raise ValueError(f"tree {tree.label} needs per-rank acceptance")
+            table = self._trees[tree] = _TreeTable(tree, self.acceptance.ranks)
+        return table.draw(len(slots), self.rng)
+
+
+class _TreeTable:
+    """Per node, its children ordered by rank with cumulative acceptance thresholds (padded with +inf)."""
+
+    def __init__(self, tree: Tree, ranks: tuple[float, ...]) -> None:
+        n = tree.n_nodes + 1
+        kids: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+        for i, (parent, rank) in enumerate(zip(tree.parents, tree.ranks), 1):
+            kids[parent].append((rank, i))
+        width = max(1, max(len(c) for c in kids))
+        self.child = np.zeros((n, width), dtype=np.int64)
+        self.cum = np.full((n, width), np.inf)
+        for node, children in enumerate(kids):
+            total = 0.0
+            for j, (rank, child) in enumerate(sorted(children)):
+                total += ranks[rank - 1] if rank <= len(ranks) else 0.0
+                self.child[node, j], self.cum[node, j] = child, total
+        self.depth = tree.depth
+
+    def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        node = np.zeros(n, dtype=np.int64)
+        accepted = np.zeros(n, dtype=np.int64)
+        alive = np.ones(n, dtype=bool)
+        for _ in range(self.depth):
+            u = rng.random(n)
+            j = (u[:, None] >= self.cum[node]).sum(axis=1)  # first child whose cumulative threshold exceeds u
+            j_clipped = np.minimum(j, self.cum.shape[1] - 1)
+            ok = alive & (j < self.cum.shape[1]) & np.isfinite(self.cum[node, j_clipped])
+            accepted += ok
+            node = np.where(ok, self.child[node, j_clipped], node)
+            alive = ok
+        return accepted
+
+
+class BetaSampler(BatchSampler):
+    """A per-sequence alpha ~ Beta(a, b), fixed for the sequence's life; steps are i.i.d. given it."""
+
+    def __init__(self, acceptance: BetaAcceptance, slots: int, rng: np.random.Generator,
+                 ranks_from: Acceptance | None = None) -> None:
+        super().__init__(ranks_from or acceptance, slots, rng)
+        self.model = acceptance
+        self.alpha = np.full(slots, acceptance.a / (acceptance.a + acceptance.b))
+
+    def admit(self, slots: np.ndarray) -> None:
+        self.alpha[slots] = self.rng.beta(self.model.a, self.model.b, size=len(slots))
+
+    def draw(self, slots: np.ndarray, k: int) -> np.ndarray:
+        if k == 0:
+            return np.zeros(len(slots), dtype=np.int64)
+        # Leading successes of Bernoulli(alpha): P(A >= i) = alpha^i, so A = floor(log U / log alpha), capped at k.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a = np.floor(np.log(self.rng.random(len(slots))) / np.log(self.alpha[slots]))
+        return np.minimum(np.nan_to_num(a, nan=0.0, posinf=k), k).astype(np.int64)
+
+
+class MarkovSampler(BatchSampler):
+    """The hidden easy (0) / hard (1) state per sequence, moving one token position at a time (as
+    ``MarkovAcceptance.stream``: the emitted token sits at the last examined position; the next step's first
+    draft is one position further)."""
+
+    def __init__(self, acceptance: MarkovAcceptance, slots: int, rng: np.random.Generator,
+                 ranks_from: Acceptance | None = None) -> None:
+        super().__init__(ranks_from or acceptance, slots, rng)
+        self.model = acceptance
+        self.state = np.zeros(slots, dtype=np.int64)
+        self.alphas = acceptance.alphas
+        self.to_hard = acceptance.transition[:, 1]  # P(next state is hard | current state)
+
+    def admit(self, slots: np.ndarray) -> None:
+        self.state[slots] = self.rng.random(len(slots)) >= self.model.token_stationary[0]
+
+    def _advance(self, s: np.ndarray) -> np.ndarray:
+        return (self.rng.random(len(s)) < self.to_hard[s]).astype(np.int64)
+
+    def draw(self, slots: np.ndarray, k: int) -> np.ndarray:
+        s = self.state[slots]
+        accepted = np.zeros(len(slots), dtype=np.int64)
+        alive = np.ones(len(slots), dtype=bool)
+        for _ in range(k):
+            ok = alive & (self.rng.random(len(slots)) < self.alphas[s])
+            accepted += ok
+            s = np.where(ok, self._advance(s), s)
+            alive = ok
+        self.state[slots] = self._advance(s)
+        return accepted
+
+
+class TraceSampler(BatchSampler):
+    """Each sequence walks a real greedy trace from a random request's start: a step of k drafts at position t
+    emits min(yields[t], k + 1) tokens; a sequence that runs off its trace continues on another random one."""
+
+    def __init__(self, acceptance: TraceAcceptance, slots: int, rng: np.random.Generator,
+                 ranks_from: Acceptance | None = None) -> None:
+        super().__init__(ranks_from or acceptance, slots, rng)
+        lengths = np.array([len(y) for y in acceptance.yields], dtype=np.int64)
+        keep = lengths > 0
+        self.flat = np.concatenate([y for y in acceptance.yields if len(y)]).astype(np.int64)
+        self.start = np.concatenate([[0], np.cumsum(lengths[keep])[:-1]])
+        self.length = lengths[keep]
+        self.trace = np.zeros(slots, dtype=np.int64)
+        self.pos = np.zeros(slots, dtype=np.int64)
+
+    def admit(self, slots: np.ndarray) -> None:
+        self.trace[slots] = self.rng.integers(len(self.length), size=len(slots))
+        self.pos[slots] = 0
+
+    def draw(self, slots: np.ndarray, k: int) -> np.ndarray:
+        ended = self.pos[slots] >= self.length[self.trace[slots]]
+        if ended.any():
+            self.admit(slots[ended])
+        emitted = np.minimum(self.flat[self.start[self.trace[slots]] + self.pos[slots]], k + 1)
+        self.pos[slots] += emitted
+        return emitted - 1
+
+
+def batch_sampler(acceptance: Acceptance, slots: int, rng: np.random.Generator) -> BatchSampler:
+    """The sampler that follows `acceptance` per sequence (a measured model's chain part decides; its per-rank
+    vector stays available for trees)."""
+    chain = acceptance.chain if isinstance(acceptance, WithRanks) else acceptance
+    if isinstance(chain, BetaAcceptance):
+        return BetaSampler(chain, slots, rng, acceptance)
+    if isinstance(chain, MarkovAcceptance):
+        return MarkovSampler(chain, slots, rng, acceptance)
+    if isinstance(chain, TraceAcceptance):
+        return TraceSampler(chain, slots, rng, acceptance)
+    return BatchSampler(acceptance, slots, rng)

@@ -1,0 +1,96 @@
+"""Serving results as text: tables for `simulate` and `plan`, CSV, and the vLLM policy table. Strings only."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+
+from .capacity import FleetPlan, MaxRate
+from .metrics import ServingMetrics
+from .sweep import SweepResult
+
+CSV_FIELDS = ["policy", "rate_per_s", "engines", "requests", "sustained", "throughput_tokens_per_s",
+              "requests_per_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s",
+              "e2e_p50_s", "e2e_p90_s", "e2e_p99_s", "slo_attainment", "goodput_requests_per_s", "mean_batch",
+              "mean_drafted", "tokens_per_step", "acceptance_rate", "decode_steps", "duration_s"]
+
+
+def _flat(m: ServingMetrics) -> dict:
+    d = m.as_dict()
+    for name in ("ttft_s", "tpot_s", "e2e_s"):
+        for p, v in d.pop(name).items():
+            d[f"{name[:-2]}_{p}_s"] = v
+    return d
+
+
+def metrics_to_csv(rows: Sequence[ServingMetrics]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n", extrasaction="ignore")
+    w.writeheader()
+    for m in rows:
+        w.writerow(_flat(m))
+    return buf.getvalue()
+
+
+def _ms(x: float) -> str:
+    return f"{1e3 * x:,.1f}" if x == x else "-"
+
+
+def format_serving_table(rows: Sequence[ServingMetrics], slo_label: str) -> str:
+    head = (f"{'rate/s':>7} {'policy':<16} {'tok/s':>8} {'TTFT p50':>9} {'p99':>8} {'TPOT p50':>9} {'p99':>7} "
+            f"{'e2e p50':>8} {'batch':>6} {'k':>5} {'tok/step':>8} {'SLO met':>7}")
+    lines = [head, " " * 51 + "(milliseconds)"]
+    for m in rows:
+        flag = "" if m.sustained else "  overloaded"
+        lines.append(
+            f"{m.rate_per_s:>7.3g} {m.policy:<16} {m.throughput_tokens_per_s:>8,.0f} {_ms(m.ttft_s[0]):>9} "
+            f"{_ms(m.ttft_s[2]):>8} {_ms(m.tpot_s[0]):>9} {_ms(m.tpot_s[2]):>7} {_ms(m.e2e_s[0]):>8} "
+            f"{m.mean_batch:>6.1f} {m.mean_drafted:>5.2f} {m.tokens_per_step:>8.2f} {100 * m.slo_attainment:>6.1f}%"
+            f"{flag}")
+    lines.append(f"SLO: {slo_label}; 'SLO met' is the share of requests meeting it; 'overloaded': the queue was still "
+                 "growing at the last arrival (more than 5 % of requests waiting)")
+    return "\n".join(lines) + "\n"
+
+
+def format_plan(caps: Sequence[MaxRate], fleets: Sequence[FleetPlan], slo_label: str, attainment: float) -> str:
+    lines = [f"highest request rate per engine with {100 * attainment:g} % of requests meeting {slo_label}:",
+             f"  {'policy':<16} {'req/s':>8} {'tok/s':>9} {'TPOT p50':>9} {'p90':>7} {'TTFT p90':>9}  (ms)"]
+    for c in caps:
+        m = c.metrics
+        if m is None:
+            lines.append(f"  {c.policy:<16} {'-':>8}  meets the SLO at no rate tried (down to "
+                         f"{c.failed_rate_per_s:.3g} req/s)")
+            continue
+        lines.append(f"  {c.policy:<16} {c.rate_per_s:>8.3g} {m.throughput_tokens_per_s:>9,.0f} {_ms(m.tpot_s[0]):>9} "
+                     f"{_ms(m.tpot_s[1]):>7} {_ms(m.ttft_s[1]):>9}")
+    best = max((c for c in caps if c.metrics), key=lambda c: c.rate_per_s, default=None)
+    if best is not None:
+        off = next((c for c in caps if c.policy == "off"), None)
+        gain = f", {best.rate_per_s / off.rate_per_s:.2f}x the rate without speculation" if (
+            off and off.rate_per_s > 0 and best.policy != "off") else ""
+        lines.append(f"best: {best.policy} ({best.rate_per_s:.3g} req/s per engine{gain})")
+    if fleets:
+        lines.append(f"engines for {fleets[0].load_per_s:g} req/s (simulated as a fleet behind the router):")
+        for f in fleets:
+            if f.engines:
+                lines.append(f"  {f.policy:<16} {f.engines:>4} engines (load / per-engine capacity: {f.estimate})")
+            else:
+                lines.append(f"  {f.policy:<16}    - (not met with up to {f.estimate + 4} engines)")
+    return "\n".join(lines) + "\n"
+
+
+def batch_ranges(best_k: Sequence[tuple[int, int]]) -> list[list[int]]:
+    """[(batch, k), ...] over consecutive batches from 1 -> [[first, last, k], ...], merging runs of equal k."""
+    out: list[list[int]] = []
+    for batch, k in best_k:
+        if out and out[-1][2] == k and out[-1][1] == batch - 1:
+            out[-1][1] = batch
+        else:
+            out.append([batch, batch, k])
+    return out
+
+
+def policy_table(result: SweepResult) -> list[tuple[int, int, float]]:
+    """(batch, best k, its speed-up) per batch of a single-context chain sweep."""
+    return [(b.batch, int(b.k or 0), b.speedup) for b in sorted(result.best, key=lambda b: b.batch)]

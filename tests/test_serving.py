@@ -1,0 +1,291 @@
+"""The serving simulator: per-sequence acceptance samplers, the engine's exact event trace, agreement with the
+analytic model on a static batch, policies, workloads and metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scenarios import load_hardware, load_model
+from simulator import SpecsimError
+from simulator.acceptance import parse_acceptance
+from simulator.capacity import Scenario, max_rate
+from simulator.cost import CostModel
+from simulator.metrics import SLO, decode_tokens_per_s, summarize
+from simulator.policies import Adaptive, BatchState, parse_policies, parse_policy
+from simulator.sampling import batch_sampler
+from simulator.serving import EngineConfig, StepCosts, simulate
+from simulator.sweep import Candidate, step_time, tokens_per_pass
+from simulator.trees import Tree
+from simulator.workload import Workload, parse_lengths, static_batch, synthetic
+
+
+@pytest.fixture(scope="module")
+def h100():
+    cost = CostModel.from_hardware(load_hardware("h100-sxm"))
+    return cost, load_model("llama-3.1-8b"), load_model("llama-3.2-1b")
+
+
+# --- samplers -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", ["iid:0.7", "positional:0.9,0.8,0.6", "beta:4,2", "markov:0.95,0.3,0.05,0.15",
+                                  "ranks:0.6,0.2,0.1"])
+@pytest.mark.parametrize("k", [1, 4])
+def test_batch_sampler_follows_chain_pmf(spec, k):
+    """Sequences followed across many steps at a fixed k: the pooled distribution of A is the model's chain_pmf
+    (for markov: the step-start stationary one; for beta: the mixture over sequences)."""
+    acc = parse_acceptance(spec)
+    rng = np.random.default_rng(1)
+    slots = np.arange(400)
+    sampler = batch_sampler(acc, len(slots), rng)
+    sampler.admit(slots)
+    draws = []
+    for step in range(300):
+        if step % 50 == 0 and spec.startswith("beta"):
+            sampler.admit(slots)  # fresh sequences: the mixture over alpha
+        draws.append(sampler.draw(slots, k))
+    a = np.concatenate(draws)
+    observed = np.bincount(a, minlength=k + 1) / len(a)
+    np.testing.assert_allclose(observed, acc.chain_pmf(k), atol=0.01)
+
+
+def test_beta_sampler_keeps_alpha_per_sequence():
+    """A sequence's steps share its alpha: accepted lengths of one sequence correlate across steps."""
+    sampler = batch_sampler(parse_acceptance("beta:1,1"), 2000, np.random.default_rng(0))
+    slots = np.arange(2000)
+    sampler.admit(slots)
+    first, second = sampler.draw(slots, 4), sampler.draw(slots, 4)
+    assert np.corrcoef(first, second)[0, 1] > 0.2
+    iid = batch_sampler(parse_acceptance("iid:0.5"), 2000, np.random.default_rng(0))
+    assert abs(np.corrcoef(iid.draw(slots, 4), iid.draw(slots, 4))[0, 1]) < 0.06
+
+
+def test_trace_sampler_replays_the_trace_exactly():
+    """One sequence walking a greedy trace emits min(yield, k + 1) at each step start, in order."""
+    from simulator.acceptance import TraceAcceptance
+
+    acc = TraceAcceptance((np.array([3, 2, 1, 5, 4, 3, 2, 1, 1]),))
+    sampler = batch_sampler(acc, 1, np.random.default_rng(0))
+    slot = np.array([0])
+    sampler.admit(slot)
+    # k = 2: position 0 yields 3 -> A = 2, position 3 yields 5 -> capped 3 -> A = 2, position 6 yields 2 -> A = 1,
+    # position 8 yields 1 -> A = 0
+    assert [int(sampler.draw(slot, 2)[0]) for _ in range(4)] == [2, 2, 1, 0]
+
+
+@pytest.mark.parametrize("branching", [(2, 2), (4, 2, 1), (1, 1, 1)])
+def test_tree_sampler_matches_per_rank_expectation(branching):
+    acc = parse_acceptance("ranks:0.55,0.2,0.1,0.05")
+    tree = Tree.from_branching(branching)
+    sampler = batch_sampler(acc, 50_000, np.random.default_rng(3))
+    a = sampler.draw_tree(np.arange(50_000), tree)
+    assert a.mean() == pytest.approx(tree.expected_accepted(acc.ranks), abs=0.02)
+    assert a.max() <= tree.depth
+
+
+# --- the engine's event trace ---------------------------------------------------------------------------------
+
+
+class FixedCosts(StepCosts):
+    """Round-number durations: prefill 5 ms, decode 10 ms + 1 ms per drafted token, a draft catch-up pass 1 ms."""
+
+    def decode_s(self, batch, context_mean, candidate):
+        return 0.010 + 0.001 * candidate.shape.n_nodes
+
+    def prefill_s(self, n_requests, prompt_tokens_mean, with_draft):
+        return 0.005
+
+    def draft_sync_s(self, batch, tokens_mean, context_mean):
+        return 0.001
+
+
+def test_engine_event_trace_is_exact(h100):
+    """Two requests, acceptance 1 so every step of k = 2 emits 3 tokens. By hand:
+    t=0 req 0 arrives, prefill -> first token 0.005 (5 left); decode, draft catch-up of its prompt: 13 ms -> 0.018
+    (2 left); req 1 (arrived 0.012) prefill -> 0.023 (5 left); decode with catch-up of req 1: 13 ms -> 0.036, req 0
+    emits its last 2 and finishes, req 1 has 2 left; decode, draft warm: 12 ms -> 0.048, req 1 finishes."""
+    cost, target, draft = h100
+    costs = FixedCosts(cost, target, draft)
+    workload = Workload(np.array([0.0, 0.012]), np.array([4, 4]), np.array([6, 6]))
+    acc = parse_acceptance("iid:1")
+    run = simulate(workload, costs, parse_policy("fixed:2", acc), acc, np.random.default_rng(0))
+    np.testing.assert_allclose(run.first_token_s, [0.005, 0.023])
+    np.testing.assert_allclose(run.finish_s, [0.036, 0.048])
+    np.testing.assert_allclose(run.step_time_s, [0.018, 0.036, 0.048])
+    assert run.step_batch.tolist() == [1, 2, 1]
+    assert run.step_tokens.tolist() == [3, 5, 2]
+    m = summarize(run)
+    # TPOT of req 0: (0.036 - 0.005) / 5; of req 1: (0.048 - 0.023) / 5
+    assert m.tpot_s[0] == pytest.approx(np.median([0.031 / 5, 0.025 / 5]))
+    assert m.ttft_s[0] == pytest.approx(np.median([0.005, 0.011]))
+
+
+def test_eager_draft_sync_pays_in_prefill_and_plain_steps(h100):
+    """Eager: no catch-up in speculative steps; a plain step under a speculating policy pays a one-token draft pass."""
+    cost, target, draft = h100
+    costs = FixedCosts(cost, target, draft)
+    workload = Workload(np.array([0.0]), np.array([4]), np.array([7]))
+    acc = parse_acceptance("iid:1")
+    eager = EngineConfig(draft_sync="eager")
+    run = simulate(workload, costs, parse_policy("fixed:2", acc), acc, np.random.default_rng(0), eager)
+    np.testing.assert_allclose(run.step_duration_s, [0.012, 0.012])
+    both = Workload(np.array([0.0, 0.0]), np.array([4, 4]), np.array([4, 4]))
+    run = simulate(both, costs, parse_policy("threshold:2@1", acc), acc, np.random.default_rng(0), eager)
+    np.testing.assert_allclose(run.step_duration_s, [0.011] * 3)  # batch 2 > 1: plain steps + a one-token draft pass
+
+
+# --- agreement with the analytic model ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("spec", "batch"), [("iid:0.7", 1), ("iid:0.7", 8), ("markov:0.95,0.3,0.05,0.15", 8),
+                                             ("markov:0.95,0.3,0.05,0.15", 32)])
+def test_static_batch_matches_analytic_tokens_per_s(h100, spec, batch):
+    """A static batch decoding 100,000+ tokens: the simulator's tokens/s over the full-batch steps equals
+    B x E[A + 1] / T_step at the steps' mean context within 1 % (markov: E[A + 1] at the stationary step start).
+    This markov model is sticky (a hard spell lasts ~7 tokens), so its tokens per step average slowly: 100,000
+    tokens leave ~0.8 % of Monte Carlo noise; it gets 400,000 (the KV capacity is lifted to hold them)."""
+    cost, target, draft = h100
+    acc = parse_acceptance(spec)
+    tokens = 400_000 if spec.startswith("markov") else 120_000
+    run = simulate(static_batch(batch, 512, tokens // batch), StepCosts(cost, target, draft),
+                   parse_policy("fixed:4", acc), acc, np.random.default_rng(7),
+                   EngineConfig(max_batch=batch, kv_capacity_tokens=10**7))
+    full = run.step_batch == batch
+    assert run.step_tokens[full].sum() >= 100_000
+    context = float(run.step_context[full].mean())
+    analytic = batch * acc.expected_tokens(4) / step_time(cost, target, draft, batch, context, Candidate(4)).total_s
+    assert decode_tokens_per_s(run, batch) == pytest.approx(analytic, rel=0.01)
+
+
+def test_plain_decoding_is_exact(h100):
+    """Policy off: one token per sequence-step, durations the plain step at each step's context."""
+    cost, target, draft = h100
+    run = simulate(static_batch(4, 256, 300), StepCosts(cost, target, draft), parse_policy("off", None),
+                   parse_acceptance("iid:0.5"), np.random.default_rng(0), EngineConfig(max_batch=4))
+    assert set(run.step_tokens.tolist()) == {4}
+    expect = [cost.plain_step_s(target, 4, int(c)) for c in run.step_context[:5]]
+    np.testing.assert_allclose(run.step_duration_s[:5], expect, rtol=1e-3)
+
+
+# --- policies ---------------------------------------------------------------------------------------------------
+
+
+def test_parse_policies_joins_tree_branching():
+    acc = parse_acceptance("ranks:0.6,0.2")
+    labels = [p.label for p in parse_policies("off,tree:4,2,2,1,fixed:4,threshold:4@64,adaptive:6", acc)]
+    assert labels == ["off", "tree:4,2,2,1", "fixed:4", "threshold:4@64", "adaptive:6"]
+
+
+@pytest.mark.parametrize("bad", ["fixed:-1", "threshold:4", "threshold:0@8", "adaptive:0", "sometimes", "fixed:x"])
+def test_bad_policies_are_one_line_errors(bad):
+    with pytest.raises(SpecsimError, match="policy"):
+        parse_policies(bad, parse_acceptance("ranks:0.6,0.2"))
+
+
+def test_tree_policy_needs_ranks():
+    with pytest.raises(SpecsimError, match="per-rank"):
+        parse_policy("tree:2,2", parse_acceptance("iid:0.7"))
+
+
+def test_threshold_switches_at_its_batch():
+    p = parse_policy("threshold:4@64", parse_acceptance("iid:0.7"))
+    assert p.choose(BatchState(64, 100.0), None).k == 4
+    assert p.choose(BatchState(65, 100.0), None).k == 0
+
+
+def test_adaptive_picks_the_analytic_best_k(h100):
+    """With the draft's cache current, adaptive's k maximises E[A + 1] / T_step - the sweep's best at that batch."""
+    cost, target, draft = h100
+    acc = parse_acceptance("iid:0.7")
+    costs = StepCosts(cost, target, draft)
+    policy = parse_policy("adaptive", acc)
+    assert isinstance(policy, Adaptive)
+    for batch in (1, 32, 128, 256):
+        chosen = policy.choose(BatchState(batch, 1024.0 + 32), costs)
+        rates = {k: tokens_per_pass(Candidate(k), acc) / costs.decode_s(batch, 1024.0 + 32, Candidate(k))
+                 for k in range(9)}
+        assert chosen.k == max(rates, key=rates.get)
+
+
+def test_adaptive_waits_out_a_large_draft_backlog(h100):
+    """A cold draft with whole prompts to catch up does not start at a batch where speculation barely pays."""
+    cost, target, draft = h100
+    acc = parse_acceptance("iid:0.7")
+    costs = StepCosts(cost, target, draft)
+    policy = parse_policy("adaptive", acc)
+    warm = policy.choose(BatchState(200, 600.0), costs)
+    cold = policy.choose(BatchState(200, 600.0, draft_missing_mean=500.0, remaining_mean=20.0, draft_warm=False),
+                         costs)
+    assert warm.k > 0 and cold.k == 0
+
+
+# --- workloads, seeds, fleets, capacity -------------------------------------------------------------------------
+
+
+def test_workload_rates_and_lengths():
+    rng = np.random.default_rng(0)
+    w = synthetic("poisson", 20_000, parse_lengths("512"), parse_lengths("64..192"), rng)
+    assert w.at_rate(8.0).mean_rate_per_s == pytest.approx(8.0, rel=0.03)
+    assert w.output_tokens.min() >= 64 and w.output_tokens.max() <= 192
+    bursty = synthetic("gamma:3", 20_000, parse_lengths("exp:100"), parse_lengths("1"), rng)
+    gaps = np.diff(bursty.arrival_s)
+    assert gaps.std() / gaps.mean() == pytest.approx(3.0, rel=0.1)
+    assert bursty.prompt_tokens.mean() == pytest.approx(100, rel=0.05)
+
+
+@pytest.mark.parametrize("bad", ["0", "8..1", "exp:0", "lots", "-5"])
+def test_bad_lengths(bad):
+    with pytest.raises(SpecsimError, match="token count"):
+        parse_lengths(bad)
+
+
+def test_bad_rate():
+    w = static_batch(1, 8, 8)
+    with pytest.raises(SpecsimError, match="rate"):
+        w.at_rate(0)
+
+
+def test_same_seed_same_result(h100):
+    cost, target, draft = h100
+    acc = parse_acceptance("markov:0.9,0.4,0.1,0.2")
+    w = synthetic("poisson", 300, parse_lengths("256"), parse_lengths("exp:64"), np.random.default_rng(5)).at_rate(20)
+    runs = [simulate(w, StepCosts(cost, target, draft), parse_policy("adaptive", acc), acc,
+                     np.random.default_rng(seed)) for seed in (1, 1, 2)]
+    np.testing.assert_array_equal(runs[0].finish_s, runs[1].finish_s)
+    assert not np.array_equal(runs[0].finish_s, runs[2].finish_s)
+
+
+def test_fleet_routers(h100):
+    cost, target, draft = h100
+    acc = parse_acceptance("iid:0.7")
+    w = synthetic("poisson", 400, parse_lengths("128"), parse_lengths("32"), np.random.default_rng(0)).at_rate(40)
+    costs = StepCosts(cost, target, draft)
+    rr = simulate(w, costs, parse_policy("fixed:2", acc), acc, np.random.default_rng(0), engines=4,
+                  router="round-robin")
+    assert np.bincount(rr.engine_of).tolist() == [100, 100, 100, 100]
+    ll = simulate(w, costs, parse_policy("fixed:2", acc), acc, np.random.default_rng(0), engines=4)
+    assert set(np.unique(ll.engine_of)) == {0, 1, 2, 3}
+    one = simulate(w, costs, parse_policy("fixed:2", acc), acc, np.random.default_rng(0))
+    assert summarize(ll).tpot_s[0] < summarize(one).tpot_s[0]  # four engines share the load: smaller batches
+
+
+def test_request_too_big_for_memory(h100):
+    cost, target, draft = h100
+    acc = parse_acceptance("iid:0.7")
+    with pytest.raises(SpecsimError, match="KV cache"):
+        simulate(static_batch(1, 2_000_000, 10), StepCosts(cost, target, draft), parse_policy("fixed:2", acc), acc,
+                 np.random.default_rng(0))
+
+
+def test_max_rate_brackets_the_slo(h100):
+    """The rate found meets the SLO and the next rate bisected above it does not."""
+    cost, target, draft = h100
+    acc = parse_acceptance("iid:0.7")
+    w = synthetic("poisson", 400, parse_lengths("256"), parse_lengths("64"), np.random.default_rng(0))
+    scenario = Scenario(w, StepCosts(cost, target, draft), acc, seed=0, slo=SLO(tpot_s=0.012))
+    found = max_rate(scenario, parse_policy("fixed:3", acc), start_rate=4.0, rel_tol=0.05)
+    assert found.metrics is not None and found.metrics.slo_attainment >= 0.9
+    assert found.rate_per_s < found.failed_rate_per_s <= found.rate_per_s * 1.06
+    failed = scenario.run(parse_policy("fixed:3", acc), found.failed_rate_per_s)[1]
+    assert failed.slo_attainment < 0.9 or not failed.sustained
