@@ -753,6 +753,178 @@ def policy(acceptance_spec: str | None, hardware: str | None, profile_path: Path
         click.echo(text, nl=False)
 
 
+_out_option = click.option("--out", "out_paths", multiple=True, required=True,
+                           type=click.Path(dir_okay=False, path_type=Path),
+                           help="Figure file, .png or .svg (repeat for both).")
+
+
+def _save_all(fig: Any, paths: tuple[Path, ...]) -> None:
+    for path in paths:
+        _save_figure(fig, path)
+        click.echo(f"plot written to {path}")
+
+
+@cli.group(name="plot")
+def plot_group() -> None:
+    """The capacity-planning figures (PNG or SVG).
+
+    \b
+    specsim plot speedup    --hardware h100-sxm --acceptance iid:0.6 --out speedup.png
+    specsim plot best-k     --hardware h100-sxm --acceptance iid:0.6 --out best-k.png
+    specsim plot tpot       --hardware h100-sxm --acceptance iid:0.7 --rate 5..60:5 --out tpot.png
+    specsim plot roofline   --out roofline.png              # this machine's calibrated passes
+    specsim plot acceptance --trace data/trace.jsonl --k 4 --out acceptance.png
+    """
+
+
+@plot_group.command(name="speedup")
+@_setup_options
+@click.option("--batch", "batches", type=IntRangeParam(1), default="1..256", show_default=True, help="Batch sizes.")
+@click.option("--k", "ks", type=IntRangeParam(0), default="0..8", show_default=True, help="Draft lengths.")
+@click.option("--tree", "trees", multiple=True, metavar="B1,B2,...", help="Tree shapes too (repeatable).")
+@click.option("--context", "contexts", type=IntRangeParam(0), default="128,1024", show_default=True,
+              help="Contexts, one panel each.")
+@_out_option
+def plot_speedup(acceptance_spec: str | None, hardware: str | None, profile_path: Path | None, target: str | None,
+                 draft: str | None, dtype: str, batches: list[int], ks: list[int], trees: tuple[str, ...],
+                 contexts: list[int], out_paths: tuple[Path, ...]) -> None:
+    """(a) Speed-up vs batch, one line per k; where speculation should be off shaded, the crossover marked."""
+    from plots.speedup import speedup_vs_batch
+    from simulator.sweep import sweep
+
+    cost, target_spec, draft_spec, acceptance, caption = _setup(acceptance_spec, hardware, profile_path, target,
+                                                                draft, dtype)
+    result = sweep(cost, target_spec, draft_spec, acceptance, batches, _candidates(ks, trees, None, acceptance),
+                   contexts)
+    _save_all(speedup_vs_batch(result, title=caption), out_paths)
+
+
+@plot_group.command(name="best-k")
+@_setup_options
+@click.option("--batch", "batches", type=IntRangeParam(1), default="1..256:x2", show_default=True,
+              help="Batch sizes (columns).")
+@click.option("--k", "ks", type=IntRangeParam(0), default="0..8", show_default=True, help="Draft lengths allowed.")
+@click.option("--context", "contexts", type=IntRangeParam(0), default="128,512,1024,2048,4096,8192,16384",
+              show_default=True, help="Contexts (rows).")
+@_out_option
+def plot_best_k(acceptance_spec: str | None, hardware: str | None, profile_path: Path | None, target: str | None,
+                draft: str | None, dtype: str, batches: list[int], ks: list[int], contexts: list[int],
+                out_paths: tuple[Path, ...]) -> None:
+    """(b) The best draft length over batch size x context length."""
+    from plots.capacity import best_k_map
+    from simulator.sweep import chains, sweep
+
+    cost, target_spec, draft_spec, acceptance, caption = _setup(acceptance_spec, hardware, profile_path, target,
+                                                                draft, dtype)
+    result = sweep(cost, target_spec, draft_spec, acceptance, batches, chains(sorted(set(ks) | {0})), contexts)
+    _save_all(best_k_map(result, caption), out_paths)
+
+
+@plot_group.command(name="tpot")
+@_setup_options
+@click.option("--rate", "rates", type=RatesParam(), default=None,
+              help="Request rates (req/s, all engines together) [default: 1..64:x2].")
+@click.option("--engines", type=click.IntRange(1, 4096), default=1, show_default=True, help="Engines in the fleet.")
+@_serving_options
+@_out_option
+def plot_tpot(acceptance_spec: str | None, hardware: str | None, profile_path: Path | None, target: str | None,
+              draft: str | None, dtype: str, rates: list[float] | None, engines: int, router: str,
+              out_paths: tuple[Path, ...], **serving: Any) -> None:
+    """(c) TPOT p50/p99 (and TTFT) vs request rate, one colour per policy (runs `simulate`)."""
+    from plots.serving import tpot_vs_rate
+
+    setup = _setup(acceptance_spec, hardware, profile_path, target, draft, dtype)
+    scenario, results = _simulate_runs(setup, rates, engines, router, **serving)
+    caption = f"{setup[4]}\n{scenario.workload.label}, {len(scenario.workload)} requests, {engines} engine(s)"
+    _save_all(tpot_vs_rate([m for _, m in results], scenario.slo, caption=caption), out_paths)
+
+
+@plot_group.command(name="roofline")
+@click.option("--hardware", metavar="NAME", help="Hardware preset: modelled passes [default: the profile's measured "
+              "passes].")
+@click.option("--profile", "profile_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Calibration profile [default: the latest of this device].")
+@click.option("--target", default=None, metavar="NAME|config.json", help="Target model (hardware mode).")
+@click.option("--draft", default=None, metavar="NAME|config.json", help="Draft model (hardware mode).")
+@click.option("--dtype", type=click.Choice(DTYPES), default="bf16", show_default=True, help="Dtype (hardware mode).")
+@click.option("--context", type=click.IntRange(0), default=1024, show_default=True,
+              help="Context of the modelled passes (hardware mode).")
+@_out_option
+def plot_roofline(hardware: str | None, profile_path: Path | None, target: str | None, draft: str | None, dtype: str,
+                  context: int, out_paths: tuple[Path, ...]) -> None:
+    """(d) Roofline of this device (micro-benchmarked ceilings) with the calibrated passes as points."""
+    from plots.roofline import roofline_chart
+    from simulator.roofline import measured_points, modelled_points
+
+    cost, target_spec, draft_spec, where = _device_and_models(hardware, profile_path, target, draft, dtype)
+    hw = cost.hardware
+    if hardware:
+        points = modelled_points(cost, [target_spec, draft_spec], [1, 2, 4, 8, 16, 32, 64, 128, 256], [1, 5], context)
+        bw, peak = hw.mem_bw_bytes_per_s * hw.bw_efficiency, hw.peak_flops(dtype) * hw.flops_efficiency
+        ceiling = f"({hw.bw_efficiency:.0%} of datasheet bandwidth, {hw.flops_efficiency:.0%} of {dtype} FLOP/s)"
+    else:
+        from calibrate.profile import spec_from_dict
+
+        profile, _ = _resolve_profile(profile_path)
+        specs = {m["name"]: spec_from_dict(m) for m in (profile["models"]["target"], profile["models"]["draft"])}
+        points = measured_points(cost, specs, profile["passes"])
+        dt = target_spec.dtype
+        bw, peak = hw.mem_bw_bytes_per_s, hw.peak_flops(dt)
+        ceiling = f"(micro-benchmarked read bandwidth, {dt} GEMM FLOP/s)"
+    caption = f"{target_spec.name} and {draft_spec.name} on {where}"
+    _save_all(roofline_chart(points, bw, peak, caption, ceiling), out_paths)
+
+
+@plot_group.command(name="acceptance")
+@click.option("--profile", "profile_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Calibration profile whose measured acceptance to show [default: the latest of this device].")
+@click.option("--trace", "trace_spec", default=None, metavar="FILE[:COLUMN]",
+              help="A greedy acceptance trace (JSONL, e.g. the production traces) instead of the profile.")
+@click.option("--k", type=click.IntRange(1, 16), default=4, show_default=True, help="Drafts per step.")
+@_out_option
+def plot_acceptance(profile_path: Path | None, trace_spec: str | None, k: int, out_paths: tuple[Path, ...]) -> None:
+    """(e) Accepted-length histogram: measured steps against the acceptance models."""
+    from plots.acceptance import accepted_length_histogram
+    from simulator.acceptance import IIDAcceptance, iid_from_mean_length, parse_acceptance
+
+    if trace_spec:
+        if profile_path:
+            raise click.UsageError("give --trace or --profile, not both")
+        trace = parse_acceptance(f"trace:{trace_spec}")
+        measured = trace.chain_pmf(k)
+        label = "replayed trace"
+        alpha = trace.alpha
+        caption = f"greedy acceptance trace {trace_spec}"
+    else:
+        from simulator.acceptance import from_measured
+
+        profile, path = _resolve_profile(profile_path)
+        if not profile.get("acceptance"):
+            raise SpecsimError(f"profile {path} has no measured acceptance; calibrate the built-in pair or use --trace")
+        acc = profile["acceptance"]
+        if k > len(acc["survival"]):
+            raise SpecsimError(f"the profile measured acceptance up to k = {len(acc['survival'])}; use --k "
+                               f"{len(acc['survival'])} or less")
+        survival = np.concatenate([[1.0], np.asarray(acc["survival"][:k])])
+        measured = np.append(survival[:-1] - survival[1:], survival[-1])
+        label = f"measured (per-token acceptance, {acc['prompts']} prompts x {acc['tokens_per_prompt']} tokens)"
+        caption = f"built-in pair, profile {path.name}"
+        alpha = float(acc["alpha"])
+    mean_tokens = float(np.dot(np.arange(1, k + 2), measured))
+    models = {
+        f"iid, same alpha ({alpha:.3f})": IIDAcceptance(min(max(alpha, 0.0), 1.0)).chain_pmf(k),
+        f"iid, same E[A + 1] (alpha {iid_from_mean_length(mean_tokens, k).alpha:.3f})":
+            iid_from_mean_length(mean_tokens, k).chain_pmf(k),
+    }
+    if not trace_spec:
+        from simulator.acceptance import from_measured
+
+        models["markov fit"] = from_measured(profile["acceptance"], "markov").chain_pmf(k)
+        if profile["acceptance"].get("beta"):
+            models["beta fit"] = from_measured(profile["acceptance"], "beta").chain_pmf(k)
+    _save_all(accepted_length_histogram(measured, models, k, label, caption), out_paths)
+
+
 def _params(spec: Any) -> str:
     n = spec.n_params
     return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.1f} M"

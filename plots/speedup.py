@@ -44,10 +44,17 @@ def speedup_vs_batch(result: SweepResult, title: str = "") -> Figure:
                     linestyle="--" if is_tree else "-", linewidth=1.6)
         ax.axhline(1.0, color="black", linewidth=1.0, label="plain decoding")
         disable = by_ctx.get(context)
-        if disable:
+        fitting = [r.batch for r in rows if r.fits]
+        top = max(fitting) if fitting else max(r.batch for r in rows)
+        if disable == 0:
+            ax.axvspan(min(r.batch for r in rows), top, color="tab:gray", alpha=0.12, label="speculation off")
+        elif disable:
+            ax.axvspan(disable, top, color="tab:gray", alpha=0.12, label="speculation off")
             ax.axvline(disable, color="tab:gray", linestyle=":", linewidth=1.4)
-            ax.annotate(f"disable above B = {disable}", xy=(disable, 1.0), xytext=(4, 8),
-                        textcoords="offset points", fontsize=8, color="dimgray")
+            crossing = next((b.speedup for b in result.best if b.context == context and b.batch == disable), 1.0)
+            ax.plot([disable], [crossing], marker="o", color="black", markersize=6, zorder=4)
+            ax.annotate(f"crossover: off above B = {disable}", xy=(disable, crossing), xytext=(6, 10),
+                        textcoords="offset points", fontsize=8, color="black")
         unfit = sorted({r.batch for r in rows if not r.fits})
         if unfit:
             ax.axvspan(unfit[0], max(r.batch for r in rows), color="tab:red", alpha=0.07, label="does not fit")

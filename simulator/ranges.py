@@ -74,6 +74,8 @@ def parse_positive_floats(text: str, what: str = "value") -> list[float]:
                     v = v * step if mult else v + step
             else:
                 values.append(float(part))
+        except SpecsimError:
+            raise
         except ValueError:
             raise SpecsimError(f"{what} {part.strip()!r} is not a number or a range like 1..64:x2 or "
                                "10..50:10") from None
