@@ -16,6 +16,7 @@ Ties: a policy that finds plain decoding and speculation equally fast picks plai
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -124,14 +125,15 @@ class Adaptive(Policy):
     acceptance: Acceptance | None = None
     context_step: int = 64
     switch_on_margin: float = 0.05
-    _table: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+    _table: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, int]] = field(default_factory=dict, repr=False)
 
-    @property
-    def candidates(self) -> tuple[Candidate, ...]:
+    @cached_property
+    def candidates(self) -> tuple[Candidate, ...]:  # type: ignore[override]
         return tuple(Candidate(k) for k in range(self.k_max + 1))
 
-    def _rates(self, batch: int, context_mean: float, durations: StepDurations) -> tuple[np.ndarray, np.ndarray]:
-        """(E[A + 1], T_step) for k = 0..k_max at this batch and context bucket."""
+    def _rates(self, batch: int, context_mean: float, durations: StepDurations) -> tuple[np.ndarray, np.ndarray, int]:
+        """(E[A + 1], T_step, the best index with the draft's cache current) for k = 0..k_max at this batch and
+        context bucket."""
         key = (id(durations), batch, int(context_mean // self.context_step))
         table = self._table.get(key)
         if table is None:
@@ -139,13 +141,13 @@ class Adaptive(Policy):
             c = (key[2] + 0.5) * self.context_step
             tokens = np.array([tokens_per_pass(cand, self.acceptance) for cand in self.candidates])
             times = np.array([durations.decode_s(batch, c, cand) for cand in self.candidates])
-            table = self._table[key] = (tokens, times)
+            table = self._table[key] = (tokens, times, _first_best(tokens / times))
         return table
 
     def choose(self, state: BatchState, durations: StepDurations) -> Candidate:
-        tokens, times = self._rates(state.batch, state.context_mean, durations)
-        rates = tokens / times
+        tokens, times, best = self._rates(state.batch, state.context_mean, durations)
         if state.draft_missing_mean > 0:
+            rates = tokens / times
             catchup = durations.draft_sync_s(state.batch, state.draft_missing_mean, state.context_mean)
             if state.draft_warm:
                 loaded = tokens / (times + catchup)
@@ -153,11 +155,13 @@ class Adaptive(Policy):
                 loaded = tokens / (times + catchup * tokens / max(state.remaining_mean, 1.0))
                 loaded[rates < rates[0] * (1 + self.switch_on_margin)] = 0.0
             loaded[0] = rates[0]
-            rates = loaded
-        best = int(np.argmax(rates))
-        # Ties (within rounding) go to the shorter draft, plain decoding first.
-        best = int(np.flatnonzero(rates >= rates[best] * (1 - 1e-9))[0])
+            best = _first_best(loaded)
         return self.candidates[best]
+
+
+def _first_best(rates: np.ndarray) -> int:
+    """Index of the highest rate; ties (within rounding) go to the shorter draft, plain decoding first."""
+    return int(np.flatnonzero(rates >= rates.max() * (1 - 1e-9))[0])
 
 
 def parse_policy(text: str, acceptance: Acceptance) -> Policy:

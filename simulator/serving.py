@@ -155,15 +155,16 @@ class Engine:
         self.lookahead = max(c.shape.verify_tokens for c in policy.candidates)
         self.with_draft = policy.uses_draft
         self.eager = config.draft_sync == "eager"
-        slots = config.max_batch
-        self.request = np.full(slots, -1, dtype=np.int64)
-        self.remaining = np.zeros(slots, dtype=np.int64)
-        self.context = np.zeros(slots, dtype=np.int64)
-        self.reserved = np.zeros(slots, dtype=np.int64)
-        self.draft_missing = np.zeros(slots, dtype=np.int64)  # tokens the draft's cache lacks (lazy sync)
-        self.draft_warm = True  # the last decode step speculated
+        # The running batch, aligned arrays in admission order: the sampler's slot, the request, its output tokens
+        # still to come, its cached tokens, the tokens its draft cache lacks, the KV tokens it reserved.
         self.active = np.empty(0, dtype=np.int64)
-        self.free_slots = list(range(slots - 1, -1, -1))
+        self.request = np.empty(0, dtype=np.int64)
+        self.remaining = np.empty(0, dtype=np.int64)
+        self.context = np.empty(0, dtype=np.int64)
+        self.draft_missing = np.empty(0, dtype=np.int64)
+        self.reserved = np.empty(0, dtype=np.int64)
+        self.draft_warm = True  # the last decode step speculated
+        self.free_slots = list(range(config.max_batch - 1, -1, -1))
         self.waiting: deque[int] = deque()
         self.wake = env.event()
         self.process = env.process(self.engine())
@@ -189,73 +190,78 @@ class Engine:
                 continue
             admitted = self._admit()
             if admitted:
-                yield from self._prefill(admitted)
+                yield from self._prefill(*admitted)
             else:
                 yield from self._decode()
 
-    def _admit(self) -> list[int]:
-        admitted: list[int] = []
+    def _admit(self) -> tuple[list[int], list[int], list[int]] | None:
+        """First come, first served while a slot, the KV cache and the prefill budget allow: (slots, requests,
+        reserved tokens), or None."""
+        slots: list[int] = []
+        reqs: list[int] = []
+        needs: list[int] = []
         budget = self.config.max_prefill_tokens
         w = self.workload
         while self.waiting and self.free_slots:
             req = self.waiting[0]
             need = self.need_tokens(req)
             prompt = int(w.prompt_tokens[req])
-            if need > self.kv_free or (admitted and prompt > budget):
+            if need > self.kv_free or (reqs and prompt > budget):
                 break
             self.waiting.popleft()
-            slot = self.free_slots.pop()
-            self.request[slot], self.reserved[slot] = req, need
+            slots.append(self.free_slots.pop())
+            reqs.append(req)
+            needs.append(need)
             self.kv_free -= need
             budget -= prompt
-            admitted.append(slot)
-        return admitted
+        return (slots, reqs, needs) if reqs else None
 
-    def _prefill(self, slots_list: list[int]):  # noqa: ANN202
-        slots = np.asarray(slots_list, dtype=np.int64)
-        reqs = self.request[slots]
+    def _prefill(self, slots_list: list[int], reqs_list: list[int], needs: list[int]):  # noqa: ANN202
+        slots, reqs = np.asarray(slots_list, dtype=np.int64), np.asarray(reqs_list, dtype=np.int64)
         w = self.workload
-        duration = self.costs.prefill_s(len(slots), float(w.prompt_tokens[reqs].mean()),
-                                        self.with_draft and self.eager)
+        prompts = w.prompt_tokens[reqs]
+        duration = self.costs.prefill_s(len(slots), float(prompts.mean()), self.with_draft and self.eager)
         yield self.env.timeout(duration)
-        now = self.env.now
         self.log.prefill_duration_s.append(duration)
-        self.log.first_token_s[reqs] = now
+        self.log.first_token_s[reqs] = self.env.now
         self.log.engine_of[reqs] = self.index
-        self.remaining[slots] = w.output_tokens[reqs] - 1  # the prefill emitted the first token
-        self.context[slots] = w.prompt_tokens[reqs] + 1
-        self.draft_missing[slots] = 0 if self.eager else w.prompt_tokens[reqs]
         self.sampler.admit(slots)
         self.active = np.concatenate([self.active, slots])
+        self.request = np.concatenate([self.request, reqs])
+        self.remaining = np.concatenate([self.remaining, w.output_tokens[reqs] - 1])  # prefill emitted the first
+        self.context = np.concatenate([self.context, prompts + 1])
+        self.draft_missing = np.concatenate([self.draft_missing, np.zeros_like(prompts) if self.eager else prompts])
+        self.reserved = np.concatenate([self.reserved, np.asarray(needs, dtype=np.int64)])
         self._retire()
 
     def _decode(self):  # noqa: ANN202
-        slots = self.active
-        batch = len(slots)
-        context_mean = float(self.context[slots].mean())
-        missing_mean = float(self.draft_missing[slots].mean()) if self.with_draft and not self.eager else 0.0
-        remaining_mean = float(self.remaining[slots].mean()) if missing_mean else 1.0
-        state = BatchState(batch, context_mean, missing_mean, remaining_mean, self.draft_warm)
-        cand = self.policy.choose(state, self.costs)
-        self.draft_warm = not cand.is_plain
+        batch = len(self.active)
+        context_mean = int(self.context.sum()) / batch
+        lazy = self.with_draft and not self.eager
+        missing_mean = int(self.draft_missing.sum()) / batch if lazy else 0.0
+        remaining_mean = int(self.remaining.sum()) / batch if missing_mean else 1.0
+        cand = self.policy.choose(BatchState(batch, context_mean, missing_mean, remaining_mean, self.draft_warm),
+                                  self.costs)
+        plain = cand.is_plain
+        self.draft_warm = not plain
         duration = self.costs.decode_s(batch, context_mean, cand)
         if self.with_draft:
-            if cand.is_plain:
+            if plain:
                 if self.eager:
                     duration += self.costs.draft_sync_s(batch, 1, context_mean)
             elif missing_mean > 0:
                 duration += self.costs.draft_sync_s(batch, missing_mean, context_mean)
-                self.draft_missing[slots] = 0
+                self.draft_missing[:] = 0
         if cand.tree is not None:
-            accepted = self.sampler.draw_tree(slots, cand.tree)
+            accepted = self.sampler.draw_tree(self.active, cand.tree)
         else:
-            accepted = self.sampler.draw(slots, cand.k or 0)
-        emitted = np.minimum(accepted + 1, self.remaining[slots])
-        if cand.is_plain and self.with_draft and not self.eager:
-            self.draft_missing[slots] += emitted
+            accepted = self.sampler.draw(self.active, cand.k or 0)
+        emitted = np.minimum(accepted + 1, self.remaining)
+        if plain and lazy:
+            self.draft_missing += emitted
         yield self.env.timeout(duration)
-        self.remaining[slots] -= emitted
-        self.context[slots] += emitted
+        self.remaining -= emitted
+        self.context += emitted
         log = self.log
         drafted = cand.shape.n_nodes
         log.step_time_s.append(self.env.now)
@@ -265,26 +271,25 @@ class Engine:
         log.step_drafted.append(drafted)
         log.step_tokens.append(int(emitted.sum()))
         if drafted:
-            key = cand.tree_label or f"k={cand.k}"
-            hist = log.accepted_hist.get(key)
             counts = np.bincount(accepted, minlength=cand.shape.depth + 1)
+            hist = log.accepted_hist.get(cand.label)
             if hist is None:
-                log.accepted_hist[key] = counts
+                log.accepted_hist[cand.label] = counts
             else:
                 hist += counts
         self._retire()
 
     def _retire(self) -> None:
-        slots = self.active
-        done = self.remaining[slots] <= 0
+        done = self.remaining <= 0
         if not done.any():
             return
-        finished = slots[done]
-        self.log.finish_s[self.request[finished]] = self.env.now
-        self.kv_free += int(self.reserved[finished].sum())
-        self.request[finished] = -1
-        self.free_slots.extend(int(s) for s in finished)
-        self.active = slots[~done]
+        self.log.finish_s[self.request[done]] = self.env.now
+        self.kv_free += int(self.reserved[done].sum())
+        self.free_slots.extend(int(s) for s in self.active[done])
+        keep = ~done
+        self.active, self.request, self.remaining = self.active[keep], self.request[keep], self.remaining[keep]
+        self.context, self.draft_missing = self.context[keep], self.draft_missing[keep]
+        self.reserved = self.reserved[keep]
 
 
 @dataclass(frozen=True, eq=False)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from . import SpecsimError
 from .acceptance import Acceptance
@@ -33,17 +34,21 @@ class Candidate:
     k: int | None
     tree: Tree | None = None
 
-    @property
+    @cached_property
     def shape(self) -> Tree:
         return self.tree if self.tree is not None else Tree.chain(self.k or 0)
 
-    @property
+    @cached_property
     def is_plain(self) -> bool:
         return self.tree is None and self.k == 0
 
     @property
     def tree_label(self) -> str | None:
         return None if self.tree is None else self.tree.label
+
+    @cached_property
+    def label(self) -> str:
+        return f"tree {self.tree.label}" if self.tree is not None else f"k={self.k}"
 
 
 def chains(ks: Iterable[int]) -> list[Candidate]:
