@@ -124,7 +124,7 @@ class Adaptive(Policy):
     k_max: int = 8
     acceptance: Acceptance | None = None
     context_step: int = 64
-    switch_on_margin: float = 0.05
+    switch_on_margin: float = 0.3  # 0.05 flip-flops near saturation, 0.5 forgoes the gain at 0.8x capacity
     _table: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, int]] = field(default_factory=dict, repr=False)
 
     @cached_property
