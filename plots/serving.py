@@ -62,6 +62,6 @@ def tpot_vs_rate(metrics: Sequence[ServingMetrics], slo: SLO | None = None, capt
     handles, labels = ax.get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
     if caption:
-        fig.suptitle(textwrap.fill(caption, width=150), fontsize=9)
+        fig.suptitle("\n".join(textwrap.fill(line, width=150) for line in caption.splitlines()), fontsize=9)
     fig.tight_layout(rect=(0, 0.1 + 0.03 * (len(labels) // 7), 1, 1))
     return fig
