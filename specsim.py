@@ -636,8 +636,10 @@ def simulate(acceptance_spec: str | None, hardware: str | None, profile_path: Pa
         _save_figure(tpot_vs_rate(metrics, scenario.slo, caption=setup[4]), path)
     if as_json:
         click.echo(json.dumps({"specsim_version": __version__, "setup": setup[4], "workload": scenario.workload.label,
-                               "slo": scenario.slo.label, "runs": [m.as_dict() for m in metrics]}, indent=1,
-                              default=float))
+                               "slo": scenario.slo.label,
+                               "runs": [{**m.as_dict(), "accepted_length_histogram": {
+                                   label: counts.tolist() for label, counts in run.accepted_hist.items()}}
+                                   for run, m in results]}, indent=1, default=float))
     elif as_csv:
         from simulator.serving_report import metrics_to_csv
 

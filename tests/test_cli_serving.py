@@ -56,6 +56,8 @@ def test_simulate_table_json_and_seed(tmp_path):
     off, fixed = body["runs"][0], body["runs"][1]
     assert fixed["tpot_s"]["p50"] < off["tpot_s"]["p50"]  # light load: speculation lowers TPOT
     assert fixed["tokens_per_step"] == pytest.approx(2.53, abs=0.1)  # iid 0.7, k = 3: 2.533
+    hist = np.asarray(fixed["accepted_length_histogram"]["k=3"])  # per sequence-step, A = 0..3
+    np.testing.assert_allclose(hist / hist.sum(), [0.3, 0.21, 0.147, 0.343], atol=0.02)
     again = json.loads(run(*args, "--json").stdout)
     assert again["runs"] == body["runs"]
     table = run(*args, "--plot", str(tmp_path / "tpot.svg"))

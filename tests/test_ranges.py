@@ -21,3 +21,25 @@ def test_bad_ranges(text):
 def test_minimum():
     with pytest.raises(SpecsimError, match=">= 1"):
         parse_int_range("0..4", minimum=1)
+
+
+def test_positive_float_ranges():
+    from simulator.ranges import parse_positive_floats
+
+    assert parse_positive_floats("1..64:x2") == [1, 2, 4, 8, 16, 32, 64]
+    assert parse_positive_floats("0.5,2,1") == [0.5, 1, 2]
+    assert parse_positive_floats("10..50:10") == [10, 20, 30, 40, 50]
+    for bad in ("0", "-1", "4..1", "1..8:x1", "fast", ""):
+        with pytest.raises(SpecsimError):
+            parse_positive_floats(bad, "rate")
+
+
+def test_latencies_in_milliseconds():
+    from simulator.ranges import parse_ms
+
+    assert parse_ms("50", "SLO", 1e-5, 60) == pytest.approx(0.05)
+    assert parse_ms("50ms", "SLO", 1e-5, 60) == pytest.approx(0.05)
+    assert parse_ms("0.2s", "SLO", 1e-5, 60) == pytest.approx(0.2)
+    for bad in ("50us", "0", "-5", "9e9", "soon"):
+        with pytest.raises(SpecsimError):
+            parse_ms(bad, "SLO", 1e-5, 60)
