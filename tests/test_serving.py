@@ -289,3 +289,23 @@ def test_max_rate_brackets_the_slo(h100):
     assert found.rate_per_s < found.failed_rate_per_s <= found.rate_per_s * 1.06
     failed = scenario.run(parse_policy("fixed:3", acc), found.failed_rate_per_s)[1]
     assert failed.slo_attainment < 0.9 or not failed.sustained
+
+
+def test_speculation_lowers_tpot_at_low_load_and_raises_it_past_the_crossover(h100):
+    """Poisson load on the H100 preset: fixed:4 beats plain decoding's median TPOT at 10 req/s and loses at 50 req/s
+    (its draft passes eat the capacity plain decoding needs), while adaptive stays within a few percent of the
+    better of the two at both."""
+    cost, target, draft = h100
+    acc = parse_acceptance("iid:0.7")
+    costs = StepCosts(cost, target, draft)
+    base = synthetic("poisson", 1500, parse_lengths("512"), parse_lengths("128"), np.random.default_rng(11))
+    tpot = {}
+    for rate in (10, 50):
+        for label in ("off", "fixed:4", "adaptive"):
+            run = simulate(base.at_rate(rate), costs, parse_policy(label, acc), acc, np.random.default_rng(0))
+            tpot[(label, rate)] = summarize(run).tpot_s[0]
+    assert tpot[("fixed:4", 10)] < 0.8 * tpot[("off", 10)]
+    assert tpot[("fixed:4", 50)] > 1.2 * tpot[("off", 50)]
+    for rate in (10, 50):
+        better = min(tpot[("off", rate)], tpot[("fixed:4", rate)])
+        assert tpot[("adaptive", rate)] <= 1.05 * better
