@@ -99,12 +99,12 @@ class Threshold(Policy):
     k: int = 0
     max_batch: int = 0
 
-    @property
-    def candidates(self) -> tuple[Candidate, ...]:
+    @cached_property
+    def candidates(self) -> tuple[Candidate, ...]:  # type: ignore[override]
         return (PLAIN, Candidate(self.k))
 
     def choose(self, state: BatchState, durations: StepDurations) -> Candidate:
-        return Candidate(self.k) if state.batch <= self.max_batch else PLAIN
+        return self.candidates[1] if state.batch <= self.max_batch else PLAIN
 
 
 @dataclass(frozen=True, eq=False)

@@ -59,12 +59,12 @@ class StepCosts(StepDurations):
                  prompt_step: int = 16) -> None:
         self.cost, self.target, self.draft = cost, target, draft
         self.context_step, self.prompt_step = context_step, prompt_step
-        self._decode: dict[tuple[int, Candidate, int], float] = {}
+        self._decode: dict[tuple[int, str, int], float] = {}  # (batch, candidate label, context grid index)
         self._prefill: dict[tuple[int, int, bool], float] = {}
         self._sync: dict[tuple[int, int, int], float] = {}
 
     def _grid(self, batch: int, candidate: Candidate, i: int) -> float:
-        key = (batch, candidate, i)
+        key = (batch, candidate.label, i)
         t = self._decode.get(key)
         if t is None:
             t = self._decode[key] = step_time(self.cost, self.target, self.draft, batch, i * self.context_step,
@@ -252,16 +252,23 @@ class Engine:
             elif missing_mean > 0:
                 duration += self.costs.draft_sync_s(batch, missing_mean, context_mean)
                 self.draft_missing[:] = 0
-        if cand.tree is not None:
-            accepted = self.sampler.draw_tree(self.active, cand.tree)
+        if plain:  # one token per sequence: no draws
+            if lazy:
+                self.draft_missing += 1
+            yield self.env.timeout(duration)
+            self.remaining -= 1
+            self.context += 1
+            tokens = batch
         else:
-            accepted = self.sampler.draw(self.active, cand.k or 0)
-        emitted = np.minimum(accepted + 1, self.remaining)
-        if plain and lazy:
-            self.draft_missing += emitted
-        yield self.env.timeout(duration)
-        self.remaining -= emitted
-        self.context += emitted
+            if cand.tree is not None:
+                accepted = self.sampler.draw_tree(self.active, cand.tree)
+            else:
+                accepted = self.sampler.draw(self.active, cand.k or 0)
+            emitted = np.minimum(accepted + 1, self.remaining)
+            yield self.env.timeout(duration)
+            self.remaining -= emitted
+            self.context += emitted
+            tokens = int(emitted.sum())
         log = self.log
         drafted = cand.shape.n_nodes
         log.step_time_s.append(self.env.now)
@@ -269,7 +276,7 @@ class Engine:
         log.step_context.append(context_mean)
         log.step_batch.append(batch)
         log.step_drafted.append(drafted)
-        log.step_tokens.append(int(emitted.sum()))
+        log.step_tokens.append(tokens)
         if drafted:
             counts = np.bincount(accepted, minlength=cand.shape.depth + 1)
             hist = log.accepted_hist.get(cand.label)
