@@ -6,7 +6,7 @@ Scenario: requests arrive (Poisson, bursty gamma gaps, or a trace) at a fleet of
 - **admission and prefill**: while requests wait, a free batch slot exists and the KV cache has room for the head
   request's whole life (prompt + output + the policy's largest draft), requests are admitted first come, first
   served, up to ``max_prefill_tokens`` prompt tokens per step; a step that admits requests is a prefill step (the
-  target, and the draft if the policy speculates, over the new prompts) and it emits each request's first token.
+  target over the new prompts, and the draft too under eager sync) and it emits each request's first token.
   Reserving the whole life up front means no preemption; vLLM allocates pages on demand and preempts instead.
 - **decode**: otherwise the running batch decodes one step: the policy picks k (or a tree) for this batch, the step
   takes the cost model's time for this batch size and the batch's contexts, and each sequence draws its accepted
