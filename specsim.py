@@ -74,6 +74,8 @@ def cli() -> None:
     \b
     specsim predict --alpha 0.8 --k 1..8 --c 0.05
     specsim predict --hardware h100-sxm --target llama-3.1-8b --draft llama-3.2-1b --acceptance iid:0.7
+    specsim simulate --hardware h100-sxm --acceptance iid:0.7 --rate 5..60:5 --policy off,fixed:4,adaptive
+    specsim plan --hardware h100-sxm --acceptance iid:0.7 --slo-tpot-ms 10 --load-rps 300
     """
 
 
