@@ -75,6 +75,8 @@ def format_plan(caps: Sequence[MaxRate], fleets: Sequence[FleetPlan], slo_label:
         for f in fleets:
             if f.engines:
                 lines.append(f"  {f.policy:<16} {f.engines:>4} engines (load / per-engine capacity: {f.estimate})")
+            elif f.estimate == 0:
+                lines.append(f"  {f.policy:<16}    - (no engine meets the SLO at any rate)")
             else:
                 lines.append(f"  {f.policy:<16}    - (not met with up to {f.estimate + 4} engines)")
     return "\n".join(lines) + "\n"
