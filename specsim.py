@@ -889,7 +889,7 @@ def plot_roofline(hardware: str | None, profile_path: Path | None, target: str |
 def plot_acceptance(profile_path: Path | None, trace_spec: str | None, k: int, out_paths: tuple[Path, ...]) -> None:
     """(e) Accepted-length histogram: measured steps against the acceptance models."""
     from plots.acceptance import accepted_length_histogram
-    from simulator.acceptance import IIDAcceptance, iid_from_mean_length, parse_acceptance
+    from simulator.acceptance import IIDAcceptance, from_measured, iid_from_mean_length, parse_acceptance
 
     if trace_spec:
         if profile_path:
@@ -900,8 +900,6 @@ def plot_acceptance(profile_path: Path | None, trace_spec: str | None, k: int, o
         alpha = trace.alpha
         caption = f"greedy acceptance trace {trace_spec}"
     else:
-        from simulator.acceptance import from_measured
-
         profile, path = _resolve_profile(profile_path)
         if not profile.get("acceptance"):
             raise SpecsimError(f"profile {path} has no measured acceptance; calibrate the built-in pair or use --trace")
@@ -909,20 +907,16 @@ def plot_acceptance(profile_path: Path | None, trace_spec: str | None, k: int, o
         if k > len(acc["survival"]):
             raise SpecsimError(f"the profile measured acceptance up to k = {len(acc['survival'])}; use --k "
                                f"{len(acc['survival'])} or less")
-        survival = np.concatenate([[1.0], np.asarray(acc["survival"][:k])])
-        measured = np.append(survival[:-1] - survival[1:], survival[-1])
+        measured = from_measured(acc, "positional").chain_pmf(k)  # P(A = a) from the measured P(A >= i)
         label = f"measured (per-token acceptance, {acc['prompts']} prompts x {acc['tokens_per_prompt']} tokens)"
         caption = f"built-in pair, profile {path.name}"
         alpha = float(acc["alpha"])
-    mean_tokens = float(np.dot(np.arange(1, k + 2), measured))
+    same_mean = iid_from_mean_length(float(np.dot(np.arange(1, k + 2), measured)), k)
     models = {
-        f"iid, same alpha ({alpha:.3f})": IIDAcceptance(min(max(alpha, 0.0), 1.0)).chain_pmf(k),
-        f"iid, same E[A + 1] (alpha {iid_from_mean_length(mean_tokens, k).alpha:.3f})":
-            iid_from_mean_length(mean_tokens, k).chain_pmf(k),
+        f"iid, same alpha ({alpha:.3f})": IIDAcceptance(alpha).chain_pmf(k),
+        f"iid, same E[A + 1] (alpha {same_mean.alpha:.3f})": same_mean.chain_pmf(k),
     }
     if not trace_spec:
-        from simulator.acceptance import from_measured
-
         models["markov fit"] = from_measured(profile["acceptance"], "markov").chain_pmf(k)
         if profile["acceptance"].get("beta"):
             models["beta fit"] = from_measured(profile["acceptance"], "beta").chain_pmf(k)

@@ -30,6 +30,8 @@ import numpy as np
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance, PositionalAcceptance, iid_from_mean_length
 
+from .traces import json_lines
+
 ENGINE_KINDS = ("vllm-metrics", "sglang", "trtllm", "accept-length")
 VLLM = "vllm:spec_decode_"
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)")
@@ -106,8 +108,8 @@ def vllm_metrics(path: str) -> Acceptance:
                 raise SpecsimError(f"vLLM metrics {path}: position label {position!r} is not an integer") from None
     if not per_pos:
         model = iid_from_mean_length(1.0 + accepted / drafts, k)
-        return _with_spec(model, f"vllm-metrics:{path} (no per-position counters: iid alpha {model.alpha:.3f} at "
-                                 f"k = {k})")
+        return _Measured(model, f"vllm-metrics:{path} (no per-position counters: iid alpha {model.alpha:.3f} at "
+                                f"k = {k})")
     positions = sorted(per_pos)
     if positions != list(range(len(positions))):
         raise SpecsimError(f"vLLM metrics {path}: per-position counters must cover positions 0..{len(positions) - 1} "
@@ -119,24 +121,17 @@ def vllm_metrics(path: str) -> Acceptance:
     prev = np.concatenate([[1.0], survival[:-1]])
     conditional = np.divide(survival, prev, out=np.zeros_like(survival), where=prev > 0)
     model = PositionalAcceptance(tuple(float(min(a, 1.0)) for a in conditional))
-    return _with_spec(model, f"vllm-metrics:{path} (positional, mean acceptance length {1 + accepted / drafts:.2f} "
-                             f"at k = {k})")
+    return _Measured(model, f"vllm-metrics:{path} (positional, mean acceptance length {1 + accepted / drafts:.2f}"
+                            f" at k = {k})")
 
 
 def _records(text: str, path: str, what: str) -> list[Any]:
+    """A JSON document (a list, or one object) or JSON lines."""
     try:
         data = json.loads(text)
         return data if isinstance(data, list) else [data]
     except json.JSONDecodeError:
-        pass
-    out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                raise SpecsimError(f"{what} {path}: line {n} is not JSON") from None
-    return out
+        return json_lines(text, f"{what} {path}")
 
 
 def sglang(path: str, k: int) -> Acceptance:
@@ -150,8 +145,8 @@ def sglang(path: str, k: int) -> Acceptance:
         raise SpecsimError(f"SGLang {path}: no response with meta_info.completion_tokens and meta_info.spec_verify_ct "
                            "(run the server with speculative decoding and keep the responses' meta_info)")
     length = completion / verify
-    return _with_spec(iid_from_mean_length(length, k), f"sglang:{path} (mean acceptance length {length:.2f} at "
-                                                       f"k = {k})")
+    return _Measured(iid_from_mean_length(length, k), f"sglang:{path} (mean acceptance length {length:.2f} at "
+                                                      f"k = {k})")
 
 
 def trtllm(path: str, k: int | None) -> Acceptance:
@@ -175,15 +170,11 @@ def trtllm(path: str, k: int | None) -> Acceptance:
                                f"trtllm:{path}@K")
         k = int(round(drafted / weight))
     length = weighted / weight
-    return _with_spec(iid_from_mean_length(length, k), f"trtllm:{path} (mean acceptance length {length:.2f} at "
-                                                       f"k = {k})")
+    return _Measured(iid_from_mean_length(length, k), f"trtllm:{path} (mean acceptance length {length:.2f} at "
+                                                      f"k = {k})")
 
 
-def _with_spec(model: Acceptance, spec: str) -> Acceptance:
-    return _EngineMeasured(model, spec)
-
-
-class _EngineMeasured(Acceptance):
+class _Measured(Acceptance):
     """A model fitted to an engine's counters; its spec names the source."""
 
     def __init__(self, model: Acceptance, spec: str) -> None:
@@ -226,5 +217,5 @@ def engine_acceptance(spec: str) -> Acceptance:
         except ValueError:
             raise SpecsimError(f"accept-length:{body}: {text!r} is not a number (tokens per verification)") from None
         model = iid_from_mean_length(length, k)
-        return _with_spec(model, f"accept-length:{length:g}@{k} (iid alpha {model.alpha:.3f})")
+        return _Measured(model, f"accept-length:{length:g}@{k} (iid alpha {model.alpha:.3f})")
     raise SpecsimError(f"unknown engine acceptance {kind!r}; use {', '.join(ENGINE_KINDS)}")

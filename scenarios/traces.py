@@ -31,15 +31,20 @@ def _rows(path: str | Path) -> list[dict]:
         raise SpecsimError(f"cannot read trace {str(path)!r}: {e.strerror}") from None
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
     if first.lstrip().startswith("{"):
-        rows = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
-                    raise SpecsimError(f"trace {path.name}: line {n} is not JSON") from None
-        return rows
+        return json_lines(text, f"trace {path.name}")
     return list(csv.DictReader(io.StringIO(text)))
+
+
+def json_lines(text: str, what: str) -> list:
+    """One JSON value per non-blank line; a line that is not JSON is a one-line error naming it."""
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                raise SpecsimError(f"{what}: line {n} is not JSON") from None
+    return rows
 
 
 def _column(rows: list[dict], name: str, path: str | Path, kind: type = int) -> np.ndarray:

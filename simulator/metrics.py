@@ -90,10 +90,6 @@ def summarize(run: ServingRun, slo: SLO = SLO(), rate_per_s: float | None = None
         meets &= ttft <= slo.ttft_s
     duration = float(run.finish_s.max() - w.arrival_s.min())
 
-    def pct(x: np.ndarray) -> tuple[float, float, float]:
-        x = x[keep]
-        return tuple(float(v) for v in np.percentile(x, PERCENTILES)) if len(x) else (np.nan,) * 3  # type: ignore[return-value]
-
     batch, dur = run.step_batch, run.step_duration_s
     seq_steps = int(batch.sum())
     spec = run.step_drafted > 0
@@ -107,9 +103,9 @@ def summarize(run: ServingRun, slo: SLO = SLO(), rate_per_s: float | None = None
         duration_s=duration,
         throughput_tokens_per_s=float(w.output_tokens.sum() / duration) if duration > 0 else float("inf"),
         requests_per_s=n / duration if duration > 0 else float("inf"),
-        ttft_s=pct(ttft),
-        tpot_s=_pct_multi(tpot, multi, keep),
-        e2e_s=pct(e2e),
+        ttft_s=_percentiles(ttft[keep]),
+        tpot_s=_percentiles(tpot[multi & keep]),
+        e2e_s=_percentiles(e2e[keep]),
         slo_attainment=float(meets[keep].mean()),
         goodput_requests_per_s=float(meets.sum() / duration) if duration > 0 else 0.0,
         sustained=run.waiting_at_last_arrival <= overload_fraction * n,
@@ -122,9 +118,12 @@ def summarize(run: ServingRun, slo: SLO = SLO(), rate_per_s: float | None = None
     )
 
 
-def _pct_multi(tpot: np.ndarray, multi: np.ndarray, keep: np.ndarray) -> tuple[float, float, float]:
-    x = tpot[multi & keep]
-    return tuple(float(v) for v in np.percentile(x, PERCENTILES)) if len(x) else (float("nan"),) * 3  # type: ignore[return-value]
+def _percentiles(x: np.ndarray) -> tuple[float, float, float]:
+    """p50, p90, p99 of `x` (NaN for no values)."""
+    if not len(x):
+        return (float("nan"),) * 3
+    p50, p90, p99 = (float(v) for v in np.percentile(x, PERCENTILES))
+    return p50, p90, p99
 
 
 def decode_tokens_per_s(run: ServingRun, batch: int) -> float:

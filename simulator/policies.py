@@ -62,6 +62,11 @@ class Policy:
     def uses_draft(self) -> bool:
         return any(not c.is_plain for c in self.candidates)
 
+    @property
+    def lookahead_tokens(self) -> int:
+        """KV-cache tokens a step may write beyond what it keeps: the largest verification pass."""
+        return max(c.shape.verify_tokens for c in self.candidates)
+
     def choose(self, state: BatchState, durations: StepDurations) -> Candidate:
         raise NotImplementedError
 

@@ -152,7 +152,7 @@ class Engine:
         self.env, self.index, self.workload, self.costs = env, index, workload, costs
         self.policy, self.sampler, self.config, self.log = policy, sampler, config, log
         self.kv_free = kv_tokens
-        self.lookahead = max(c.shape.verify_tokens for c in policy.candidates)
+        self.lookahead = policy.lookahead_tokens
         self.with_draft = policy.uses_draft
         self.eager = config.draft_sync == "eager"
         # The running batch, aligned arrays in admission order: the sampler's slot, the request, its output tokens
@@ -354,8 +354,7 @@ def simulate(workload: Workload, costs: StepCosts, policy: Policy, acceptance: A
     kv_tokens = config.kv_capacity_tokens
     if kv_tokens is None:
         kv_tokens = kv_capacity_tokens(costs.cost, costs.target, draft)
-    lookahead = max(c.shape.verify_tokens for c in policy.candidates)
-    biggest = int((workload.prompt_tokens + workload.output_tokens).max()) + lookahead
+    biggest = int((workload.prompt_tokens + workload.output_tokens).max()) + policy.lookahead_tokens
     if biggest > kv_tokens:
         raise SpecsimError(f"a request needs {biggest:,} tokens of KV cache but an engine holds {kv_tokens:,} with "
                            f"policy {policy.label} on {costs.cost.hardware.name}: shorten prompts or outputs, or use "
