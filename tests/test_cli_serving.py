@@ -170,6 +170,13 @@ def test_vllm_metrics_missing_counter(tmp_path):
         engine_acceptance(f"vllm-metrics:{f}")
 
 
+def test_vllm_metrics_rising_per_position_counts_are_refused(tmp_path):
+    f = tmp_path / "metrics.txt"
+    f.write_text(VLLM_SCRAPE.replace('position="1"} 600.0', 'position="1"} 801.0'))
+    with pytest.raises(SpecsimError, match="must not increase"):
+        engine_acceptance(f"vllm-metrics:{f}")
+
+
 def test_prometheus_parser_sums_label_sets():
     samples = parse_prometheus(VLLM_SCRAPE)
     assert samples[("vllm:spec_decode_num_drafts_total", None)] == 1000.0
