@@ -172,7 +172,12 @@ def test_vllm_metrics_missing_counter(tmp_path):
 
 def test_vllm_metrics_rising_per_position_counts_are_refused(tmp_path):
     f = tmp_path / "metrics.txt"
-    f.write_text(VLLM_SCRAPE.replace('position="1"} 600.0', 'position="1"} 801.0'))
+    # Ten million drafts, position 1 accepted 0.5 % more often than position 0: impossible, however many drafts.
+    f.write_text("\n".join([
+        "vllm:spec_decode_num_drafts_total 1e7", "vllm:spec_decode_num_draft_tokens_total 2e7",
+        "vllm:spec_decode_num_accepted_tokens_total 1.604e7",
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 8.0e6',
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="1"} 8.04e6']))
     with pytest.raises(SpecsimError, match="must not increase"):
         engine_acceptance(f"vllm-metrics:{f}")
 
