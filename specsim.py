@@ -567,7 +567,7 @@ def _scenario(setup: tuple, policy_text: str, n_requests: int, arrivals: str, pr
     from simulator.capacity import Scenario
     from simulator.metrics import SLO
     from simulator.policies import parse_policies
-    from simulator.serving import EngineConfig, StepCosts
+    from simulator.serving import EngineConfig, StepCosts, engine_kv_tokens
     from simulator.workload import parse_lengths, resampled, synthetic
 
     cost, target_spec, draft_spec, acceptance, _ = setup
@@ -589,6 +589,8 @@ def _scenario(setup: tuple, policy_text: str, n_requests: int, arrivals: str, pr
     config = EngineConfig(max_batch=max_batch, max_prefill_tokens=max_prefill_tokens, draft_sync=draft_sync)
     scenario = Scenario(workload, StepCosts(cost, target_spec, draft_spec), acceptance, config, seed,
                         SLO(slo_tpot_s, slo_ttft_s))
+    for policy in policies:  # refuse a workload that cannot fit before any progress bar starts
+        engine_kv_tokens(workload, scenario.costs, policy, config)
     return scenario, policies, timed
 
 

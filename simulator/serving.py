@@ -339,15 +339,9 @@ def _arrivals(env: simpy.Environment, workload: Workload, engines: Sequence[Engi
     log.waiting_at_last_arrival = sum(len(e.waiting) for e in engines)
 
 
-def simulate(workload: Workload, costs: StepCosts, policy: Policy, acceptance: Acceptance, rng: np.random.Generator,
-             config: EngineConfig = EngineConfig(), engines: int = 1, router: str = "least-loaded") -> ServingRun:
-    """Serve `workload` with `engines` identical engines running `policy`; return what happened.
-
-    All randomness (every sequence's acceptance) comes from `rng`."""
-    if engines < 1:
-        raise SpecsimError(f"a fleet needs at least one engine, got {engines}")
-    if router not in ROUTERS:
-        raise SpecsimError(f"unknown router {router!r}; use {' or '.join(ROUTERS)}")
+def engine_kv_tokens(workload: Workload, costs: StepCosts, policy: Policy, config: EngineConfig) -> int:
+    """KV-cache tokens one engine holds under `policy` (the draft's weights and cache only if it speculates),
+    checked to fit the workload's largest request."""
     draft = costs.draft if policy.uses_draft else None
     if policy.uses_draft and draft is None:
         raise SpecsimError(f"policy {policy.label} speculates but no draft model was given")
@@ -359,6 +353,19 @@ def simulate(workload: Workload, costs: StepCosts, policy: Policy, acceptance: A
         raise SpecsimError(f"a request needs {biggest:,} tokens of KV cache but an engine holds {kv_tokens:,} with "
                            f"policy {policy.label} on {costs.cost.hardware.name}: shorten prompts or outputs, or use "
                            "a device with more memory")
+    return kv_tokens
+
+
+def simulate(workload: Workload, costs: StepCosts, policy: Policy, acceptance: Acceptance, rng: np.random.Generator,
+             config: EngineConfig = EngineConfig(), engines: int = 1, router: str = "least-loaded") -> ServingRun:
+    """Serve `workload` with `engines` identical engines running `policy`; return what happened.
+
+    All randomness (every sequence's acceptance) comes from `rng`."""
+    if engines < 1:
+        raise SpecsimError(f"a fleet needs at least one engine, got {engines}")
+    if router not in ROUTERS:
+        raise SpecsimError(f"unknown router {router!r}; use {' or '.join(ROUTERS)}")
+    kv_tokens = engine_kv_tokens(workload, costs, policy, config)
     n = len(workload)
     log = _Log(np.full(n, np.nan), np.full(n, np.nan), np.full(n, -1, dtype=np.int64))
     env = simpy.Environment()

@@ -87,6 +87,7 @@ def test_simulate_trace_arrivals(tmp_path):
     (["--arrivals", "gamma:-1"], ["coefficient of variation"]),
     (["--arrivals", "hourly"], ["unknown arrival process"]),
     (["--lengths-from", "/nonexistent.jsonl"], ["cannot read trace"]),
+    (["--prompt-tokens", "2000000"], ["tokens of KV cache"]),
 ])
 def test_simulate_bad_inputs(args, fragments):
     one_line_error(run("simulate", *H100, "--requests", "50", *args), *fragments)
