@@ -4,12 +4,13 @@ power and throttling. pynvml being absent or failing is recorded, never fatal.""
 from __future__ import annotations
 
 import os
-import platform
 from typing import Any
 
 import torch
 
 from simulator import SpecsimError
+
+from .host import cpu_model_name
 
 
 def resolve_device(name: str) -> torch.device:
@@ -27,17 +28,6 @@ def resolve_device(name: str) -> torch.device:
             raise SpecsimError(f"--device {name}: only {torch.cuda.device_count()} CUDA device(s) present")
         return torch.device(f"cuda:{index}")
     raise SpecsimError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N")
-
-
-def cpu_model_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def nvml_state(index: int) -> dict[str, Any]:
@@ -107,7 +97,7 @@ def device_state(device: torch.device) -> dict[str, Any]:
     state: dict[str, Any] = {"torch_threads": torch.get_num_threads(),
                              "matmul_backend": _cpu_backend()}
     try:
-        state["load_average"] = os.getloadavg()
+        state["load_average"] = list(os.getloadavg())
     except OSError:
         pass
     return state
@@ -120,9 +110,3 @@ def _cpu_backend() -> str:
             if key in line:
                 return line.strip()
     return "mkldnn" if torch.backends.mkldnn.is_available() else "unknown"
-
-
-def device_key(identity: dict[str, Any]) -> str:
-    """A file-name-safe key: profiles of this device are found by it."""
-    raw = f"{identity.get('kind')}-{identity.get('name')}"
-    return "".join(ch if ch.isalnum() else "-" for ch in raw.lower()).strip("-")[:80]

@@ -163,8 +163,23 @@ def toy_pair(seed: int) -> tuple[Decoder, Decoder]:
 
 def run_exactness(draft_kind: str, ks: Sequence[int], trees: Sequence[Tree], samples: int, seed: int,
                   temperature: float = 1.0, m: int | None = None,
-                  report: Callable[[TestResult, str], None] | None = None) -> tuple[list[TestResult], list[TestResult]]:
-    """The exact rule for every k and tree, then the broken rules (negative controls) on the first configuration."""
+                  echo: Callable[[str], None] | None = None) -> int:
+    """The exact rule for every k and tree, then the broken rules (negative controls) on the first configuration;
+    each verdict is echoed as it comes. Returns the number of failures (an exact case rejected, a broken rule
+    missed)."""
+    checks, controls = exactness_cases(draft_kind, ks, trees, samples, seed, temperature, m, echo)
+    return sum(not verdict(r, "check")[0] for r in checks) + sum(not verdict(r, "control")[0] for r in controls)
+
+
+def exactness_cases(draft_kind: str, ks: Sequence[int], trees: Sequence[Tree], samples: int, seed: int,
+                    temperature: float = 1.0, m: int | None = None,
+                    echo: Callable[[str], None] | None = None) -> tuple[list[TestResult], list[TestResult]]:
+    """Every case's result: the exact rule (checks) and the broken rules (controls)."""
+
+    def report(r: TestResult, kind: str) -> None:
+        if echo:
+            echo(verdict(r, kind)[1])
+
     if draft_kind == "built-in":
         from .builtin import encode, load_pair
 
@@ -185,13 +200,11 @@ def run_exactness(draft_kind: str, ks: Sequence[int], trees: Sequence[Tree], sam
     plain = run_case("plain sampling", engine, prompt, m, samples, Decoding(k=0, temperature=temperature), exact,
                      seed)
     checks.append(plain)
-    if report:
-        report(plain, "check")
+    report(plain, "check")
     for i, (label, how) in enumerate(configs):
         r = run_case(f"speculative {label}", engine, prompt, m, samples, how, exact, seed + 1 + i)
         checks.append(r)
-        if report:
-            report(r, "check")
+        report(r, "check")
     controls: list[TestResult] = []
     base_label, base = configs[0] if configs else ("chain k=1", Decoding(k=1, drafter=drafter))
     for j, rule in enumerate(("resample-from-p", "accept-q-over-p")):
@@ -199,8 +212,7 @@ def run_exactness(draft_kind: str, ks: Sequence[int], trees: Sequence[Tree], sam
         r = run_case(f"negative control: {rule} ({base_label})", engine, prompt, m, samples, how, exact,
                      seed + 100 + j)
         controls.append(r)
-        if report:
-            report(r, "control")
+        report(r, "control")
     return checks, controls
 
 

@@ -1,141 +1,225 @@
-"""The calibration profile: versioned JSON, written atomically, refused with a clear message when it is corrupt,
-from a newer schema or from another device. No torch here: `specsim predict` reads profiles without it."""
+"""The calibration profile as typed data: what was measured, where, how, and what was fitted to it.
+
+A profile is JSON with a schema version, written atomically and read back into frozen dataclasses (`Profile`,
+`MeasuredAcceptance`, ...). Anything that cannot be trusted to mean what it says (not JSON, another schema, a newer
+version, a missing or malformed field, a non-finite number) is refused with a one-line error, never misread. No torch
+here: `specsim predict` reads profiles without it.
+
+A profile is portable: read with ``--profile FILE`` it predicts on any machine (the caller notes that it was measured
+elsewhere); only the default lookup ("the latest profile of this device") and commands that run real passes match it
+against the device they run on.
+"""
 
 from __future__ import annotations
 
 import json
-import os
-import platform
-from dataclasses import asdict
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from scenarios.files import atomic_write_text, cache_dir, parse_json, read_text
 from simulator import SpecsimError
+from simulator.acceptance import (
+    Acceptance,
+    BetaAcceptance,
+    IIDAcceptance,
+    MarkovAcceptance,
+    PositionalAcceptance,
+    ProbabilityTraceAcceptance,
+    RanksAcceptance,
+    TraceAcceptance,
+    WithRanks,
+)
 from simulator.cost import CostModel, RateTable
 from simulator.specs import HardwareSpec, ModelSpec, Overheads
 
-from .files import atomic_write_text, cache_dir
-
 SCHEMA = "specsim-profile"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: options, engine mode, origin, trust, the acceptance variant chosen by held-out error
+ENGINE_MODES = ("eager", "graph")
+MEASURED_VARIANTS = ("positional", "iid", "beta", "markov", "trace", "ranks")
+
+# A profile is trusted when its fit predicts the held-out passes and its measurements repeat (calibrate/trust.py).
+MAX_HELDOUT_MEDIAN = 0.10
+MAX_HELDOUT_P90 = 0.25
+MAX_MEASUREMENT_SPREAD = 0.15
 
 
-def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
-    return asdict(spec)
+class _Bad(Exception):
+    """A malformed field, reported by `Profile.from_dict` as one line naming the profile."""
 
 
-def spec_from_dict(d: dict[str, Any]) -> ModelSpec:
-    return ModelSpec(**d)
+def _num(d: Mapping[str, Any], key: str, *, positive: bool = False, optional: bool = False) -> float | None:
+    if key not in d or d[key] is None:
+        if optional:
+            return None
+        raise _Bad(f"no {key!r}")
+    v = d[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise _Bad(f"{key} = {v!r} is not a finite number")
+    if v < 0 or (positive and v == 0):
+        raise _Bad(f"{key} = {v!r} must be {'> 0' if positive else '>= 0'}")
+    return float(v)
 
 
-def current_cpu_identity() -> dict[str, Any]:
-    """The CPU's identity without importing torch (what `device_identity` records for a CPU)."""
-    from .device import cpu_model_name
-
-    return {"kind": "cpu", "name": cpu_model_name(), "cores": os.cpu_count()}
-
-
-def same_device(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return a.get("kind") == b.get("kind") and a.get("name") == b.get("name")
+def _need(d: Mapping[str, Any], key: str) -> Any:
+    if not isinstance(d, Mapping) or key not in d:
+        raise _Bad(f"no {key!r}")
+    return d[key]
 
 
-def save_profile(profile: dict[str, Any], out: str | Path | None) -> Path:
-    """Write atomically to `out`, or to the cache folder as profile-<device>-<time>.json."""
-    from .device import device_key
+@dataclass(frozen=True)
+class DeviceInfo:
+    """Which device: the fields that say whether a profile belongs to a machine, and the rest as measured."""
 
-    if out is None:
-        stamp = profile["created"].replace(":", "").replace("-", "")[:15]
-        out = cache_dir() / f"profile-{device_key(profile['device'])}-{stamp}.json"
-    return atomic_write_text(out, json.dumps(profile, indent=1))
+    kind: str  # "cpu" or "cuda"
+    name: str
+    memory_bytes: float | None = None  # device memory (a GPU); None: the host's
+    details: Mapping[str, Any] = field(default_factory=dict)  # cores, torch and CUDA versions, SMs, ...
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DeviceInfo:
+        kind, name = _need(d, "kind"), _need(d, "name")
+        if kind not in ("cpu", "cuda"):
+            raise _Bad(f"device kind {kind!r} is not cpu or cuda")
+        rest = {k: v for k, v in d.items() if k not in ("kind", "name", "memory_bytes")}
+        return cls(str(kind), str(name), _num(d, "memory_bytes", positive=True, optional=True), rest)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "name": self.name}
+        if self.memory_bytes is not None:
+            out["memory_bytes"] = int(self.memory_bytes)
+        return {**out, **self.details}
+
+    def same_as(self, other: Mapping[str, Any] | DeviceInfo) -> bool:
+        o = other if isinstance(other, DeviceInfo) else DeviceInfo(str(other.get("kind")), str(other.get("name")))
+        return self.kind == o.kind and self.name == o.name
+
+    @property
+    def key(self) -> str:
+        """A file-name-safe key: profiles of this device are found by it."""
+        raw = f"{self.kind}-{self.name}"
+        return "".join(ch if ch.isalnum() else "-" for ch in raw.lower()).strip("-")[:80]
 
 
-def load_profile(path: str | Path) -> dict[str, Any]:
-    """Read and check a profile; one-line errors for anything that cannot be trusted."""
-    path = Path(path)
+@dataclass(frozen=True)
+class PassRecord:
+    """One timed grid point (or one that ran out of memory): a pass of `model` over batch x new tokens on context."""
+
+    model: str
+    batch: int
+    new_tokens: int
+    context: int
+    median_s: float | None = None
+    iqr_s: float | None = None
+    samples_s: tuple[float, ...] = ()
+    oom: bool = False
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PassRecord:
+        shape = [_need(d, k) for k in ("batch", "new_tokens", "context")]
+        if not all(isinstance(v, int) and v >= 0 for v in shape) or shape[0] < 1 or shape[1] < 1:
+            raise _Bad(f"pass {d.get('model')} has a bad shape {shape}")
+        oom = bool(d.get("oom", False))
+        median = None if oom else _num(d, "median_s", positive=True)
+        samples = tuple(float(s) for s in d.get("samples_s", ()))
+        if not all(math.isfinite(s) and s > 0 for s in samples):
+            raise _Bad(f"pass {d.get('model')} {shape} has a sample that is not a positive finite time")
+        return cls(str(_need(d, "model")), *shape, median_s=median, iqr_s=_num(d, "iqr_s", optional=True),
+                   samples_s=samples, oom=oom)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": self.model, "batch": self.batch, "new_tokens": self.new_tokens,
+                               "context": self.context}
+        if self.oom:
+            return {**out, "oom": True}
+        return {**out, "median_s": self.median_s, "iqr_s": self.iqr_s, "n": len(self.samples_s),
+                "samples_s": [round(s, 9) for s in self.samples_s]}
+
+    @property
+    def key(self) -> tuple[str, int, int, int]:
+        return (self.model, self.batch, self.new_tokens, self.context)
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range over median: how repeatable this point's measurement was."""
+        return (self.iqr_s or 0.0) / self.median_s if self.median_s else 0.0
+
+
+@dataclass(frozen=True)
+class Microbenchmarks:
+    """The device's measured ceilings; `raw` keeps every sample as measured."""
+
+    read_bytes_per_s: float
+    copy_bytes_per_s: float
+    matmul_flops_per_s: Mapping[str, float]  # dtype -> FLOP/s of a large GEMM
+    call_overhead_s: float
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Microbenchmarks:
+        bw = _need(d, "bandwidth")
+        matmul = {str(dt): _num(_need(d["matmul"], dt), "flops_per_s", positive=True) for dt in _need(d, "matmul")}
+        if not matmul:
+            raise _Bad("no matmul measurement")
+        call = d.get("call_overhead") or {}
+        return cls(_num(bw, "read_bytes_per_s", positive=True), _num(bw, "copy_bytes_per_s", positive=True),
+                   matmul, _num(call, "per_call_s", optional=True) or 0.0, dict(d))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.raw)
+
+    def flops(self, dtype: str) -> float:
+        return self.matmul_flops_per_s.get(dtype, self.matmul_flops_per_s.get("fp32", max(
+            self.matmul_flops_per_s.values())))
+
+    def hardware(self, name: str, memory_bytes: float | None, source: str = "micro-benchmarks") -> HardwareSpec:
+        """The device as its micro-benchmarks saw it: read bandwidth and GEMM FLOP/s per dtype taken as the peaks
+        (efficiency 1); memory from the device or, for a CPU, the host."""
+        from .host import host_memory_bytes
+
+        return HardwareSpec(name=name, mem_bw_bytes_per_s=self.read_bytes_per_s,
+                            peak_flops_per_s=tuple(self.matmul_flops_per_s.items()),
+                            mem_capacity_bytes=float(memory_bytes or host_memory_bytes()), bw_efficiency=1.0,
+                            flops_efficiency=1.0, source=source)
+
+
+@dataclass(frozen=True)
+class HeldoutErrors:
+    """The fit's relative errors (predicted / measured - 1) on points it was not fitted to."""
+
+    n: int
+    median_abs_err: float
+    p90_abs_err: float
+    max_abs_err: float
+    points: tuple[Mapping[str, Any], ...] = ()
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> HeldoutErrors:
+        n = int(_need(d, "n"))
+        if n == 0:
+            return cls(0, math.nan, math.nan, math.nan)
+        return cls(n, _num(d, "median_abs_err"), _num(d, "p90_abs_err"), _num(d, "max_abs_err"),
+                   tuple(d.get("points", ())))
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.n == 0:
+            return {"n": 0, "points": []}
+        return {"n": self.n, "median_abs_err": self.median_abs_err, "p90_abs_err": self.p90_abs_err,
+                "max_abs_err": self.max_abs_err, "points": list(self.points)}
+
+
+def rates_from_dict(d: Mapping[str, Any]) -> RateTable:
     try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise SpecsimError(f"cannot read profile {str(path)!r}: {e.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise SpecsimError(f"profile {path} is corrupt (not JSON); run specsim calibrate again") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise SpecsimError(f"{path} is not a specsim profile")
-    version = data.get("schema_version")
-    if not isinstance(version, int):
-        raise SpecsimError(f"profile {path} has no schema version; run specsim calibrate again")
-    if version > SCHEMA_VERSION:
-        raise SpecsimError(f"profile {path} has schema {version}, newer than this specsim reads ({SCHEMA_VERSION}); "
-                           "upgrade specsim or calibrate again")
-    for key in ("device", "fit", "models", "passes"):
-        if key not in data:
-            raise SpecsimError(f"profile {path} is incomplete (no {key!r}); run specsim calibrate again")
-    return data
-
-
-def check_device(profile: dict[str, Any], here: dict[str, Any], path: str | Path) -> None:
-    if not same_device(profile["device"], here):
-        raise SpecsimError(f"profile {path} was measured on {profile['device'].get('name')!r}, not this "
-                           f"{here.get('kind')} ({here.get('name')!r}); calibrate here or pass that device's profile "
-                           "on that device")
-
-
-def latest_profile(identity: dict[str, Any]) -> Path | None:
-    """The newest profile in the cache folder measured on this device."""
-    folder = cache_dir()
-    if not folder.is_dir():
-        return None
-    best: tuple[float, Path] | None = None
-    for f in folder.glob("profile-*.json"):
-        try:
-            data = json.loads(f.read_text())
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-            continue
-        if isinstance(data, dict) and same_device(data.get("device", {}), identity):
-            key = (f.stat().st_mtime, f)
-            if best is None or key > best:
-                best = key
-    return best[1] if best else None
-
-
-def hardware_from_microbenchmarks(name: str, micro: dict[str, Any], memory_bytes: float | None,
-                                  source: str = "micro-benchmarks") -> HardwareSpec:
-    """The device as its micro-benchmarks saw it: streaming read bandwidth and GEMM FLOP/s per dtype taken as the
-    peaks (efficiency 1), memory from the device or, for a CPU, the host."""
-    return HardwareSpec(
-        name=name,
-        mem_bw_bytes_per_s=micro["bandwidth"]["read_bytes_per_s"],
-        peak_flops_per_s=tuple((dt, m["flops_per_s"]) for dt, m in micro["matmul"].items()),
-        mem_capacity_bytes=float(memory_bytes or _host_memory_bytes()),
-        bw_efficiency=1.0,
-        flops_efficiency=1.0,
-        source=source,
-    )
-
-
-def cost_model_from_profile(profile: dict[str, Any], with_measurements: bool = True) -> CostModel:
-    """The calibrated cost model: fitted rates and overheads, plus every measured pass (which wins where it
-    exists)."""
-    fit = profile["fit"]
-    lin, att, ov = fit["linear_rates"], fit["attention_rates"], fit["overheads"]
-    device = profile["device"]
-    hw = hardware_from_microbenchmarks(device.get("name", "this device"), profile["microbenchmarks"],
-                                       device.get("memory_bytes"), f"calibrated {profile.get('created', '')}")
-    measured: dict[tuple[str, int, int, int], float] = {}
-    if with_measurements:
-        for p in profile["passes"]:
-            if p.get("median_s"):
-                measured[(p["model"], p["batch"], p["new_tokens"], p["context"])] = p["median_s"]
-    return CostModel(
-        hardware=hw,
-        linear_rates=RateTable(tuple(lin["rows"]), tuple(lin["mem_bw_bytes_per_s"]), tuple(lin["flops_per_s"])),
-        attention_rates=RateTable(tuple(att["rows"]), tuple(att["mem_bw_bytes_per_s"]), tuple(att["flops_per_s"])),
-        overheads=Overheads.from_dict(ov),
-        measured=measured,
-        label="calibrated",
-        draft_catchup_tokens=int(fit.get("draft_catchup_tokens", 1)),
-        measured_models=tuple(spec_from_dict(profile["models"][k]) for k in ("target", "draft")),
-        attention_overlap=bool(fit.get("attention_overlap", True)),
-    )
+        return RateTable(tuple(int(r) for r in _need(d, "rows")),
+                         tuple(float(v) for v in _need(d, "mem_bw_bytes_per_s")),
+                         tuple(float(v) for v in _need(d, "flops_per_s")))
+    except (ValueError, TypeError) as e:
+        raise _Bad(f"rate table: {e}") from None
 
 
 def rates_to_dict(rates: RateTable) -> dict[str, Any]:
@@ -143,12 +227,331 @@ def rates_to_dict(rates: RateTable) -> dict[str, Any]:
             "flops_per_s": list(rates.flops_per_s)}
 
 
-def _host_memory_bytes() -> float:
+@dataclass(frozen=True)
+class Fit:
+    """The fitted cost model's parameters and its held-out error; `extra` keeps the rest as written."""
+
+    linear_rates: RateTable
+    attention_rates: RateTable
+    overheads: Overheads
+    heldout: HeldoutErrors
+    datasheet_heldout: HeldoutErrors
+    train_points: int
+    draft_catchup_tokens: int = 1
+    attention_overlap: bool = True
+    verify_ratio_batch1: tuple[Mapping[str, float], ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Fit:
+        ov = dict(_need(d, "overheads"))
+        for k, v in ov.items():
+            if k != "engine":
+                _num(ov, k)
+            else:
+                for part in v.values():
+                    _num(part, "fixed_s")
+                    _num(part, "per_sequence_s")
+        known = {"linear_rates", "attention_rates", "overheads", "heldout", "datasheet_heldout", "train_points",
+                 "draft_catchup_tokens", "attention_overlap", "verify_ratio_batch1"}
+        return cls(
+            rates_from_dict(_need(d, "linear_rates")), rates_from_dict(_need(d, "attention_rates")),
+            Overheads.from_dict(ov), HeldoutErrors.from_dict(_need(d, "heldout")),
+            HeldoutErrors.from_dict(d.get("datasheet_heldout") or {"n": 0}), int(d.get("train_points", 0)),
+            int(d.get("draft_catchup_tokens", 1)), bool(d.get("attention_overlap", True)),
+            tuple(d.get("verify_ratio_batch1", ())), {k: v for k, v in d.items() if k not in known})
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {**self.extra, "linear_rates": rates_to_dict(self.linear_rates),
+                "attention_rates": rates_to_dict(self.attention_rates), "overheads": asdict(self.overheads),
+                "draft_catchup_tokens": self.draft_catchup_tokens, "attention_overlap": self.attention_overlap,
+                "train_points": self.train_points, "heldout": self.heldout.to_dict(),
+                "datasheet_heldout": self.datasheet_heldout.to_dict(),
+                "verify_ratio_batch1": list(self.verify_ratio_batch1)}
+
+
+@dataclass(frozen=True)
+class MeasuredAcceptance:
+    """Acceptance of the built-in pair on the calibration prompts (calibrate/acceptance.py measures it): per token
+    alpha_t = sum_x min(p, q), the greedy matches, and the models fitted to them. `raw` keeps every field."""
+
+    temperature: float
+    prompts: int
+    tokens_per_prompt: int
+    alpha: float
+    survival: tuple[float, ...]  # P(A >= i), i = 1..8
+    conditional_alpha: tuple[float, ...]  # P(accept i | accepted < i)
+    ranks: tuple[float, ...]  # P(the j-th ranked candidate is the accepted one)
+    beta: tuple[float, float] | None
+    markov: tuple[float, float, float, float]  # alpha_easy, alpha_hard, p_easy_to_hard, p_hard_to_easy
+    trace_alpha: tuple[np.ndarray, ...]
+    greedy_yields: tuple[np.ndarray, ...]
+    chosen: str = "positional"  # the variant `measured` means: lowest held-out error (older profiles: positional)
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MeasuredAcceptance:
+        def probs(key: str) -> tuple[float, ...]:
+            values = tuple(float(v) for v in _need(d, key))
+            if not values or not all(0.0 <= v <= 1.0 + 1e-9 for v in values):
+                raise _Bad(f"acceptance {key} must be probabilities")
+            return tuple(min(v, 1.0) for v in values)
+
+        beta = d.get("beta")
+        mk = _need(d, "markov")
+        trace = _need(d, "trace")
+        chosen = str(d.get("chosen", "positional"))
+        if chosen not in MEASURED_VARIANTS:
+            raise _Bad(f"acceptance variant {chosen!r} is unknown")
+        return cls(
+            temperature=_num(d, "temperature"), prompts=int(_need(d, "prompts")),
+            tokens_per_prompt=int(_need(d, "tokens_per_prompt")), alpha=_num(d, "alpha"),
+            survival=probs("survival"), conditional_alpha=probs("conditional_alpha"),
+            ranks=probs("ranks"),
+            beta=None if not beta else (_num(beta, "a", positive=True), _num(beta, "b", positive=True)),
+            markov=tuple(_num(mk, k) for k in ("alpha_easy", "alpha_hard", "p_easy_to_hard", "p_hard_to_easy")),
+            trace_alpha=tuple(np.asarray(a, dtype=float) for a in _need(trace, "alpha")),
+            greedy_yields=tuple(np.asarray(y, dtype=int) for y in _need(trace, "greedy_yields")),
+            chosen=chosen, raw=dict(d))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.raw, "chosen": self.chosen}
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """The variants this measurement supports (beta needs prompts that differ)."""
+        return tuple(v for v in MEASURED_VARIANTS if v != "beta" or self.beta is not None)
+
+    def model(self, variant: str | None = None) -> Acceptance:
+        """An acceptance model from this measurement: ``positional`` uses the measured P(A >= i); ``iid`` the mean
+        alpha; ``beta`` and ``markov`` the fitted models; ``trace`` replays the measured per-token acceptance;
+        ``ranks`` the per-rank vector. None means the chosen variant. Every variant carries the per-rank vector,
+        so trees work with any of them."""
+        variant = variant or self.chosen
+        if variant == "positional":
+            chain: Acceptance = PositionalAcceptance(self.conditional_alpha)
+        elif variant == "iid":
+            chain = IIDAcceptance(self.alpha)
+        elif variant == "beta":
+            if self.beta is None:
+                raise SpecsimError("the profile's acceptance has no beta fit (prompts too alike); use measured:markov")
+            chain = BetaAcceptance(*self.beta)
+        elif variant == "markov":
+            chain = MarkovAcceptance(*self.markov)
+        elif variant == "trace":
+            if self.temperature == 0:
+                chain = TraceAcceptance(self.greedy_yields, source="measured-greedy")
+            else:
+                chain = ProbabilityTraceAcceptance(self.trace_alpha)
+        elif variant == "ranks":
+            return RanksAcceptance(self.ranks)
+        else:
+            raise SpecsimError(f"unknown measured variant {variant!r}; use measured or measured:"
+                               f"{'|'.join(MEASURED_VARIANTS)}")
+        return WithRanks(chain, self.ranks, f"measured:{variant} (alpha {self.alpha:.3f})")
+
+
+@dataclass(frozen=True)
+class Trust:
+    """Whether the profile's predictions can be relied on, and if not, why (one reason per failed check)."""
+
+    trusted: bool = True
+    reasons: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Trust:
+        return cls(bool(_need(d, "trusted")), tuple(str(r) for r in d.get("reasons", ())))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"trusted": self.trusted, "reasons": list(self.reasons)}
+
+
+def assess_trust(heldout: HeldoutErrors, passes: Sequence[PassRecord]) -> Trust:
+    """Trusted when the fit predicts held-out passes (median |error| <= 10 %, p90 <= 25 %) and the measurements
+    repeat (median interquartile range <= 15 % of the median); otherwise each failed check is a reason."""
+    reasons = []
+    if heldout.n and not heldout.median_abs_err <= MAX_HELDOUT_MEDIAN:
+        reasons.append(f"held-out pass error median {100 * heldout.median_abs_err:.1f} % > "
+                       f"{100 * MAX_HELDOUT_MEDIAN:.0f} %")
+    if heldout.n and not heldout.p90_abs_err <= MAX_HELDOUT_P90:
+        reasons.append(f"held-out pass error p90 {100 * heldout.p90_abs_err:.1f} % > {100 * MAX_HELDOUT_P90:.0f} %")
+    spreads = [p.spread for p in passes if p.median_s]
+    if spreads and float(np.median(spreads)) > MAX_MEASUREMENT_SPREAD:
+        reasons.append(f"measurements repeat poorly (median IQR / median {100 * float(np.median(spreads)):.1f} % > "
+                       f"{100 * MAX_MEASUREMENT_SPREAD:.0f} %; a busy machine? try --busy)")
+    return Trust(not reasons, tuple(reasons))
+
+
+def spec_from_dict(d: Mapping[str, Any]) -> ModelSpec:
     try:
-        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 16e9
+        return ModelSpec(**d)
+    except (TypeError, ValueError) as e:
+        raise _Bad(f"model shape: {e}") from None
 
 
-def host_summary() -> dict[str, Any]:
-    return {"hostname": platform.node(), "python": platform.python_version(), "platform": platform.platform()}
+def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(spec)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Everything one calibration measured and fitted. `path` is where it was read from (not written)."""
+
+    command: str
+    created: str
+    device: DeviceInfo
+    dtype: str
+    target: ModelSpec
+    draft: ModelSpec
+    micro: Microbenchmarks
+    passes: tuple[PassRecord, ...]
+    fit: Fit
+    acceptance: MeasuredAcceptance | None = None
+    probes: tuple[ModelSpec, ...] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)  # the calibrate options, as given
+    engine_mode: str = "eager"  # how the timed passes ran: "eager" or "graph" (CUDA graphs)
+    origin: str = "specsim"  # who timed the passes: specsim's own engine, or an engine's benchmark (calibrate --from)
+    quick: bool = False
+    trust: Trust = field(default_factory=Trust)
+    specsim_version: str = ""
+    device_state: Mapping[str, Any] = field(default_factory=dict)
+    host: Mapping[str, Any] = field(default_factory=dict)
+    path: Path | None = field(default=None, compare=False)
+
+    # -- reading and writing -------------------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, d: Any, source: str = "profile") -> Profile:
+        if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+            raise SpecsimError(f"{source} is not a specsim profile")
+        version = d.get("schema_version")
+        if not isinstance(version, int):
+            raise SpecsimError(f"profile {source} has no schema version; run specsim calibrate again")
+        if version > SCHEMA_VERSION:
+            raise SpecsimError(f"profile {source} has schema {version}, newer than this specsim reads "
+                               f"({SCHEMA_VERSION}); upgrade specsim or calibrate again")
+        for key in ("device", "fit", "models", "passes", "microbenchmarks"):
+            if key not in d:
+                raise SpecsimError(f"profile {source} is incomplete (no {key!r}); run specsim calibrate again")
+        try:
+            passes = tuple(PassRecord.from_dict(p) for p in d["passes"])
+            fit = Fit.from_dict(d["fit"])
+            models = d["models"]
+            mode = str(d.get("engine_mode", "eager"))
+            if mode not in ENGINE_MODES:
+                raise _Bad(f"engine mode {mode!r} is not one of {', '.join(ENGINE_MODES)}")
+            profile = cls(
+                command=str(d.get("command", "specsim calibrate")), created=str(_need(d, "created")),
+                device=DeviceInfo.from_dict(d["device"]), dtype=str(d.get("dtype", "bf16")),
+                target=spec_from_dict(_need(models, "target")), draft=spec_from_dict(_need(models, "draft")),
+                micro=Microbenchmarks.from_dict(d["microbenchmarks"]), passes=passes, fit=fit,
+                acceptance=MeasuredAcceptance.from_dict(d["acceptance"]) if d.get("acceptance") else None,
+                probes=tuple(spec_from_dict(p) for p in models.get("probes", ())),
+                options=dict(d.get("options", {})), engine_mode=mode, origin=str(d.get("origin", "specsim")),
+                quick=bool(d.get("quick", False)),
+                trust=Trust.from_dict(d["trust"]) if "trust" in d else assess_trust(fit.heldout, passes),
+                specsim_version=str(d.get("specsim_version", "")), device_state=dict(d.get("device_state", {})),
+                host=dict(d.get("host", {})))
+        except (_Bad, KeyError, TypeError, ValueError, AttributeError) as e:
+            detail = f"no {e.args[0]!r}" if isinstance(e, KeyError) else str(e)
+            raise SpecsimError(f"profile {source} is malformed ({detail}); run specsim calibrate again") from None
+        if not any(p.median_s for p in passes if p.model == profile.target.name):
+            raise SpecsimError(f"profile {source} holds no timed pass of its target {profile.target.name!r}")
+        return profile
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "specsim_version": self.specsim_version,
+            "command": self.command, "options": dict(self.options), "created": self.created,
+            "engine_mode": self.engine_mode, "origin": self.origin, "device": self.device.to_dict(),
+            "device_state": dict(self.device_state), "host": dict(self.host), "dtype": self.dtype,
+            "quick": self.quick,
+            "models": {"target": spec_to_dict(self.target), "draft": spec_to_dict(self.draft),
+                       "probes": [spec_to_dict(p) for p in self.probes]},
+            "microbenchmarks": self.micro.to_dict(), "passes": [p.to_dict() for p in self.passes],
+            "fit": self.fit.to_dict(), "trust": self.trust.to_dict(),
+            "acceptance": self.acceptance.to_dict() if self.acceptance else None,
+        }
+
+    # -- what it predicts ----------------------------------------------------------------------------------------
+    @cached_property
+    def hardware(self) -> HardwareSpec:
+        return self.micro.hardware(self.device.name, self.device.memory_bytes, f"calibrated {self.created}")
+
+    def cost_model(self, with_measurements: bool = True) -> CostModel:
+        """The calibrated cost model: fitted rates and overheads, plus every measured pass (which wins where it
+        exists and anchors the shapes around it)."""
+        measured = {p.key: p.median_s for p in self.passes if p.median_s} if with_measurements else {}
+        return CostModel(hardware=self.hardware, linear_rates=self.fit.linear_rates,
+                         attention_rates=self.fit.attention_rates, overheads=self.fit.overheads, measured=measured,
+                         label="calibrated", draft_catchup_tokens=self.fit.draft_catchup_tokens,
+                         measured_models=(self.target, self.draft), attention_overlap=self.fit.attention_overlap)
+
+    def datasheet_cost(self) -> CostModel:
+        """The pure roofline baseline: micro-benchmarked peaks, no overheads, no measurements."""
+        return CostModel.from_hardware(self.hardware, self.target.dtype, datasheet=True)
+
+    @property
+    def timed(self) -> tuple[PassRecord, ...]:
+        return tuple(p for p in self.passes if p.median_s)
+
+    def describe(self) -> str:
+        """One phrase: the device, when, the engine it describes, the fit's held-out error, trust."""
+        h = self.fit.heldout
+        err = f"held-out pass error median {100 * h.median_abs_err:.1f} %" if h.n else "no held-out error"
+        engine = {"graph": "CUDA-graph engine", "eager": "eager engine"}[self.engine_mode]
+        origin = "" if self.origin == "specsim" else f", step times from {self.origin}"
+        untrusted = "" if self.trust.trusted else ", UNTRUSTED"
+        return f"{self.device.name} (calibrated {self.created[:10]}, {engine}{origin}, {err}{untrusted})"
+
+
+def save_profile(profile: Profile, out: str | Path | None) -> Path:
+    """Write atomically to `out`, or to the cache folder as profile-<device>-<time>.json."""
+    if out is None:
+        out = default_profile_path(profile.device, profile.created)
+    return atomic_write_text(out, json.dumps(profile.to_dict(), indent=1, allow_nan=False))
+
+
+def default_profile_path(device: DeviceInfo, created: str) -> Path:
+    stamp = created.replace(":", "").replace("-", "")[:15]
+    return cache_dir() / f"profile-{device.key}-{stamp}.json"
+
+
+def load_profile(path: str | Path) -> Profile:
+    """Read and check a profile; one-line errors for anything that cannot be trusted to mean what it says."""
+    path = Path(path)
+    text = read_text(path, "profile")
+    try:
+        data = parse_json(text, f"profile {path}")
+    except SpecsimError:
+        raise SpecsimError(f"profile {path} is corrupt (not JSON); run specsim calibrate again") from None
+    return replace(Profile.from_dict(data, str(path)), path=path)
+
+
+def check_device(profile: Profile, here: Mapping[str, Any]) -> None:
+    """Refuse to run real passes against a profile measured on another device."""
+    if not profile.device.same_as(here):
+        raise SpecsimError(f"profile {profile.path} was measured on {profile.device.name!r}, not this "
+                           f"{here.get('kind')} ({here.get('name')!r}); calibrate here, or run this on that device")
+
+
+def latest_profile(identities: Sequence[Mapping[str, Any]]) -> Path | None:
+    """The newest profile in the cache folder measured on one of these devices, trusted ones first: an untrusted
+    profile is the latest only if no trusted one exists."""
+    folder = cache_dir()
+    if not folder.is_dir():
+        return None
+    best: tuple[bool, float, Path] | None = None
+    for f in folder.glob("profile-*.json"):
+        try:
+            p = load_profile(f)
+        except SpecsimError:
+            continue
+        if any(p.device.same_as(i) for i in identities):
+            key = (p.trust.trusted, f.stat().st_mtime, f)
+            if best is None or key > best:
+                best = key
+    return best[2] if best else None

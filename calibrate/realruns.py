@@ -4,7 +4,7 @@ per repeat) so that drift of a noisy machine hits all of them alike; medians and
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -30,18 +30,53 @@ class Config:
         return Decoding(k=self.k, tree=self.tree, temperature=temperature)
 
 
-def _summary(xs: Sequence[float]) -> dict[str, float]:
-    a = np.asarray(xs, dtype=float)
-    q1, med, q3 = np.percentile(a, [25, 50, 75])
-    return {"median": float(med), "iqr": float(q3 - q1), "min": float(a.min()), "max": float(a.max()),
-            "n": int(a.size)}
+@dataclass(frozen=True)
+class Summary:
+    """A measured quantity over repeats: median, interquartile range, extremes, count."""
+
+    median: float
+    iqr: float
+    min: float
+    max: float
+    n: int
+
+    @classmethod
+    def of(cls, xs: Sequence[float]) -> Summary:
+        a = np.asarray(xs, dtype=float)
+        q1, med, q3 = np.percentile(a, [25, 50, 75])
+        return cls(float(med), float(q3 - q1), float(a.min()), float(a.max()), int(a.size))
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range over median."""
+        return self.iqr / self.median if self.median else 0.0
+
+
+@dataclass(frozen=True)
+class MeasuredConfig:
+    """One configuration's real runs: speed-up over plain decoding at the same batch (per repeat, then
+    summarised), tokens per target pass, and the per-step phases."""
+
+    batch: int
+    k: int | None
+    tree: str | None
+    speedup: Summary
+    tokens_per_pass: Summary
+    step_s: Summary
+    draft_s: Summary
+    verify_s: Summary
+    accept_s: Summary
+    plain_step_s: Summary
+    tokens_per_s: Summary
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def measure(engine: Engine, prompts: Sequence[Sequence[int]], configs: Sequence[Config], new_tokens: int,
             repeats: int, temperature: float = 1.0, seed: int = 0,
-            tick: Callable[[], None] | None = None) -> list[dict[str, Any]]:
-    """Per configuration: the speed-up over plain decoding at the same batch (per repeat, then summarised), tokens
-    per target pass, and per-step draft / verify / bookkeeping times."""
+            tick: Callable[[], None] | None = None) -> list[MeasuredConfig]:
+    """Every configuration and the plain run at each batch, `repeats` times in a shuffled order per repeat."""
     rng = np.random.default_rng(seed)
     gen = torch.Generator(device=engine.device).manual_seed(seed)
     batches = sorted({c.batch for c in configs})
@@ -62,33 +97,27 @@ def measure(engine: Engine, prompts: Sequence[Sequence[int]], configs: Sequence[
             emitted = sum(a + 1 for s in res.steps for a in s.accepted)
             samples[cfg].append({
                 "emitted_per_s": emitted / res.decode_s,
-                "decode_s": res.decode_s,
                 "tokens_per_pass": res.tokens_per_pass,
                 "step_s": res.decode_s / n_steps,
-                "draft_s": sum(s.draft_s for s in res.steps) / n_steps,
-                "verify_s": sum(s.verify_s for s in res.steps) / n_steps,
-                "accept_s": sum(s.accept_s for s in res.steps) / n_steps,
-                "steps": n_steps,
+                "draft_s": sum(s.phases.draft_s for s in res.steps) / n_steps,
+                "verify_s": sum(s.phases.verify_s for s in res.steps) / n_steps,
+                "accept_s": sum(s.phases.accept_s for s in res.steps) / n_steps,
             })
             if tick:
                 tick()
     out = []
     for cfg in configs:
-        reps = samples[cfg]
-        base = samples[plain[cfg.batch]]
+        reps, base = samples[cfg], samples[plain[cfg.batch]]
         # Each repeat's speed-up uses the plain run of the same repeat (same prompts, same stretch of time):
         # emitted tokens per second, speculative over plain.
-        speedups = [r["emitted_per_s"] / b["emitted_per_s"] for r, b in zip(reps, base)]
-        out.append({
-            "batch": cfg.batch, "k": cfg.k if cfg.tree is None else None,
-            "tree": cfg.tree.label if cfg.tree is not None else None,
-            "speedup": _summary(speedups),
-            "tokens_per_pass": _summary([r["tokens_per_pass"] for r in reps]),
-            "step_s": _summary([r["step_s"] for r in reps]),
-            "draft_s": _summary([r["draft_s"] for r in reps]),
-            "verify_s": _summary([r["verify_s"] for r in reps]),
-            "accept_s": _summary([r["accept_s"] for r in reps]),
-            "plain_step_s": _summary([b["step_s"] for b in base]),
-            "tokens_per_s": _summary([r["emitted_per_s"] for r in reps]),
-        })
+        out.append(MeasuredConfig(
+            batch=cfg.batch, k=cfg.k if cfg.tree is None else None,
+            tree=cfg.tree.label if cfg.tree is not None else None,
+            speedup=Summary.of([r["emitted_per_s"] / b["emitted_per_s"] for r, b in zip(reps, base)]),
+            tokens_per_pass=Summary.of([r["tokens_per_pass"] for r in reps]),
+            step_s=Summary.of([r["step_s"] for r in reps]), draft_s=Summary.of([r["draft_s"] for r in reps]),
+            verify_s=Summary.of([r["verify_s"] for r in reps]), accept_s=Summary.of([r["accept_s"] for r in reps]),
+            plain_step_s=Summary.of([b["step_s"] for b in base]),
+            tokens_per_s=Summary.of([r["emitted_per_s"] for r in reps]),
+        ))
     return out

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -17,10 +18,11 @@ from simulator.specs import EngineOverheads, ModelSpec, PerStep
 
 from .device import device_identity, device_state
 from .fit import PassPoint, errors, fit_cost_model
+from .host import host_summary
 from .measure import Timer
 from .microbench import n_microbenchmarks, run_microbenchmarks
 from .model import build_decoder
-from .profile import SCHEMA, SCHEMA_VERSION, hardware_from_microbenchmarks, host_summary, rates_to_dict, spec_to_dict
+from .profile import SCHEMA, SCHEMA_VERSION, Microbenchmarks, Profile, assess_trust, rates_to_dict, spec_to_dict
 from .speculative import distribution, sample
 
 
@@ -64,7 +66,7 @@ class Grid:
 
 @dataclass
 class CalibrationResult:
-    profile: dict[str, Any]
+    profile: Profile
     fit_cost: CostModel
     specs: dict[str, ModelSpec] = field(default_factory=dict)
 
@@ -136,7 +138,8 @@ def time_passes(spec: ModelSpec, device: torch.device, timer: Timer, batches: Se
 
 
 def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: Grid, quick: bool, command: str,
-              progress: Progress = no_progress, seed: int = 0) -> CalibrationResult:
+              progress: Progress = no_progress, seed: int = 0,
+              options: Mapping[str, Any] | None = None, eager: bool = True) -> CalibrationResult:
     """Measure this device, time the grid, fit the cost model on part of it and check it on the rest."""
     torch.manual_seed(seed)
     timer = Timer(device)
@@ -172,7 +175,7 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     dtype = target.dtype
     gemm_peak = micro["matmul"].get(dtype, micro["matmul"]["fp32"])["flops_per_s"]
     stream_bw = micro["bandwidth"]["read_bytes_per_s"]
-    hw = hardware_from_microbenchmarks(identity["name"], micro, identity.get("memory_bytes"))
+    hw = Microbenchmarks.from_dict(micro).hardware(identity["name"], identity.get("memory_bytes"))
     with progress("fit", 1) as bar:
         fit = fit_cost_model(train, specs, hw, gemm_peak, stream_bw, dtype)
         bar.update(1)
@@ -193,6 +196,8 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
         "schema_version": SCHEMA_VERSION,
         "specsim_version": __version__,
         "command": command,
+        "options": dict(options or {}),
+        "engine_mode": "eager",
         "created": created,
         "device": identity,
         "device_state": {"start": state_start, "end": device_state(device)},
@@ -218,7 +223,8 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
         },
         "acceptance": acceptance,
     }
-    return CalibrationResult(profile, fit.cost, specs)
+    result = Profile.from_dict(profile, "being written")
+    return CalibrationResult(replace(result, trust=assess_trust(result.fit.heldout, result.passes)), fit.cost, specs)
 
 
 def heldout_split(points: Sequence[PassPoint], fraction: float,
@@ -282,7 +288,7 @@ def measure_builtin(device: torch.device, dtype: str, quick: bool, max_batch: in
                 ps = [calib[i % len(calib)] for i in range(b)]
                 context = int(np.mean([len(p) for p in ps])) - 1 + new_tokens // 2
                 plain = engine.generate(ps, new_tokens, Decoding(k=0), gen, until="first")
-                samples["plain"][b].append(float(np.median([s.total_s for s in plain.steps]))
+                samples["plain"][b].append(float(np.median([s.phases.total_s for s in plain.steps]))
                                            - cost.pass_time_s(target_spec, b, 1, context))
                 bar.update(1)
                 for how in (Decoding(k=4), Decoding(tree=tree)):
@@ -291,10 +297,11 @@ def measure_builtin(device: torch.device, dtype: str, quick: bool, max_batch: in
                     passes = step_time(cost, target_spec, draft_spec, b, context, cand)
                     n_draft = len(cand.shape.draft_pass_widths)
                     samples["draft"][b].append(
-                        (float(np.median([s.draft_s for s in run.steps])) - passes.draft_s) / n_draft)
-                    samples["verify"][b].append(float(np.median([s.verify_s for s in run.steps])) - passes.verify_s)
+                        (float(np.median([s.phases.draft_s for s in run.steps])) - passes.draft_s) / n_draft)
+                    samples["verify"][b].append(float(np.median([s.phases.verify_s for s in run.steps]))
+                                                   - passes.verify_s)
                     key = "tree_accept" if how.tree is not None else "chain_accept"
-                    samples[key][b].append(float(np.median([s.accept_s for s in run.steps])))
+                    samples[key][b].append(float(np.median([s.phases.accept_s for s in run.steps])))
                     bar.update(1)
     extras = {k: {b: float(np.median(v)) for b, v in by.items()} for k, by in samples.items()}
     acc["engine_extras_by_batch_s"] = extras
@@ -326,3 +333,22 @@ def verify_ratio_check(cost: CostModel, points: Sequence[PassPoint], target: Mod
         out.append({"k": n - 1, "measured_ratio": measured, "predicted_ratio": predicted,
                     "rel_error": predicted / measured - 1.0})
     return out
+
+
+def calibrate_device(target: str, draft: str, dtype: str, device_name: str, batches: Sequence[int] | None,
+                     contexts: Sequence[int] | None, quick: bool, eager: bool, seed: int, out: Path | None,
+                     command: str, options: Mapping[str, Any], progress: Progress) -> tuple[Profile, Path]:
+    """`specsim calibrate`: the output checked first (a calibration is minutes of work), the models, the device,
+    the grid; then the whole calibration, and the profile written. Returns the profile and where it went."""
+    from scenarios import load_model
+    from scenarios.files import cache_dir, check_output
+
+    from .device import resolve_device
+    from .profile import save_profile
+
+    check_output(out or cache_dir() / "profile.json", "--out" if out else "profile folder")
+    target_spec, draft_spec = load_model(target, dtype), load_model(draft, dtype)
+    device = resolve_device(device_name)
+    result = calibrate(target_spec, draft_spec, device, Grid.default(quick, batches, contexts), quick, command,
+                       progress=progress, seed=seed, options=options, eager=eager)
+    return result.profile, save_profile(result.profile, out)

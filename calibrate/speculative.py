@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import torch
 
 from simulator import SpecsimError
+from simulator.sweep import StepPhases
 from simulator.trees import Tree
 
 from .model import Decoder
@@ -36,13 +37,7 @@ RULES = ("exact", "resample-from-p", "accept-q-over-p")
 class StepRecord:
     accepted: list[int]  # A per sequence
     outcomes: list[list[int]]  # per sequence, 1/0 per drafted position tried (up to and including the rejection)
-    draft_s: float
-    verify_s: float
-    accept_s: float
-
-    @property
-    def total_s(self) -> float:
-        return self.draft_s + self.verify_s + self.accept_s
+    phases: StepPhases  # measured: drafting, the verification (or plain) pass, accept/reject and bookkeeping
 
 
 @dataclass
@@ -60,7 +55,7 @@ class RunResult:
 
     @property
     def decode_s(self) -> float:
-        return sum(s.total_s for s in self.steps)
+        return sum(s.phases.total_s for s in self.steps)
 
 
 
@@ -230,7 +225,8 @@ class Engine:
         _sync(self.device)
         t1 = time.perf_counter()
         emitted = [[int(x)] for x in nxt.tolist()]
-        return StepRecord([0] * len(history), [[] for _ in history], 0.0, t1 - t0, time.perf_counter() - t1), emitted
+        return StepRecord([0] * len(history), [[] for _ in history],
+                          StepPhases(0.0, t1 - t0, time.perf_counter() - t1)), emitted
 
     def _draft_window(self, P: torch.Tensor, history: list[list[int]]) -> torch.Tensor:
         """Draft logits at the current token after (re)caching [previous, current] at [P - 1, P]."""
@@ -266,7 +262,7 @@ class Engine:
         t2 = time.perf_counter()
         accepted, outcomes, emitted = self._accept_chain(p, q, d, how.rule, gen)
         t3 = time.perf_counter()
-        return StepRecord(accepted, outcomes, t1 - t0, t2 - t1, t3 - t2), emitted
+        return StepRecord(accepted, outcomes, StepPhases(t1 - t0, t2 - t1, t3 - t2)), emitted
 
     @staticmethod
     def _accept_chain(p, q, d, rule, gen):
@@ -352,7 +348,7 @@ class Engine:
                 self.target.move_cache(b, src, dst)
                 self.draft.move_cache(b, src, dst)
         t3 = time.perf_counter()
-        return StepRecord(accepted, outcomes, t1 - t0, t2 - t1, t3 - t2), emitted
+        return StepRecord(accepted, outcomes, StepPhases(t1 - t0, t2 - t1, t3 - t2)), emitted
 
     @staticmethod
     def _walk(p, q_nodes, tokens, children, T, rule, gen):

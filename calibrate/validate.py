@@ -3,8 +3,9 @@ and report the error of each predictor, where the misses are, and how repeatable
 
 Predictors (all with acceptance measured on the *calibration* prompts; the runs use *held-out* prompts):
 
-- ``calibrated`` - the calibrated cost model with the measured per-position acceptance (P(A >= i));
-- ``calibrated+iid`` / ``+markov`` / ``+trace`` / ``+beta`` - the same cost model with the other acceptance models;
+- ``calibrated`` - the calibrated cost model with the measured acceptance the profile chose (lowest held-out error);
+- ``calibrated+iid`` / ``+positional`` / ``+markov`` / ``+trace`` / ``+beta`` - the same cost model with each other
+  acceptance model;
 - ``leviathan`` - (1 - a^(k+1)) / ((1 - a)(k c + 1)) with the measured alpha and the measured cost ratio c of a
   draft pass to a target pass at that batch (trees: depth c + 1);
 - ``roofline`` - a pure roofline at the micro-benchmarked peak bandwidth and FLOP/s, no overheads, i.i.d. alpha.
@@ -12,18 +13,20 @@ Predictors (all with acceptance measured on the *calibration* prompts; the runs 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-from simulator.acceptance import Acceptance, IIDAcceptance, WithRanks, from_measured
+from simulator import SpecsimError
+from simulator.acceptance import Acceptance, IIDAcceptance, WithRanks
 from simulator.cost import CostModel
-from simulator.sweep import Candidate, step_time, tokens_per_pass
+from simulator.sweep import Candidate, StepPhases, step_time, tokens_per_pass
 from simulator.trees import Tree
 
-from .profile import cost_model_from_profile, hardware_from_microbenchmarks, spec_from_dict
+from .profile import Profile
+from .realruns import MeasuredConfig
 
 PRIMARY = "calibrated"
 
@@ -31,154 +34,225 @@ PRIMARY = "calibrated"
 @dataclass(frozen=True)
 class Prediction:
     tokens_per_pass: float
-    step_s: float
-    baseline_s: float
-    draft_s: float
-    verify_s: float
-    accept_s: float
+    phases: StepPhases
+    baseline_s: float  # a plain decoding step at the same batch
+
+    @property
+    def step_s(self) -> float:
+        return self.phases.total_s
 
     @property
     def speedup(self) -> float:
         return self.tokens_per_pass * self.baseline_s / self.step_s
 
 
-def datasheet_cost(profile: dict[str, Any], dtype: str) -> CostModel:
-    """The pure roofline baseline: micro-benchmarked peaks, no overheads, no measurements."""
-    hw = hardware_from_microbenchmarks(profile["device"]["name"], profile["microbenchmarks"],
-                                       profile["device"].get("memory_bytes"))
-    return CostModel.from_hardware(hw, dtype, datasheet=True)
+Predictor = Callable[[int, Candidate, int], Prediction]
 
 
-def predictors(profile: dict[str, Any]) -> dict[str, Callable[[int, Candidate, int], Prediction]]:
+def predictors(profile: Profile) -> dict[str, Predictor]:
     """name -> f(batch, candidate, context) for every predictor this profile supports."""
-    acc = profile["acceptance"]
-    target, draft = spec_from_dict(profile["models"]["target"]), spec_from_dict(profile["models"]["draft"])
-    calibrated = cost_model_from_profile(profile)
-    roofline = datasheet_cost(profile, target.dtype)
-    variants = ["positional", "iid", "markov", "trace"] + (["beta"] if acc.get("beta") else [])
-    models: dict[str, Acceptance] = {v: from_measured(acc, v) for v in variants}
+    acc = profile.acceptance
+    if acc is None:
+        raise SpecsimError("validation needs a profile with measured acceptance")
+    target, draft = profile.target, profile.draft
+    calibrated = profile.cost_model()
+    models: dict[str, Acceptance] = {v: acc.model(v) for v in acc.variants if v != "ranks"}
     iid = models["iid"]
 
-    def with_cost(cost: CostModel, acceptance: Acceptance) -> Callable[[int, Candidate, int], Prediction]:
+    def with_cost(cost: CostModel, acceptance: Acceptance) -> Predictor:
         def f(batch: int, cand: Candidate, context: int) -> Prediction:
-            st = step_time(cost, target, draft, batch, context, cand)
-            base = cost.plain_step_s(target, batch, context)
-            return Prediction(tokens_per_pass(cand, acceptance), st.total_s, base, st.draft_s, st.verify_s,
-                              st.accept_s)
+            return Prediction(tokens_per_pass(cand, acceptance), step_time(cost, target, draft, batch, context, cand),
+                              cost.plain_step_s(target, batch, context))
         return f
 
     def leviathan(batch: int, cand: Candidate, context: int) -> Prediction:
         base = calibrated.pass_time_s(target, batch, 1, context)
         c = calibrated.pass_time_s(draft, batch, 1, context) / base
         depth = cand.shape.depth
-        return Prediction(tokens_per_pass(cand, iid), base * (1 + depth * c), base, base * depth * c, base, 0.0)
+        return Prediction(tokens_per_pass(cand, iid), StepPhases(base * depth * c, base), base)
 
-    out = {PRIMARY: with_cost(calibrated, models["positional"])}
-    for v in variants[1:]:
+    out = {PRIMARY: with_cost(calibrated, acc.model())}
+    for v in models:
         out[f"calibrated+{v}"] = with_cost(calibrated, models[v])
     out["leviathan"] = leviathan
-    out["roofline"] = with_cost(roofline, WithRanks(IIDAcceptance(iid.alpha), tuple(acc["ranks"])))
+    out["roofline"] = with_cost(profile.datasheet_cost(), WithRanks(IIDAcceptance(iid.alpha), acc.ranks))
     return out
 
 
-def check_predictable(profile: dict[str, Any], candidates: Sequence[Candidate], batches: Sequence[int],
-                      context: int) -> None:
-    """Evaluate every predictor once per configuration before any run, so a bad request fails in seconds."""
-    for f in predictors(profile).values():
-        for cand in candidates:
-            for b in batches:
-                f(b, cand, context)
+@dataclass(frozen=True)
+class PredictedPoint:
+    tokens_per_pass: float
+    step_s: float
+    speedup: float
+    tokens_per_s: float
+    err_speedup: float  # predicted / measured - 1
+    err_tokens_per_pass: float
+    err_step: float
 
 
-def _crossover(batches: Sequence[int], best: dict[int, float]) -> int | None:
+@dataclass(frozen=True)
+class ValidationRow:
+    batch: int
+    k: int | None
+    tree: str | None
+    measured: MeasuredConfig
+    predicted: Mapping[str, PredictedPoint]
+    miss_terms: Mapping[str, float]  # the primary prediction's log miss, split by term
+    extrapolated: bool  # beyond the profile's calibration grid
+
+    @property
+    def label(self) -> str:
+        return f"tree {self.tree}" if self.tree else f"k={self.k}"
+
+    @property
+    def repeatability(self) -> float:
+        return self.measured.speedup.spread
+
+
+@dataclass(frozen=True)
+class PredictorSummary:
+    median_abs_err_speedup: float
+    p90_abs_err_speedup: float
+    median_abs_err_tokens_per_pass: float
+    mean_abs_err_tokens_per_pass: float
+
+
+@dataclass(frozen=True)
+class Miss:
+    batch: int
+    k: int | None
+    tree: str | None
+    err_speedup: float
+    main_term: str
+    terms: Mapping[str, float]
+    repeatability: float
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    context: int
+    rows: tuple[ValidationRow, ...]
+    predictors: Mapping[str, PredictorSummary]
+    crossover_measured: int | None  # smallest batch where the best measured speed-up is <= 1
+    crossover_predicted: int | None
+    crossover_grid_steps_apart: int
+    repeatability_median: float  # speed-up IQR / median over repeats
+    repeatability_max: float
+    worst: tuple[Miss, ...]
+    settings: Mapping[str, Any] = field(default_factory=dict)  # profile, tokens, repeats, grid, threads
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _crossover(batches: Sequence[int], best: Mapping[int, float]) -> int | None:
     """The smallest batch at which the best speed-up is no longer above 1 (best k becomes 0); None if never."""
-    for b in batches:
-        if b in best and best[b] <= 1.0:
-            return b
-    return None
+    return next((b for b in batches if b in best and best[b] <= 1.0), None)
 
 
-def miss_breakdown(pred: Prediction, meas: dict[str, Any]) -> dict[str, float]:
+def miss_breakdown(pred: Prediction, meas: MeasuredConfig) -> dict[str, float]:
     """Split log(predicted / measured speed-up) into tokens per pass, baseline pass, and the step's terms."""
-    m_step = meas["step_s"]["median"]
-    terms = {
-        "tokens_per_pass": np.log(pred.tokens_per_pass / meas["tokens_per_pass"]["median"]),
-        "baseline_pass": np.log(pred.baseline_s / meas["plain_step_s"]["median"]),
-        "draft": -(pred.draft_s - meas["draft_s"]["median"]) / m_step,
-        "verify": -(pred.verify_s - meas["verify_s"]["median"]) / m_step,
-        "accept": -(pred.accept_s - meas["accept_s"]["median"]) / m_step,
+    m_step = meas.step_s.median
+    p = pred.phases
+    return {
+        "tokens_per_pass": float(np.log(pred.tokens_per_pass / meas.tokens_per_pass.median)),
+        "baseline_pass": float(np.log(pred.baseline_s / meas.plain_step_s.median)),
+        "draft": -(p.draft_s - meas.draft_s.median) / m_step,
+        "verify": -(p.verify_s - meas.verify_s.median) / m_step,
+        "accept": -(p.accept_s - meas.accept_s.median) / m_step,
     }
-    return {k: float(v) for k, v in terms.items()}
 
 
-def compare(profile: dict[str, Any], measured: list[dict[str, Any]], trees: Sequence[Tree], context: int,
-            batches: Sequence[int]) -> dict[str, Any]:
+def compare(profile: Profile, measured: Sequence[MeasuredConfig], trees: Sequence[Tree], context: int,
+            batches: Sequence[int], settings: Mapping[str, Any] | None = None) -> ValidationReport:
     """Predicted against measured for every configuration and predictor, with summaries."""
     preds = predictors(profile)
     by_label = {t.label: t for t in trees}
-    target_name = profile["models"]["target"]["name"]
-    timed = [(p["batch"], p["new_tokens"]) for p in profile["passes"]
-             if p["model"] == target_name and p.get("median_s")]
-    max_batch = max(b for b, _ in timed)
-    max_rows = max(b * n for b, n in timed)
+    timed = [(p.batch, p.new_tokens) for p in profile.timed if p.model == profile.target.name]
+    max_batch, max_rows = max(b for b, _ in timed), max(b * n for b, n in timed)
     rows = []
     for m in measured:
-        cand = Candidate(m["k"]) if m["tree"] is None else Candidate(None, by_label[m["tree"]])
-        row: dict[str, Any] = {"batch": m["batch"], "k": m["k"], "tree": m["tree"], "measured": m, "predicted": {}}
-        # Beyond the calibrated grid the prediction extrapolates the fit instead of interpolating measurements.
-        row["extrapolated"] = m["batch"] > max_batch or m["batch"] * cand.shape.verify_tokens > max_rows
+        cand = Candidate(m.k) if m.tree is None else Candidate(None, by_label[m.tree])
+        predicted, terms = {}, {}
         for name, f in preds.items():
-            p = f(m["batch"], cand, context)
-            row["predicted"][name] = {
-                "tokens_per_pass": p.tokens_per_pass, "step_s": p.step_s, "speedup": p.speedup,
-                "tokens_per_s": m["batch"] * p.tokens_per_pass / p.step_s,
-                "err_speedup": p.speedup / m["speedup"]["median"] - 1.0,
-                "err_tokens_per_pass": p.tokens_per_pass / m["tokens_per_pass"]["median"] - 1.0,
-                "err_step": p.step_s / m["step_s"]["median"] - 1.0,
-            }
+            p = f(m.batch, cand, context)
+            predicted[name] = PredictedPoint(
+                p.tokens_per_pass, p.step_s, p.speedup, m.batch * p.tokens_per_pass / p.step_s,
+                p.speedup / m.speedup.median - 1.0, p.tokens_per_pass / m.tokens_per_pass.median - 1.0,
+                p.step_s / m.step_s.median - 1.0)
             if name == PRIMARY:
-                row["miss_terms"] = miss_breakdown(p, m)
-        row["repeatability"] = m["speedup"]["iqr"] / m["speedup"]["median"]
-        rows.append(row)
+                terms = miss_breakdown(p, m)
+        # Beyond the calibrated grid the prediction extrapolates the fit instead of interpolating measurements.
+        extrapolated = m.batch > max_batch or m.batch * cand.shape.verify_tokens > max_rows
+        rows.append(ValidationRow(m.batch, m.k, m.tree, m, predicted, terms, extrapolated))
     summary = {}
     for name in preds:
-        e = np.abs([r["predicted"][name]["err_speedup"] for r in rows])
-        t = np.abs([r["predicted"][name]["err_tokens_per_pass"] for r in rows])
-        summary[name] = {"median_abs_err_speedup": float(np.median(e)), "p90_abs_err_speedup":
-                         float(np.percentile(e, 90)), "median_abs_err_tokens_per_pass": float(np.median(t)),
-                         "mean_abs_err_tokens_per_pass": float(np.mean(t))}
+        e = np.abs([r.predicted[name].err_speedup for r in rows])
+        t = np.abs([r.predicted[name].err_tokens_per_pass for r in rows])
+        summary[name] = PredictorSummary(float(np.median(e)), float(np.percentile(e, 90)), float(np.median(t)),
+                                         float(np.mean(t)))
     best_meas: dict[int, float] = {}
     best_pred: dict[int, float] = {}
     for r in rows:
-        best_meas[r["batch"]] = max(best_meas.get(r["batch"], 0.0), r["measured"]["speedup"]["median"])
-        best_pred[r["batch"]] = max(best_pred.get(r["batch"], 0.0), r["predicted"][PRIMARY]["speedup"])
+        best_meas[r.batch] = max(best_meas.get(r.batch, 0.0), r.measured.speedup.median)
+        best_pred[r.batch] = max(best_pred.get(r.batch, 0.0), r.predicted[PRIMARY].speedup)
     cm, cp = _crossover(batches, best_meas), _crossover(batches, best_pred)
-    steps_apart = (0 if cm == cp else abs((batches.index(cm) if cm in batches else len(batches))
-                                          - (batches.index(cp) if cp in batches else len(batches))))
-    noise = [r["repeatability"] for r in rows]
-    misses = sorted(rows, key=lambda r: -abs(r["predicted"][PRIMARY]["err_speedup"]))
+
+    def index(v: int | None) -> int:
+        return batches.index(v) if v in batches else len(batches)
+
+    noise = [r.repeatability for r in rows]
     worst = []
-    for r in misses[:5]:
-        terms = r["miss_terms"]
-        main = max(terms, key=lambda k: abs(terms[k]))
-        worst.append({"batch": r["batch"], "k": r["k"], "tree": r["tree"],
-                      "err_speedup": r["predicted"][PRIMARY]["err_speedup"], "main_term": main,
-                      "terms": terms, "repeatability": r["repeatability"]})
-    return {
-        "context": context,
-        "rows": rows,
-        "predictors": summary,
-        "crossover": {"measured": cm, "predicted": cp, "grid_steps_apart": steps_apart},
-        "repeatability": {"median_rel_iqr_speedup": float(np.median(noise)), "max_rel_iqr_speedup": float(max(noise))},
-        "worst": worst,
-    }
+    for r in sorted(rows, key=lambda r: -abs(r.predicted[PRIMARY].err_speedup))[:5]:
+        main = max(r.miss_terms, key=lambda k: abs(r.miss_terms[k]))
+        worst.append(Miss(r.batch, r.k, r.tree, r.predicted[PRIMARY].err_speedup, main, r.miss_terms,
+                          r.repeatability))
+    return ValidationReport(context, tuple(rows), summary, cm, cp, abs(index(cm) - index(cp)),
+                            float(np.median(noise)), float(max(noise)), tuple(worst), dict(settings or {}))
 
 
-def predicted_curves(profile: dict[str, Any], candidates: Sequence[Candidate], batches: Sequence[int],
+def predicted_curves(profile: Profile, candidates: Sequence[Candidate], batches: Sequence[int],
                      context: int) -> dict[str, list[tuple[int, float]]]:
+    """The primary prediction's speed-up over every batch, per candidate (the lines of the validation plot)."""
     f = predictors(profile)[PRIMARY]
-    out = {}
-    for cand in candidates:
-        label = f"tree {cand.tree.label}" if cand.tree is not None else f"k = {cand.k}"
-        out[label] = [(b, f(b, cand, context).speedup) for b in batches]
-    return out
+    return {(f"tree {c.tree.label}" if c.tree is not None else f"k = {c.k}"):
+            [(b, f(b, c, context).speedup) for b in batches] for c in candidates}
+
+
+def run_validation(profile: Profile, batches: Sequence[int], ks: Sequence[int], trees: Sequence[Tree],
+                   repeats: int, new_tokens: int, seed: int,
+                   progress: Callable[[str, int], Any]) -> tuple[ValidationReport, dict[str, list[tuple[int, float]]]]:
+    """Run the built-in pair for real on the held-out prompts over batch x (k or tree), interleaved and repeated, and
+    compare every predictor with it. Returns the report and the predicted curves for the plot."""
+    if profile.acceptance is None or profile.target.name != "specsim-target":
+        raise SpecsimError(f"profile {profile.path} is not a calibration of the built-in pair with measured "
+                           "acceptance; run `specsim calibrate` (default target and draft) first")
+    import torch
+
+    from .builtin import encode, load_pair, prompts
+    from .device import device_identity, resolve_device
+    from .profile import check_device
+    from .realruns import Config, measure
+    from .speculative import Engine
+
+    device = resolve_device("cuda" if profile.device.kind == "cuda" else "cpu")
+    check_device(profile, device_identity(device))
+    held = [encode(p) for p in prompts("heldout")]
+    span = max([max(ks, default=0)] + [t.n_nodes for t in trees])
+    target, draft = load_pair(expanded=True, dtype=profile.target.dtype,
+                              max_seq_len=max(len(p) for p in held) + new_tokens + span + 8, device=device)
+    engine = Engine(target, draft, device)
+    configs = [Config(b, k) for b in batches for k in ks] + [Config(b, 0, t) for b in batches for t in trees]
+    context = int(np.mean([len(p) for p in held])) - 1 + new_tokens // 2
+    cands = [Candidate(k) for k in ks] + [Candidate(None, t) for t in trees]
+    for f in predictors(profile).values():  # a configuration no predictor can price fails now, not after the runs
+        for cand in cands:
+            for b in batches:
+                f(b, cand, context)
+    with progress("real runs (interleaved)", repeats * (len(configs) + len(batches))) as bar:
+        measured = measure(engine, held, configs, new_tokens, repeats, 1.0, seed, tick=lambda: bar.update(1))
+    settings = {"profile": str(profile.path), "new_tokens": new_tokens, "repeats": repeats, "batches": list(batches),
+                "ks": list(ks), "trees": [t.label for t in trees], "torch_threads": torch.get_num_threads(),
+                "engine_mode": profile.engine_mode}
+    report = compare(profile, measured, trees, context, batches, settings)
+    return report, predicted_curves(profile, cands, list(range(1, max(batches) + 1)), context)

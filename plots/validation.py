@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 import matplotlib
 
@@ -11,24 +11,26 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from calibrate.validate import ValidationReport  # noqa: E402
+
 STYLE = {"calibrated": ("o", "tab:blue"), "leviathan": ("s", "tab:orange"), "roofline": ("^", "tab:gray")}
 
 
-def predicted_vs_measured(report: dict[str, Any], band: float = 0.05, outer: float = 0.12) -> Figure:
+def predicted_vs_measured(report: ValidationReport, band: float = 0.05, outer: float = 0.12) -> Figure:
     """Scatter of predicted against measured speed-up per predictor, with y = x and the +-5 % / +-12 % bands."""
     fig, ax = plt.subplots(figsize=(5.6, 5.2))
-    rows = report["rows"]
-    measured = [r["measured"]["speedup"]["median"] for r in rows]
-    lo_err = [r["measured"]["speedup"]["median"] - r["measured"]["speedup"]["min"] for r in rows]
-    hi_err = [r["measured"]["speedup"]["max"] - r["measured"]["speedup"]["median"] for r in rows]
+    rows = report.rows
+    measured = [r.measured.speedup.median for r in rows]
+    lo_err = [r.measured.speedup.median - r.measured.speedup.min for r in rows]
+    hi_err = [r.measured.speedup.max - r.measured.speedup.median for r in rows]
     allv = list(measured)
     for name, (marker, color) in STYLE.items():
-        pred = [r["predicted"][name]["speedup"] for r in rows]
+        pred = [r.predicted[name].speedup for r in rows]
         allv += pred
-        s = report["predictors"][name]
+        s = report.predictors[name]
         ax.errorbar(measured, pred, xerr=[lo_err, hi_err], fmt=marker, color=color, alpha=0.8, markersize=5,
-                    elinewidth=0.6, label=f"{name}: median |err| {100 * s['median_abs_err_speedup']:.1f} %, "
-                                          f"p90 {100 * s['p90_abs_err_speedup']:.1f} %")
+                    elinewidth=0.6, label=f"{name}: median |err| {100 * s.median_abs_err_speedup:.1f} %, "
+                                          f"p90 {100 * s.p90_abs_err_speedup:.1f} %")
     lo, hi = min(allv) * 0.9, max(allv) * 1.1
     xs = [lo, hi]
     ax.plot(xs, xs, color="black", linewidth=1, label="y = x")
@@ -47,7 +49,7 @@ def predicted_vs_measured(report: dict[str, Any], band: float = 0.05, outer: flo
     return fig
 
 
-def speedup_vs_batch(report: dict[str, Any], curves: dict[str, list[tuple[int, float]]]) -> Figure:
+def speedup_vs_batch(report: ValidationReport, curves: Mapping[str, Sequence[tuple[int, float]]]) -> Figure:
     """Measured speed-up (points, min-max bars) over the calibrated model's predicted curves, one colour per k."""
     fig, ax = plt.subplots(figsize=(7.0, 4.6))
     cmap = plt.get_cmap("viridis")
@@ -57,12 +59,12 @@ def speedup_vs_batch(report: dict[str, Any], curves: dict[str, list[tuple[int, f
         xs, ys = zip(*curves[label])
         ax.plot(xs, ys, color=color, linestyle="--" if label.startswith("tree") else "-", linewidth=1.5,
                 label=f"{label} predicted")
-        pts = [r for r in report["rows"] if (f"tree {r['tree']}" if r["tree"] else f"k = {r['k']}") == label]
+        pts = [r for r in report.rows if (f"tree {r.tree}" if r.tree else f"k = {r.k}") == label]
         if pts:
-            mx = [r["batch"] for r in pts]
-            my = [r["measured"]["speedup"]["median"] for r in pts]
-            lo = [r["measured"]["speedup"]["median"] - r["measured"]["speedup"]["min"] for r in pts]
-            hi = [r["measured"]["speedup"]["max"] - r["measured"]["speedup"]["median"] for r in pts]
+            mx = [r.batch for r in pts]
+            my = [r.measured.speedup.median for r in pts]
+            lo = [r.measured.speedup.median - r.measured.speedup.min for r in pts]
+            hi = [r.measured.speedup.max - r.measured.speedup.median for r in pts]
             ax.errorbar(mx, my, yerr=[lo, hi], fmt="o", color=color, markersize=5, capsize=2,
                         label=f"{label} measured")
     ax.axhline(1.0, color="black", linewidth=1)

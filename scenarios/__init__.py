@@ -7,7 +7,6 @@ one-line error that suggests the closest preset names.
 from __future__ import annotations
 
 import difflib
-import json
 import sys
 from functools import cache
 from pathlib import Path
@@ -15,6 +14,8 @@ from typing import Any
 
 from simulator import SpecsimError
 from simulator.specs import GIGA, TERA, EngineOverheads, HardwareSpec, ModelSpec, Overheads, PerStep
+
+from .files import read_json
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -105,12 +106,7 @@ HF_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 def model_from_config_json(path: str | Path, dtype: str | None = None) -> ModelSpec:
     """A ModelSpec from a Hugging Face ``config.json`` of the Llama, Mistral or Qwen2 families."""
     path = Path(path)
-    try:
-        cfg = json.loads(path.read_text())
-    except OSError as e:
-        raise SpecsimError(f"cannot read {str(path)!r}: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise SpecsimError(f"{path} is not valid JSON (line {e.lineno}): {e.msg}") from None
+    cfg = read_json(path, "model config")
     if not isinstance(cfg, dict):
         raise SpecsimError(f"{path} holds no JSON object")
     missing = [k for k in HF_KEYS if k not in cfg]

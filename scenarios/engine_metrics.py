@@ -19,30 +19,20 @@ i.i.d. model with the same E[A + 1] at that K.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance, PositionalAcceptance, iid_from_mean_length
 
-from .traces import json_lines
+from .files import read_records, read_text
 
 ENGINE_KINDS = ("vllm-metrics", "sglang", "trtllm", "accept-length")
 VLLM = "vllm:spec_decode_"
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def _read(path: str, what: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError as e:
-        raise SpecsimError(f"cannot read {what} file {path!r}: {e.strerror}") from None
 
 
 def _split_k(body: str, kind: str, required: bool) -> tuple[str, int | None]:
@@ -86,7 +76,7 @@ def _counter(samples: dict[tuple[str, str | None], float], name: str) -> float |
 
 
 def vllm_metrics(path: str) -> Acceptance:
-    samples = parse_prometheus(_read(path, "vLLM metrics"))
+    samples = parse_prometheus(read_text(path, "vLLM metrics file"))
     drafts, draft_tokens, accepted = (_counter(samples, n) for n in
                                       ("num_drafts", "num_draft_tokens", "num_accepted_tokens"))
     missing = [f"{VLLM}{n}_total" for n, v in (("num_drafts", drafts), ("num_draft_tokens", draft_tokens),
@@ -125,18 +115,9 @@ def vllm_metrics(path: str) -> Acceptance:
                             f" at k = {k})")
 
 
-def _records(text: str, path: str, what: str) -> list[Any]:
-    """A JSON document (a list, or one object) or JSON lines."""
-    try:
-        data = json.loads(text)
-        return data if isinstance(data, list) else [data]
-    except json.JSONDecodeError:
-        return json_lines(text, f"{what} {path}")
-
-
 def sglang(path: str, k: int) -> Acceptance:
     completion = verify = 0.0
-    for rec in _records(_read(path, "SGLang"), path, "SGLang"):
+    for rec in read_records(path, "SGLang responses"):
         info = rec.get("meta_info", rec) if isinstance(rec, dict) else {}
         if "completion_tokens" in info and "spec_verify_ct" in info:
             completion += float(info["completion_tokens"])
@@ -151,7 +132,7 @@ def sglang(path: str, k: int) -> Acceptance:
 
 def trtllm(path: str, k: int | None) -> Acceptance:
     weighted = weight = drafted = 0.0
-    for rec in _records(_read(path, "TensorRT-LLM stats"), path, "TensorRT-LLM stats"):
+    for rec in read_records(path, "TensorRT-LLM stats"):
         stats = rec.get("specDecodingStats") if isinstance(rec, dict) else None
         if not stats or "acceptanceLength" not in stats:
             continue

@@ -1,23 +1,30 @@
-"""Request traces from disk: arrival times with prompt and output lengths, or just the lengths.
+"""Traces from disk: requests (arrival times with prompt and output lengths, or just the lengths) and greedy
+acceptance traces.
 
-Formats: CSV with a header row, or JSON lines (one object per request). Columns:
+Request traces are CSV with a header row, or JSON lines (one object per request). Columns:
 
 - arrivals (``--arrivals trace:FILE``): ``arrival_s``, ``prompt_tokens``, ``output_tokens``;
 - lengths only (``--lengths-from FILE``): ``prompt_tokens`` and ``output_tokens``, or the acceptance traces'
   ``prompt_len`` and ``generated_len``.
+
+Acceptance traces (``--acceptance trace:FILE[:eagle|ngram]``) are the JSON lines of ``data/acceptance-traces``: per
+request, a list under the column naming the drafter, per generated position the tokens one greedy step starting
+there yields.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 
 import numpy as np
 
 from simulator import SpecsimError
+from simulator.acceptance import TraceAcceptance
 from simulator.workload import Workload
+
+from .files import json_lines, read_text
 
 ALIASES = {"prompt_tokens": ("prompt_tokens", "prompt_len"), "output_tokens": ("output_tokens", "generated_len"),
            "arrival_s": ("arrival_s",)}
@@ -25,26 +32,11 @@ ALIASES = {"prompt_tokens": ("prompt_tokens", "prompt_len"), "output_tokens": ("
 
 def _rows(path: str | Path) -> list[dict]:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise SpecsimError(f"cannot read trace {str(path)!r}: {e.strerror}") from None
+    text = read_text(path, "trace")
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
     if first.lstrip().startswith("{"):
         return json_lines(text, f"trace {path.name}")
     return list(csv.DictReader(io.StringIO(text)))
-
-
-def json_lines(text: str, what: str) -> list:
-    """One JSON value per non-blank line; a line that is not JSON is a one-line error naming it."""
-    rows = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                raise SpecsimError(f"{what}: line {n} is not JSON") from None
-    return rows
 
 
 def _column(rows: list[dict], name: str, path: str | Path, kind: type = int) -> np.ndarray:
@@ -57,6 +49,10 @@ def _column(rows: list[dict], name: str, path: str | Path, kind: type = int) -> 
         values = np.array([kind(r[key]) for r in rows])
     except (KeyError, TypeError, ValueError):
         raise SpecsimError(f"trace {Path(path).name}: column {key} needs a {kind.__name__} on every row") from None
+    bad = np.flatnonzero(~np.isfinite(values.astype(float)) | (values < 0))
+    if bad.size:
+        raise SpecsimError(f"trace {Path(path).name}: row {int(bad[0]) + 1}: {key} = {values[bad[0]]} (need a finite "
+                           "number >= 0)")
     return values
 
 
@@ -82,3 +78,26 @@ def load_lengths(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     if prompt.min() < 1 or output.min() < 1:
         raise SpecsimError(f"trace {Path(path).name}: every request needs at least one prompt and one output token")
     return prompt, output
+
+
+def load_acceptance_trace(path: str | Path, column: str = "eagle") -> TraceAcceptance:
+    """A greedy acceptance trace: one request per line, a list of per-position yields (each >= 1) under `column`."""
+    path = Path(path)
+    yields = []
+    for n, record in enumerate(json_lines(read_text(path, "acceptance trace"), f"trace {path.name}"), 1):
+        values = record.get(column) if isinstance(record, dict) else None
+        if not isinstance(values, list):
+            raise SpecsimError(f"trace {path.name}: record {n} has no {column!r} list; pick a column with "
+                               f"trace:{path}:COLUMN")
+        try:
+            arr = np.asarray(values, dtype=float)
+        except (TypeError, ValueError):
+            raise SpecsimError(f"trace {path.name}: record {n}: {column!r} holds something other than "
+                               "numbers") from None
+        if arr.size and (not np.isfinite(arr).all() or (arr != np.round(arr)).any() or arr.min() < 1):
+            raise SpecsimError(f"trace {path.name}: record {n}: every {column!r} value must be a whole number >= 1 "
+                               "(tokens a step yields, the bonus token included)")
+        yields.append(arr.astype(np.int64))
+    if not yields or all(len(y) == 0 for y in yields):
+        raise SpecsimError(f"trace {path.name} holds no usable positions under {column!r}")
+    return TraceAcceptance(tuple(yields), source=f"{path}:{column}")

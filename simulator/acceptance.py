@@ -12,19 +12,19 @@ Spec strings (``parse_acceptance``):
 - ``beta:a,b`` - each sequence has its own alpha ~ Beta(a, b).
 - ``markov:AE,AH,PEH,PHE`` - a hidden easy/hard state per token: alpha AE in the easy state, AH in the hard one,
   P(easy -> hard) = PEH and P(hard -> easy) = PHE between consecutive tokens.
-- ``trace:FILE[:COLUMN]`` - replay a greedy acceptance trace (the JSONL of ``data/acceptance-traces``: per position,
-  the tokens one step starting there yields; COLUMN ``eagle`` (default) or ``ngram``).
+- ``trace:FILE[:COLUMN]`` - replay a greedy acceptance trace (the per-request lines of ``data/acceptance-traces``:
+  per position, the tokens one step starting there yields; COLUMN ``eagle`` (default) or ``ngram``). This package
+  reads no files:
+  ``scenarios.acceptance_from_spec`` reads the trace and builds a ``TraceAcceptance``.
 - ``ranks:R1,R2,...`` - Sequoia's per-rank vector: Rj = P(the j-th ranked draft candidate is the accepted one).
   A chain uses alpha = R1; trees need this model.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 
 import numpy as np
 
@@ -350,29 +350,6 @@ class TraceAcceptance(Acceptance):
 
         return step
 
-    @classmethod
-    def from_jsonl(cls, path: str | Path, column: str = "eagle") -> TraceAcceptance:
-        """Read the acceptance-trace JSONL format (one request per line, a list of yields under `column`)."""
-        path = Path(path)
-        try:
-            lines = path.read_text().splitlines()
-        except OSError as e:
-            raise SpecsimError(f"cannot read trace {str(path)!r}: {e.strerror}") from None
-        yields = []
-        for n, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                values = record[column]
-            except json.JSONDecodeError:
-                raise SpecsimError(f"trace {path.name}: line {n} is not JSON") from None
-            except (KeyError, TypeError):
-                raise SpecsimError(f"trace {path.name}: line {n} has no {column!r} list; pick a column with "
-                                   f"trace:{path}:COLUMN") from None
-            yields.append(np.asarray(values, dtype=int))
-        return cls(tuple(yields), source=f"{path}:{column}")
-
 
 @dataclass(frozen=True, repr=False, eq=False)
 class ProbabilityTraceAcceptance(Acceptance):
@@ -462,42 +439,6 @@ def iid_from_mean_length(tokens_per_step: float, k: int) -> IIDAcceptance:
     return IIDAcceptance(round((lo + hi) / 2, 12))
 
 
-MEASURED_VARIANTS = ("positional", "iid", "beta", "markov", "trace", "ranks")
-
-
-def from_measured(measured: dict, variant: str = "positional") -> Acceptance:
-    """An acceptance model from a calibration profile's measured acceptance (see calibrate/acceptance.py).
-
-    ``positional`` (the default) uses the measured P(A >= i) directly; ``iid`` the measured alpha; ``beta`` and
-    ``markov`` the fitted models; ``trace`` replays the measured per-token acceptance; ``ranks`` the per-rank
-    vector. Every variant carries the per-rank vector, so trees work with any of them.
-    """
-    ranks = tuple(float(r) for r in measured["ranks"])
-    if variant == "positional":
-        chain: Acceptance = PositionalAcceptance(tuple(float(a) for a in measured["conditional_alpha"]))
-    elif variant == "iid":
-        chain = IIDAcceptance(float(measured["alpha"]))
-    elif variant == "beta":
-        if not measured.get("beta"):
-            raise SpecsimError("the profile's acceptance has no beta fit (prompts too alike); use measured:markov")
-        chain = BetaAcceptance(measured["beta"]["a"], measured["beta"]["b"])
-    elif variant == "markov":
-        mk = measured["markov"]
-        chain = MarkovAcceptance(mk["alpha_easy"], mk["alpha_hard"], mk["p_easy_to_hard"], mk["p_hard_to_easy"])
-    elif variant == "trace":
-        if measured.get("temperature", 1.0) == 0:
-            yields = tuple(np.asarray(y, dtype=int) for y in measured["trace"]["greedy_yields"])
-            chain = TraceAcceptance(yields, source="measured-greedy")
-        else:
-            chain = ProbabilityTraceAcceptance(tuple(np.asarray(a, dtype=float) for a in measured["trace"]["alpha"]))
-    elif variant == "ranks":
-        return RanksAcceptance(ranks)
-    else:
-        raise SpecsimError(f"unknown measured variant {variant!r}; use measured or measured:"
-                           f"{'|'.join(MEASURED_VARIANTS)}")
-    return WithRanks(chain, ranks, f"measured:{variant} (alpha {float(measured['alpha']):.3f})")
-
-
 @dataclass(frozen=True, repr=False)
 class RanksAcceptance(Acceptance):
     """Sequoia's acceptance vector: ranks[j-1] = P(the j-th ranked candidate is the accepted one) at any node.
@@ -561,13 +502,7 @@ def parse_acceptance(spec: str) -> Acceptance:
     if kind == "ranks":
         return RanksAcceptance(_floats("ranks", body, "ranks:0.6,0.15,0.05"))
     if kind == "trace":
-        path, column = body, "eagle"
-        head, sep2, tail = body.rpartition(":")
-        if sep2 and tail and "/" not in tail and not Path(body).exists():
-            path, column = head, tail
-        if not path:
-            raise SpecsimError("trace acceptance needs a file: trace:PATH[:eagle|ngram]")
-        return TraceAcceptance.from_jsonl(path, column)
+        raise SpecsimError("trace:FILE reads a file; resolve it with scenarios.acceptance_from_spec")
     raise SpecsimError(f"unknown acceptance model {kind!r}; use iid, positional, beta, markov, trace or ranks")
 
 

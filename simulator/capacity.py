@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -142,3 +143,19 @@ def engines_for_load(scenario: Scenario, policy: Policy, load_per_s: float, per_
             return FleetPlan(policy.label, load_per_s, n, estimate, m)
         n += 1
     return FleetPlan(policy.label, load_per_s, 0, estimate, last)
+
+
+def capacity_plan(scenario: Scenario, policies: Sequence[Policy], attainment: float, load_per_s: float | None,
+                  router: str, progress: Callable[[str, int], Any]) -> tuple[list[MaxRate], list[FleetPlan]]:
+    """Per policy: the highest rate one engine sustains within the SLO, and (given a load) the fleet it needs.
+    `progress(label, total)` gives a context manager with ``update(n)``, ticked once per simulation."""
+    caps: list[MaxRate] = []
+    fleets: list[FleetPlan] = []
+    per_policy = 14 + (3 if load_per_s else 0)  # a typical search: doublings, bisection, fleet checks
+    with progress("searching rates", per_policy * len(policies)) as bar:
+        for policy in policies:
+            caps.append(max_rate(scenario, policy, attainment, tick=lambda: bar.update(1)))
+            if load_per_s:
+                fleets.append(engines_for_load(scenario, policy, load_per_s, caps[-1], attainment, router,
+                                               tick=lambda: bar.update(1)))
+    return caps, fleets

@@ -89,7 +89,7 @@ _DURATION = re.compile(r"^\s*([-+]?[\d.]+(?:e[-+]?\d+)?)\s*([a-zµ]*)\s*$", re.I
 _UNITS_S = {"": 1e-3, "ms": 1e-3, "s": 1.0}
 
 
-def parse_ms(text: str, what: str, lowest_s: float, highest_s: float) -> float:
+def parse_latency_s(text: str, what: str, lowest_s: float, highest_s: float) -> float:
     """A latency given in milliseconds (``50``, ``50ms``) or seconds (``0.05s``), returned in seconds and checked to
     lie in [lowest_s, highest_s]."""
     m = _DURATION.match(str(text))

@@ -1,4 +1,5 @@
-"""Sweep results as text: a condensed table, CSV and JSON-ready dicts. Strings only; the CLI prints them."""
+"""Sweep results as text: a condensed table, CSV, and plain dicts for machine-readable output. Strings and dicts
+only; the CLI prints them."""
 
 from __future__ import annotations
 
@@ -57,8 +58,9 @@ def describe_disable(value: int | None, batches: list[int]) -> str:
     return f"disable speculation above batch {value}"
 
 
-def format_hardware_table(result: SweepResult) -> str:
-    """One block per context: batch, baseline tokens/s, speed-up per k or tree, best choice and bound."""
+def format_hardware_table(result: SweepResult, every_row_hint: str = "") -> str:
+    """One block per context: batch, baseline tokens/s, speed-up per k or tree, best choice and bound; a condensed
+    table says so and where every row is (`every_row_hint`, e.g. the output options that carry them)."""
     out: list[str] = []
     contexts = sorted({r.context for r in result.rows})
     for context in contexts:
@@ -92,7 +94,7 @@ def format_hardware_table(result: SweepResult) -> str:
             out.append("  " + "  ".join(c.rjust(w) for c, w in zip(row, widths)))
         if len(shown) < len(batches):
             out.append(f"  (condensed: {len(shown)} of {len(batches)} batches shown, the powers of two and the rows "
-                       "around each change of best choice; --json/--csv carry every row)")
+                       f"around each change of best choice{'; ' + every_row_hint if every_row_hint else ''})")
         by_ctx = dict(result.disable_above_batch_by_context)
         out.append("  " + describe_disable(by_ctx.get(context), batches))
         out.append("")

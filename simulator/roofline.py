@@ -25,10 +25,10 @@ def _point(cost: CostModel, spec: ModelSpec, batch: int, new_tokens: int, contex
     return RooflinePoint(spec.name, batch, new_tokens, pc.arithmetic_intensity, pc.flops / time_s, measured)
 
 
-def measured_points(cost: CostModel, specs: Mapping[str, ModelSpec], passes: Iterable[Mapping]) -> list[RooflinePoint]:
-    """Calibration passes ({model, batch, new_tokens, context, median_s}) of the models in `specs`."""
-    return [_point(cost, specs[p["model"]], p["batch"], p["new_tokens"], p["context"], p["median_s"], True)
-            for p in passes if p.get("median_s") and p["model"] in specs]
+def measured_points(cost: CostModel, specs: Mapping[str, ModelSpec],
+                    passes: Iterable[tuple[str, int, int, int, float]]) -> list[RooflinePoint]:
+    """Timed passes (model, batch, new tokens, context, seconds) of the models in `specs`."""
+    return [_point(cost, specs[m], b, n, c, t, True) for m, b, n, c, t in passes if t and m in specs]
 
 
 def modelled_points(cost: CostModel, models: Sequence[ModelSpec], batches: Sequence[int],

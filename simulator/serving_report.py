@@ -5,9 +5,12 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
+from dataclasses import asdict
 
+from . import SpecsimError, __version__
 from .capacity import FleetPlan, MaxRate
 from .metrics import ServingMetrics
+from .serving import ServingRun
 from .sweep import SweepResult
 
 CSV_FIELDS = ["policy", "rate_per_s", "engines", "requests", "sustained", "throughput_tokens_per_s",
@@ -96,3 +99,37 @@ def batch_ranges(best_k: Sequence[tuple[int, int]]) -> list[list[int]]:
 def policy_table(result: SweepResult) -> list[tuple[int, int, float]]:
     """(batch, best k, its speed-up) per batch of a single-context chain sweep."""
     return [(b.batch, int(b.k or 0), b.speedup) for b in sorted(result.best, key=lambda b: b.batch)]
+
+
+def simulate_record(caption: str, workload_label: str, slo_label: str,
+                    runs: Sequence[tuple[ServingRun, ServingMetrics]]) -> dict:
+    """Every metric of every run, with each run's accepted-length histogram per candidate (machine-readable)."""
+    return {"specsim_version": __version__, "setup": caption, "workload": workload_label, "slo": slo_label,
+            "runs": [{**m.as_dict(), "accepted_length_histogram": {label: counts.tolist() for label, counts in
+                                                                   run.accepted_hist.items()}} for run, m in runs]}
+
+
+def plan_record(caption: str, workload_label: str, slo_label: str, attainment: float, caps: Sequence[MaxRate],
+                fleets: Sequence[FleetPlan]) -> dict:
+    return {"specsim_version": __version__, "setup": caption, "workload": workload_label, "slo": slo_label,
+            "attainment": attainment, "max_rate": [asdict(c) for c in caps], "fleet": [asdict(f) for f in fleets]}
+
+
+def policy_record(result: SweepResult, batches: Sequence[int], caption: str, context: int) -> tuple[list, dict]:
+    """The best k per batch size as vLLM's ``num_speculative_tokens_per_batch_size`` ranges, and the same with the
+    predicted speed-ups. `batches` must cover every batch from 1 (engines look the table up by batch size)."""
+    if list(batches) != list(range(1, max(batches) + 1)):
+        raise SpecsimError("--batch must cover every batch from 1 (e.g. 1..256): engines look the table up by batch "
+                           "size")
+    table = policy_table(result)
+    if len(table) < len(batches):
+        raise SpecsimError(f"the models do not fit in memory above batch {len(table)} at context {context}: cover "
+                           f"--batch 1..{len(table)}")
+    ranges = batch_ranges([(b, k) for b, k, _ in table])
+    speedup = {b: x for b, _, x in table}
+    record = {"specsim_version": __version__, "setup": caption, "context": context,
+              "num_speculative_tokens_per_batch_size": ranges,
+              "ranges": [{"batch_from": lo, "batch_to": hi, "k": k,
+                          "predicted_speedup_min": min(speedup[b] for b in range(lo, hi + 1)),
+                          "predicted_speedup_max": max(speedup[b] for b in range(lo, hi + 1))} for lo, hi, k in ranges]}
+    return ranges, record

@@ -55,6 +55,22 @@ def chains(ks: Iterable[int]) -> list[Candidate]:
     return [Candidate(k) for k in ks]
 
 
+def candidates_from(ks: Iterable[int], trees: Iterable[str] = (), tree_budget: int | None = None,
+                    acceptance: Acceptance | None = None) -> list[Candidate]:
+    """Chains of every k, the trees given by branching (``4,2,2,1``), and Sequoia's best tree of `tree_budget`
+    drafted nodes for the acceptance's per-rank vector."""
+    from .trees import best_tree, parse_branching
+
+    cands = [Candidate(k) for k in ks] + [Candidate(None, parse_branching(t)) for t in trees if t.strip()]
+    if tree_budget is not None:
+        if acceptance is None or acceptance.ranks is None:
+            spec = acceptance.spec if acceptance is not None else "this acceptance"
+            raise SpecsimError(f"--tree-budget needs per-rank acceptance: give --acceptance ranks:R1,R2,... ({spec} "
+                               "has no per-rank information)")
+        cands.append(Candidate(None, best_tree(acceptance.ranks, tree_budget)))
+    return cands
+
+
 def tokens_per_pass(candidate: Candidate, acceptance: Acceptance) -> float:
     """E[A + 1]: the acceptance model's own chain formula, or the per-rank tree formula for trees."""
     if candidate.tree is None:
@@ -66,11 +82,15 @@ def tokens_per_pass(candidate: Candidate, acceptance: Acceptance) -> float:
 
 
 @dataclass(frozen=True)
-class StepTime:
-    draft_s: float
-    verify_s: float
-    accept_s: float
-    bound: str
+class StepPhases:
+    """Where one decoding step's time goes: the draft passes, the verification pass (for plain decoding, its one
+    pass), and the accept/reject bookkeeping, each with the engine's own work around it. The one record of a step's
+    phases: `step_time` predicts it, the real engine measures it."""
+
+    draft_s: float = 0.0
+    verify_s: float = 0.0
+    accept_s: float = 0.0
+    bound: str = ""  # what limits the verification pass (predictions only): memory, compute or overhead
 
     @property
     def total_s(self) -> float:
@@ -78,13 +98,15 @@ class StepTime:
 
 
 def step_time(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, batch: int, context: int,
-              candidate: Candidate) -> StepTime:
-    """Time of one speculative step (plain decoding for k = 0)."""
+              candidate: Candidate) -> StepPhases:
+    """Time of one speculative step (plain decoding for k = 0). A speculative step is never cheaper than a plain
+    one at the same batch: its verification pass (k + 1 tokens) costs at least a one-token step, whatever a noisy
+    calibration says, so no prediction exceeds the tokens a step emits."""
     shape = candidate.shape
     engine = cost.overheads.engine
     verify = cost.pass_cost(target, batch, shape.verify_tokens, context)
     if shape.n_nodes == 0:
-        return StepTime(0.0, cost.plain_step_s(target, batch, context), 0.0, verify.bound)
+        return StepPhases(0.0, cost.plain_step_s(target, batch, context), 0.0, verify.bound)
     if draft is None:
         raise SpecsimError("speculation with k > 0 needs a draft model")
     widths = list(shape.draft_pass_widths)
@@ -92,7 +114,8 @@ def step_time(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, batch
     draft_s = sum(cost.pass_time_s(draft, batch, width, context + d) + engine.draft.at(batch)
                   for d, width in enumerate(widths))
     accept = engine.tree_accept if candidate.tree is not None else engine.chain_accept
-    return StepTime(draft_s, verify.time_s + engine.verify.at(batch), accept.at(batch), verify.bound)
+    verify_s = max(verify.time_s + engine.verify.at(batch), cost.plain_step_s(target, batch, context))
+    return StepPhases(draft_s, verify_s, accept.at(batch), verify.bound)
 
 
 @dataclass(frozen=True)

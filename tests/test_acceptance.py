@@ -6,6 +6,8 @@ from conftest import trace_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scenarios.acceptance import acceptance_from_spec
+from scenarios.traces import load_acceptance_trace
 from simulator import SpecsimError
 from simulator.acceptance import (
     BetaAcceptance,
@@ -13,8 +15,6 @@ from simulator.acceptance import (
     MarkovAcceptance,
     PositionalAcceptance,
     RanksAcceptance,
-    TraceAcceptance,
-    parse_acceptance,
 )
 
 N_MC = 40_000
@@ -127,14 +127,14 @@ def test_trace_replay_matches_the_published_means():
     """data/acceptance-traces/README.md: replayed at k = 3, EAGLE-3 gives 2.33 tokens per step on cnn and the
     n-gram proposer 1.33."""
     path = trace_path("cnn")
-    assert round(parse_acceptance(f"trace:{path}").expected_tokens(3), 2) == 2.33
-    assert round(parse_acceptance(f"trace:{path}:ngram").expected_tokens(3), 2) == 1.33
+    assert round(acceptance_from_spec(f"trace:{path}").expected_tokens(3), 2) == 2.33
+    assert round(acceptance_from_spec(f"trace:{path}:ngram").expected_tokens(3), 2) == 1.33
 
 
 def test_trace_replay_is_exact_on_a_tiny_trace(tmp_path):
     f = tmp_path / "t.jsonl"
     f.write_text('{"eagle": [3, 2, 1, 1, 4, 3, 2, 1]}\n')
-    trace = TraceAcceptance.from_jsonl(f)
+    trace = load_acceptance_trace(f)
     # k = 1: steps at 0 (2 tokens), 2 (1), 3 (1), 4 (2), 6 (2) -> A = 1, 0, 0, 1, 1
     assert sorted(trace.replay(1).tolist()) == [0, 0, 1, 1, 1]
     # k = 3: steps at 0 (3), 3 (1), 4 (4) -> A = 2, 0, 3
@@ -147,5 +147,5 @@ def test_trace_replay_is_exact_on_a_tiny_trace(tmp_path):
                                   "markov:0.9,0.3", "ranks:0.7,0.5", "nope:1", "trace:/no/such/file.jsonl", "0.7"])
 def test_bad_specs_raise_one_line_errors(spec):
     with pytest.raises(SpecsimError) as e:
-        parse_acceptance(spec)
+        acceptance_from_spec(spec)
     assert "\n" not in str(e.value)

@@ -7,22 +7,16 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
+from conftest import TINY_D, TINY_GRID, TINY_T
 
 from calibrate.fit import PassPoint, errors, fit_cost_model, nnls
 from calibrate.model import build_decoder, causal_mask, hf_llama_state, load_state
-from calibrate.profile import cost_model_from_profile, load_profile, save_profile
-from calibrate.run import Grid, calibrate
+from calibrate.profile import load_profile, save_profile
+from calibrate.run import calibrate
 from simulator import SpecsimError
 from simulator.cost import CostModel, RateTable
 from simulator.specs import HardwareSpec, ModelSpec, Overheads
 from specsim import cli
-
-TINY_T = ModelSpec("tiny-target", n_layers=2, d_model=64, n_heads=4, n_kv_heads=2, d_ff=128, vocab_size=64,
-                   dtype="fp32")
-TINY_D = ModelSpec("tiny-draft", n_layers=1, d_model=32, n_heads=2, n_kv_heads=1, d_ff=64, vocab_size=64,
-                   dtype="fp32")
-TINY_GRID = Grid(batches=(1, 2), target_new_tokens=(1, 2, 3), draft_new_tokens=(1, 2), contexts=(8, 16),
-                 probe_layers=(1, 2))
 
 
 def test_kv_cache_decoding_equals_one_full_pass_and_rolls_back():
@@ -156,53 +150,66 @@ def test_fit_recovers_a_known_cost_model():
     assert errors(fit.cost, test, specs)["max_abs_err"] < 0.01
 
 
-@pytest.fixture
-def tiny_profile(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr("calibrate.microbench.MIB", 2**12)  # 4 KiB "MiB": micro-benchmarks in milliseconds
-    result = calibrate(TINY_T, TINY_D, torch.device("cpu"), TINY_GRID, quick=True, command="test")
-    return result
-
-
-def test_calibration_end_to_end_on_tiny_shapes(tiny_profile, tmp_path):
+def test_calibration_end_to_end_on_tiny_shapes(tiny_profile, tmp_path, monkeypatch):
     profile = tiny_profile.profile
-    assert profile["schema_version"] == 1 and profile["device"]["kind"] == "cpu"
-    assert {"bandwidth", "matmul", "skinny", "call_overhead"} <= set(profile["microbenchmarks"])
-    n_grid = 2 * 3 * 2 + 2 * 2 * 2 + 2 * 2
-    assert len(profile["passes"]) == n_grid
-    assert all(len(p["samples_s"]) >= 5 for p in profile["passes"])
-    fit = profile["fit"]
-    assert fit["heldout"]["n"] > 0 and fit["train_points"] > fit["heldout"]["n"]
-    assert np.isfinite(fit["heldout"]["median_abs_err"])
+    assert profile.device.kind == "cpu" and profile.engine_mode == "eager" and profile.command == "test"
+    assert {"bandwidth", "matmul", "skinny", "call_overhead"} <= set(profile.micro.raw)
+    n_grid = 2 * 3 * 2 + 2 * 2 * 2 + 2 * 2  # target, draft, probes
+    assert len(profile.passes) == n_grid
+    assert all(len(p.samples_s) >= 5 for p in profile.passes)
+    fit = profile.fit
+    assert fit.heldout.n > 0 and fit.train_points > fit.heldout.n
+    assert np.isfinite(fit.heldout.median_abs_err)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     path = save_profile(profile, None)
     assert path.parent == tmp_path / "cache" / "specsim"
     again = load_profile(path)
-    cost = cost_model_from_profile(again)
-    p = profile["passes"][0]
-    assert cost.pass_time_s(TINY_T, p["batch"], p["new_tokens"], p["context"]) == p["median_s"]
+    assert again.to_dict() == profile.to_dict()  # written and read back without loss
+    cost = again.cost_model()
+    p = profile.timed[0]
+    assert cost.pass_time_s(TINY_T, p.batch, p.new_tokens, p.context) == p.median_s
     assert not cost.pass_cost(TINY_T, 3, 5, 100).measured
 
 
 def test_predict_reads_the_latest_profile(tiny_profile, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     save_profile(tiny_profile.profile, None)
     r = CliRunner().invoke(cli, ["predict", "--acceptance", "iid:0.7", "--batch", "1..4", "--k", "0..3", "--json"])
     assert r.exit_code == 0, r.output
-    data = json.loads(r.output[r.output.index("{"):])
+    data = json.loads(r.stdout)
     assert data["mode"] == "profile" and data["target"] == "tiny-target"
+    assert "latest for this machine" in r.stderr
 
 
 def test_bad_profiles_are_refused(tiny_profile, tmp_path):
-    bad = tmp_path / "corrupt.json"
-    bad.write_text('{"schema": "specsim-prof')
-    newer = tmp_path / "newer.json"
-    newer.write_text(json.dumps({**tiny_profile.profile, "schema_version": 99}))
-    foreign = tmp_path / "foreign.json"
-    foreign.write_text(json.dumps({**tiny_profile.profile, "device": {"kind": "cpu", "name": "Some Other CPU"}}))
-    for path, message in ((bad, "corrupt"), (newer, "newer"), (foreign, "Some Other CPU"),
-                          (tmp_path / "missing.json", "cannot read")):
+    good = tiny_profile.profile.to_dict()
+    cases = {
+        "corrupt": '{"schema": "specsim-prof',
+        "newer": json.dumps({**good, "schema_version": 99}),
+        "malformed": json.dumps({**good, "fit": {**good["fit"], "overheads": {"pass_s": "fast"}}}),
+        "finite": json.dumps(good).replace('"median_s": ' + json.dumps(good["passes"][0]["median_s"]),
+                                           '"median_s": Infinity', 1),
+        "not a specsim profile": json.dumps({"schema": "something else"}),
+    }
+    for message, text in cases.items():
+        path = tmp_path / f"{message.replace(' ', '-')}.json"
+        path.write_text(text)
         r = CliRunner().invoke(cli, ["predict", "--alpha", "0.7", "--profile", str(path)])
         assert r.exit_code == 2, r.output
-        assert len(r.output.strip().splitlines()) == 1 and message in r.output
+        assert len(r.output.strip().splitlines()) == 1 and message in r.output, r.output
+    r = CliRunner().invoke(cli, ["predict", "--alpha", "0.7", "--profile", str(tmp_path / "missing.json")])
+    assert r.exit_code == 2 and "cannot read profile" in r.output
+
+
+def test_a_profile_from_another_machine_predicts_here_with_a_note(tiny_profile, tmp_path):
+    """Profiles are portable: another device's profile predicts on this machine and says where it was measured."""
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text(json.dumps({**tiny_profile.profile.to_dict(), "device": {"kind": "cuda", "name": "Some GPU",
+                                                                               "memory_bytes": 8e10}}))
+    r = CliRunner().invoke(cli, ["predict", "--alpha", "0.7", "--profile", str(foreign), "--batch", "1,2",
+                                 "--k", "0,2"])
+    assert r.exit_code == 0, r.output
+    assert "measured on another machine (Some GPU, cuda)" in r.stderr and "k=2" in r.stdout
 
 
 def test_out_of_memory_at_one_point_is_recorded_and_the_rest_goes_on(monkeypatch, tmp_path):
@@ -218,9 +225,9 @@ def test_out_of_memory_at_one_point_is_recorded_and_the_rest_goes_on(monkeypatch
     monkeypatch.setattr(model_mod.Decoder, "forward", flaky)
     monkeypatch.setattr("calibrate.microbench.MIB", 2**12)
     result = calibrate(TINY_T, TINY_D, torch.device("cpu"), TINY_GRID, quick=True, command="test")
-    oom = [p for p in result.profile["passes"] if p.get("oom")]
-    assert len(oom) == 2 and all(p["batch"] == 2 and p["new_tokens"] == 3 for p in oom)
-    assert sum(1 for p in result.profile["passes"] if not p.get("oom")) == len(result.profile["passes"]) - 2
+    oom = [p for p in result.profile.passes if p.oom]
+    assert len(oom) == 2 and all(p.batch == 2 and p.new_tokens == 3 for p in oom)
+    assert len(result.profile.timed) == len(result.profile.passes) - 2
 
 
 def test_interrupt_leaves_no_profile(monkeypatch, tmp_path):
@@ -254,8 +261,8 @@ def test_cuda_calibration_on_tiny_shapes():
     t = ModelSpec(**{**TINY_T.__dict__, "dtype": "bf16"})
     d = ModelSpec(**{**TINY_D.__dict__, "dtype": "bf16"})
     result = calibrate(t, d, torch.device("cuda"), TINY_GRID, quick=True, command="test")
-    assert result.profile["device"]["kind"] == "cuda"
-    assert "nvml" in result.profile["device_state"]["start"]
+    assert result.profile.device.kind == "cuda" and result.profile.engine_mode == "graph"
+    assert "nvml" in result.profile.device_state["start"]
 
 
 def test_builtin_acceptance_and_engine_overheads_are_measured(monkeypatch):

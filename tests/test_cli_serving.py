@@ -239,7 +239,9 @@ def test_plot_acceptance_from_a_trace(tmp_path):
     trace.write_text("\n".join(json.dumps({"eagle": [3, 2, 1, 1, 5, 4, 3, 2, 1, 1, 2, 1]}) for _ in range(3)))
     out = tmp_path / "acc.png"
     r = run("plot", "acceptance", "--trace", str(trace), "--k", "3", "--out", str(out))
-    assert r.exit_code == 0, r.output and out.exists()
+    assert r.exit_code == 0, r.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    one_line_error(run("plot", "acceptance", "--trace", str(trace), "--k", "5", "--out", str(out)), "up to 4")
 
 
 def test_plot_bad_suffix_leaves_nothing(tmp_path):

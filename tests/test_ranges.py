@@ -35,11 +35,11 @@ def test_positive_float_ranges():
 
 
 def test_latencies_in_milliseconds():
-    from simulator.ranges import parse_ms
+    from simulator.ranges import parse_latency_s
 
-    assert parse_ms("50", "SLO", 1e-5, 60) == pytest.approx(0.05)
-    assert parse_ms("50ms", "SLO", 1e-5, 60) == pytest.approx(0.05)
-    assert parse_ms("0.2s", "SLO", 1e-5, 60) == pytest.approx(0.2)
+    assert parse_latency_s("50", "SLO", 1e-5, 60) == pytest.approx(0.05)
+    assert parse_latency_s("50ms", "SLO", 1e-5, 60) == pytest.approx(0.05)
+    assert parse_latency_s("0.2s", "SLO", 1e-5, 60) == pytest.approx(0.2)
     for bad in ("50us", "0", "-5", "9e9", "soon"):
         with pytest.raises(SpecsimError):
-            parse_ms(bad, "SLO", 1e-5, 60)
+            parse_latency_s(bad, "SLO", 1e-5, 60)

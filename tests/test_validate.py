@@ -1,6 +1,7 @@
 """Validation plumbing: real runs on tiny models, predictors, the comparison and its report (no timing asserted)."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -8,7 +9,8 @@ import torch
 from click.testing import CliRunner
 
 from calibrate.builtin import encode, load_pair, prompts
-from calibrate.realruns import Config, measure
+from calibrate.profile import MeasuredAcceptance
+from calibrate.realruns import Config, MeasuredConfig, Summary, measure
 from calibrate.speculative import Engine
 from calibrate.validate import PRIMARY, compare, predicted_curves, predictors
 from calibrate.validate_report import format_report
@@ -29,9 +31,9 @@ def small_runs():
 def test_real_runs_record_everything(small_runs):
     assert len(small_runs) == 3
     for r in small_runs:
-        assert r["speedup"]["n"] == 2 and r["speedup"]["min"] <= r["speedup"]["median"] <= r["speedup"]["max"]
-        assert 1.0 <= r["tokens_per_pass"]["median"] <= 4.0
-        assert r["draft_s"]["median"] > 0 and r["verify_s"]["median"] > 0
+        assert r.speedup.n == 2 and r.speedup.min <= r.speedup.median <= r.speedup.max
+        assert 1.0 <= r.tokens_per_pass.median <= (4.0 if r.tree else 3.0)  # k = 2: at most 3; tree 2,1: depth 2
+        assert r.draft_s.median > 0 and r.verify_s.median > 0
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +53,8 @@ def fake_profile(tmp_path_factory):
     mp.undo()
     target, draft = load_pair(expanded=False, dtype="fp32", max_seq_len=256)
     held = [encode(p)[:40] for p in prompts("calibration")[:3]]
-    profile["acceptance"] = measure_acceptance(target, draft, held, new_tokens=24, seed=0, sims=2)
-    return profile
+    measured = measure_acceptance(target, draft, held, new_tokens=24, seed=0, sims=2)
+    return replace(profile, acceptance=MeasuredAcceptance.from_dict(measured))
 
 
 def test_predictors_and_perfect_measurements(fake_profile):
@@ -67,18 +69,18 @@ def test_predictors_and_perfect_measurements(fake_profile):
             p = preds[PRIMARY](b, cand, 30)
 
             def s(v):
-                return {"median": v, "iqr": 0.0, "min": v, "max": v, "n": 1}
+                return Summary(v, 0.0, v, v, 1)
 
-            measured.append({"batch": b, "k": cand.k, "tree": cand.tree_label, "speedup": s(p.speedup),
-                             "tokens_per_pass": s(p.tokens_per_pass), "step_s": s(p.step_s),
-                             "draft_s": s(p.draft_s), "verify_s": s(p.verify_s), "accept_s": s(p.accept_s),
-                             "plain_step_s": s(p.baseline_s), "tokens_per_s": s(1.0)})
-    report = compare(fake_profile, measured, [tree], 30, [1, 2])
-    assert report["predictors"][PRIMARY]["median_abs_err_speedup"] == pytest.approx(0, abs=1e-12)
-    assert report["predictors"][PRIMARY]["p90_abs_err_speedup"] == pytest.approx(0, abs=1e-12)
-    assert all(abs(v) < 1e-9 for w in report["worst"] for v in w["terms"].values())
-    text = format_report({**report, "new_tokens": 12, "repeats": 1, "profile": "p.json"}, PRIMARY)
-    assert "median   0.0 %" in text and "crossover" in text
+            measured.append(MeasuredConfig(b, cand.k, cand.tree_label, s(p.speedup), s(p.tokens_per_pass),
+                                           s(p.step_s), s(p.phases.draft_s), s(p.phases.verify_s),
+                                           s(p.phases.accept_s), s(p.baseline_s), s(1.0)))
+    report = compare(fake_profile, measured, [tree], 30, [1, 2], {"new_tokens": 12, "repeats": 1, "profile": "p"})
+    assert report.predictors[PRIMARY].median_abs_err_speedup == pytest.approx(0, abs=1e-12)
+    assert report.predictors[PRIMARY].p90_abs_err_speedup == pytest.approx(0, abs=1e-12)
+    assert all(abs(v) < 1e-9 for w in report.worst for v in w.terms.values())
+    text = format_report(report, PRIMARY)
+    assert "calibrated             median   0.0 %" in text and "crossover" in text
+    assert json.loads(json.dumps(report.to_dict(), default=float))["predictors"][PRIMARY]["p90_abs_err_speedup"] == 0
     curves = predicted_curves(fake_profile, [Candidate(2)], [1, 2, 3], 30)
     assert len(curves["k = 2"]) == 3
 
@@ -91,25 +93,26 @@ def test_validation_plots_draw(fake_profile, small_runs, tmp_path):
     fig.savefig(tmp_path / "a.png")
     fig = speedup_vs_batch(report, predicted_curves(fake_profile, [Candidate(2)], [1, 2], 50))
     fig.savefig(tmp_path / "b.png")
-    assert (tmp_path / "a.png").stat().st_size > 1000 and (tmp_path / "b.png").stat().st_size > 1000
-    assert np.isfinite(report["predictors"]["leviathan"]["median_abs_err_speedup"])
+    for name in ("a.png", "b.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert np.isfinite(report.predictors["leviathan"].median_abs_err_speedup)
 
 
 def test_validate_refuses_a_profile_without_acceptance(fake_profile, tmp_path):
     f = tmp_path / "p.json"
-    f.write_text(json.dumps({**fake_profile, "acceptance": None}))
+    f.write_text(json.dumps({**fake_profile.to_dict(), "acceptance": None}))
     r = CliRunner().invoke(cli, ["validate", "--profile", str(f), "--quick"])
     assert r.exit_code == 2 and "measured acceptance" in r.output and len(r.output.strip().splitlines()) == 1
 
 
 def test_predict_with_measured_acceptance(fake_profile, tmp_path):
     f = tmp_path / "p.json"
-    f.write_text(json.dumps(fake_profile))
+    f.write_text(json.dumps(fake_profile.to_dict()))
     for spec in ("measured", "measured:markov", "measured:trace", "measured:iid"):
         r = CliRunner().invoke(cli, ["predict", "--profile", str(f), "--acceptance", spec, "--batch", "1..4",
                                      "--k", "0..3", "--tree", "2,1", "--json"])
         assert r.exit_code == 0, r.output
-        data = json.loads(r.output[r.output.index("{"):])
+        data = json.loads(r.stdout)
         assert data["mode"] == "profile" and any(row["tree"] == "2,1" for row in data["rows"])
     r = CliRunner().invoke(cli, ["predict", "--profile", str(f), "--acceptance", "measured:nope"])
     assert r.exit_code == 2 and "unknown measured variant" in r.output

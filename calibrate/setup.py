@@ -1,0 +1,208 @@
+"""What a prediction is about: the cost model (a preset's roofline or a calibration profile), the target and draft
+shapes, and the acceptance model, resolved from the CLI's options into one frozen `Setup`. No torch here.
+
+Profiles: ``--profile FILE`` works on any machine (a note says when it was measured elsewhere); without it, the latest
+profile measured on this machine's CPU or GPUs is used (trusted ones first), and a machine with none gets a one-line
+error saying how to get one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from scenarios import load_hardware, load_model
+from scenarios.acceptance import acceptance_from_spec, split_trace_spec
+from scenarios.traces import load_acceptance_trace
+from simulator import SpecsimError
+from simulator.acceptance import Acceptance, IIDAcceptance, iid_from_mean_length
+from simulator.cost import CostModel
+from simulator.roofline import RooflinePoint, measured_points, modelled_points
+from simulator.specs import ModelSpec
+
+from .host import local_identities
+from .profile import Profile, latest_profile, load_profile
+
+DEFAULT_TARGET, DEFAULT_DRAFT = "llama-3.1-8b", "llama-3.2-1b"
+
+
+def params_label(spec: ModelSpec) -> str:
+    n = spec.n_params
+    return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.1f} M"
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A cost model with the two models it prices and how often the draft is accepted."""
+
+    cost: CostModel
+    target: ModelSpec
+    draft: ModelSpec
+    acceptance: Acceptance | None
+    where: str  # the device and the cost model's origin, in words
+    profile: Profile | None = None
+    notes: tuple[str, ...] = ()  # said once on stderr: which profile, measured elsewhere, untrusted
+
+    @property
+    def caption(self) -> str:
+        acc = f"; acceptance {self.acceptance.spec}" if self.acceptance is not None else ""
+        return f"{self.target.name} drafted by {self.draft.name} on {self.where}{acc}"
+
+    def meta(self) -> dict[str, object]:
+        """What a machine-readable result says about where its numbers come from."""
+        from simulator import __version__
+
+        return {"specsim_version": __version__, "acceptance": self.acceptance.spec if self.acceptance else None,
+                "mode": "profile" if self.profile else "hardware", "hardware": self.cost.hardware.name,
+                "target": self.target.name, "draft": self.draft.name, "dtype": self.target.dtype,
+                "cost_model": self.cost.label,
+                "engine": self.profile.engine_mode if self.profile else "graph (preset overheads)",
+                "trusted": self.profile.trust.trusted if self.profile else None}
+
+    @property
+    def heading(self) -> str:
+        acc = f"; acceptance {self.acceptance.spec}" if self.acceptance is not None else ""
+        return (f"{self.target.name} ({params_label(self.target)} params) drafted by {self.draft.name} "
+                f"({params_label(self.draft)}) on {self.where}{acc}")
+
+
+def resolve_profile(path: Path | None) -> tuple[Profile, list[str]]:
+    """--profile FILE (any machine's), else the latest profile measured on this machine; with the notes to show."""
+    here = local_identities()
+    if path is None:
+        found = latest_profile(here)
+        if found is None:
+            raise SpecsimError("no calibration profile for this machine yet: run `specsim calibrate --quick`, or give "
+                               "--hardware NAME (a preset)")
+        profile = load_profile(found)
+        notes = [f"using profile {found} (latest for this machine)"]
+    else:
+        profile = load_profile(path)
+        notes = []
+        if not any(profile.device.same_as(i) for i in here):
+            notes.append(f"profile {path} was measured on another machine ({profile.device.name}, "
+                         f"{profile.device.kind}): its predictions describe that device")
+    if not profile.trust.trusted:
+        notes.append(f"profile {profile.path} is UNTRUSTED ({'; '.join(profile.trust.reasons)}): treat its "
+                     "predictions with care, or calibrate again")
+    return profile, notes
+
+
+def resolve_acceptance(spec: str, profile: Profile | None) -> Acceptance:
+    """``measured[:VARIANT]`` from the profile's measurement; anything else as `scenarios.acceptance_from_spec`."""
+    kind, _, variant = spec.strip().partition(":")
+    if kind.lower() == "measured":
+        if profile is None:
+            raise SpecsimError("--acceptance measured needs a calibration profile (of the built-in pair)")
+        if profile.acceptance is None:
+            raise SpecsimError(f"profile {profile.path} has no measured acceptance (it was calibrated with random "
+                               "weights); calibrate the built-in pair or give --acceptance iid:A")
+        return profile.acceptance.model(variant or None)
+    return acceptance_from_spec(spec)
+
+
+def resolve_setup(hardware: str | None, profile_path: Path | None, target: str | None, draft: str | None,
+                  dtype: str, acceptance_spec: str | None, need_acceptance: bool = True) -> Setup:
+    """The cost model (a preset's roofline, or a profile's calibration), the models, and the acceptance.
+
+    Without --acceptance a profile's measured acceptance is used; a preset needs --acceptance."""
+    if hardware and profile_path:
+        raise SpecsimError("give --hardware (a preset) or --profile (a calibration), not both")
+    if not acceptance_spec and hardware and need_acceptance:
+        raise SpecsimError("say how often drafts are accepted: --acceptance iid:0.7 (or markov:..., trace:FILE, "
+                           "vllm-metrics:FILE, ...)")
+    if hardware:
+        hw = load_hardware(hardware)
+        needs_profile = bool(acceptance_spec) and acceptance_spec.strip().lower().startswith("measured")
+        profile, notes = resolve_profile(profile_path) if needs_profile else (None, [])
+        acceptance = resolve_acceptance(acceptance_spec, profile) if acceptance_spec else None
+        return Setup(CostModel.from_hardware(hw, dtype), load_model(target or DEFAULT_TARGET, dtype),
+                     load_model(draft or DEFAULT_DRAFT, dtype), acceptance,
+                     f"{hw.name}, {dtype}, uncalibrated preset roofline", None, tuple(notes))
+    profile, notes = resolve_profile(profile_path)
+    spec = acceptance_spec or ("measured" if profile.acceptance is not None else None)
+    if spec is None and need_acceptance:
+        raise SpecsimError(f"profile {profile.path} has no measured acceptance (random weights): give --acceptance "
+                           "iid:0.7 (or markov:..., trace:FILE, ...)")
+    acceptance = resolve_acceptance(spec, profile) if spec else None
+    t = load_model(target, dtype) if target else profile.target
+    d = load_model(draft, dtype) if draft else profile.draft
+    return Setup(profile.cost_model(), t, d, acceptance, profile.describe(), profile, tuple(notes))
+
+
+# -- what the figures show -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AcceptanceView:
+    """An accepted-length histogram to draw: the measured P(A = a) and each model's."""
+
+    measured_pmf: np.ndarray
+    models: dict[str, np.ndarray]
+    k: int
+    label: str
+    caption: str
+
+
+def acceptance_view(trace_spec: str | None, profile_path: Path | None, k: int) -> AcceptanceView:
+    """A greedy trace's replay, or the profile's measurement, against i.i.d. models with the same alpha and the same
+    tokens per step (and, for a profile, its fitted markov and beta models)."""
+    if trace_spec:
+        if profile_path:
+            raise SpecsimError("give --trace or --profile, not both")
+        trace = load_acceptance_trace(*split_trace_spec(trace_spec))
+        if k > trace.max_k:
+            raise SpecsimError(f"the trace records lookaheads up to {trace.max_k}; use --k {trace.max_k} or less")
+        measured, label, alpha = trace.chain_pmf(k), "replayed trace", trace.alpha
+        caption, extra = f"greedy acceptance trace {trace_spec}", {}
+    else:
+        profile, _ = resolve_profile(profile_path)
+        acc = profile.acceptance
+        if acc is None:
+            raise SpecsimError(f"profile {profile.path} has no measured acceptance; calibrate the built-in pair or "
+                               "use --trace")
+        if k > len(acc.survival):
+            raise SpecsimError(f"the profile measured acceptance up to k = {len(acc.survival)}; use --k "
+                               f"{len(acc.survival)} or less")
+        measured = acc.model("positional").chain_pmf(k)  # P(A = a) from the measured P(A >= i)
+        label = f"measured (per-token acceptance, {acc.prompts} prompts x {acc.tokens_per_prompt} tokens)"
+        caption, alpha = f"built-in pair, profile {Path(str(profile.path)).name}", acc.alpha
+        extra = {"markov fit": acc.model("markov").chain_pmf(k)}
+        if acc.beta is not None:
+            extra["beta fit"] = acc.model("beta").chain_pmf(k)
+    same_mean = iid_from_mean_length(float(np.dot(np.arange(1, k + 2), measured)), k)
+    models = {f"iid, same alpha ({alpha:.3f})": IIDAcceptance(alpha).chain_pmf(k),
+              f"iid, same E[A + 1] (alpha {same_mean.alpha:.3f})": same_mean.chain_pmf(k), **extra}
+    return AcceptanceView(measured, models, k, label, caption)
+
+
+@dataclass(frozen=True)
+class RooflineView:
+    points: list[RooflinePoint]
+    mem_bw_bytes_per_s: float
+    peak_flops_per_s: float
+    caption: str
+    ceiling_label: str
+
+
+def roofline_view(setup: Setup, dtype: str, context: int,
+                  batches: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256)) -> RooflineView:
+    """A preset's modelled passes under its assumed ceilings, or a profile's measured passes under the
+    micro-benchmarked ones."""
+    hw = setup.cost.hardware
+    caption = f"{setup.target.name} and {setup.draft.name} on {setup.where}"
+    if setup.profile is None:
+        points = modelled_points(setup.cost, [setup.target, setup.draft], batches, [1, 5], context)
+        return RooflineView(points, hw.mem_bw_bytes_per_s * hw.bw_efficiency,
+                            hw.peak_flops(dtype) * hw.flops_efficiency, caption,
+                            f"({hw.bw_efficiency:.0%} of datasheet bandwidth, {hw.flops_efficiency:.0%} of {dtype} "
+                            "FLOP/s)")
+    p = setup.profile
+    specs = {p.target.name: p.target, p.draft.name: p.draft}
+    points = measured_points(setup.cost, specs, [(q.model, q.batch, q.new_tokens, q.context, q.median_s)
+                                                 for q in p.timed])
+    dt = p.target.dtype
+    return RooflineView(points, hw.mem_bw_bytes_per_s, hw.peak_flops(dt), caption,
+                        f"(micro-benchmarked read bandwidth, {dt} GEMM FLOP/s)")

@@ -1,0 +1,237 @@
+"""What users type and how the CLI reads and answers it: click parameter types for ranges, rates and latencies; the
+option groups several commands share; one-line errors; progress for a terminal or a log; notes on stderr; figures and
+text written all or nothing after every output path was checked. `specsim.py` declares the commands with these."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from simulator import SpecsimError
+from simulator.ranges import parse_int_range, parse_latency_s, parse_positive_floats
+
+DTYPES = ["bf16", "fp16", "fp32", "fp8"]
+FIGURES = (".png", ".svg", ".pdf")
+
+
+class _Parsed(click.ParamType):
+    """A parameter parsed by a library function that raises SpecsimError (its message becomes click's)."""
+
+    def __init__(self, name: str, parse: Callable[[str, str], Any]) -> None:
+        self.name, self.parse = name, parse
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            return self.parse(value, param.opts[0] if param is not None and param.opts else "value")
+        except SpecsimError as e:
+            self.fail(str(e), param, ctx)
+
+
+def IntRange(minimum: int = 0) -> _Parsed:  # noqa: N802 - reads like click.IntRange
+    """``1..256``, ``1..64:x2``, ``0..16:2`` or ``1,2,4``: a sorted list of integers >= minimum."""
+    return _Parsed("RANGE", lambda v, what: parse_int_range(v, minimum, what=what))
+
+
+RATES = _Parsed("RATES", lambda v, what: parse_positive_floats(v, "request rate"))
+
+
+def Latency(highest_s: float) -> _Parsed:  # noqa: N802
+    """A latency limit in milliseconds (``50``, ``50ms``) or seconds (``0.5s``), returned in seconds."""
+    return _Parsed("MS", lambda v, what: parse_latency_s(v, what, 1e-5, highest_s))
+
+
+class OneLineErrors(click.Group):
+    """Every usage error and every SpecsimError becomes one line on stderr and exit code 2 (no usage dump, no
+    traceback); Ctrl-C exits 130."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, **extra: Any) -> Any:  # type: ignore[override]
+        extra.pop("standalone_mode", None)
+        try:
+            rv = super().main(args=args, prog_name=prog_name or "specsim", standalone_mode=False, **extra)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except (click.Abort, KeyboardInterrupt):
+            click.echo("specsim: interrupted", err=True)
+            sys.exit(130)
+        except (click.ClickException, SpecsimError) as e:
+            message = e.format_message() if isinstance(e, click.ClickException) else str(e)
+            click.echo(f"specsim: error: {' '.join(message.split())}", err=True)
+            sys.exit(2)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+
+
+# -- progress, notes and outputs -------------------------------------------------------------------------------------
+
+class LogBar:
+    """Progress for a log: a line when a phase starts, then at each tenth of the way but at most every 5 s (and at
+    least every 30 s while it runs), and when it ends, each with the elapsed time and an estimate of what is left."""
+
+    def __init__(self, label: str, total: int, echo: Callable[[str], Any] | None = None) -> None:
+        self.label, self.total, self.done = label, max(total, 1), 0
+        self.echo = echo or (lambda line: click.echo(line, err=True))
+        self.t0 = self.last_t = time.monotonic()
+        self.last_tenth = 0
+        self.echo(f"{label}: 0/{self.total}")
+
+    def update(self, n: int) -> None:
+        self.done += n
+        tenth, now = 10 * self.done // self.total, time.monotonic()
+        if self.done >= self.total or (tenth > self.last_tenth and now - self.last_t >= 5) or now - self.last_t > 30:
+            self.last_tenth, self.last_t = tenth, now
+            elapsed = now - self.t0
+            left = "" if self.done >= self.total or not self.done else \
+                f", ~{elapsed * (self.total - self.done) / self.done:.0f} s left"
+            self.echo(f"{self.label}: {self.done}/{self.total} ({100 * self.done // self.total} %, {elapsed:.0f} s"
+                      f"{left})")
+
+
+@contextlib.contextmanager
+def progress(label: str, total: int) -> Iterator[Any]:
+    """A bar on an interactive stderr, progress lines in a log."""
+    if sys.stderr.isatty():
+        with click.progressbar(length=total, label=f"{label:34s}", file=sys.stderr, show_eta=True,
+                               show_pos=True) as bar:
+            yield bar
+    else:
+        yield LogBar(label, total)
+
+
+def say_notes(setup: Any) -> Any:
+    for note in setup.notes:
+        click.echo(note, err=True)
+    return setup
+
+
+def check_figures(paths: tuple[Path, ...] | list[Path]) -> list[Path]:
+    from scenarios.files import check_outputs
+
+    return check_outputs(paths, "figure", FIGURES)
+
+
+def write_figures(figs: dict[Path, Any]) -> None:
+    """Render every figure first, then write them all or none."""
+    from scenarios.files import write_all
+
+    data = {}
+    for path, fig in figs.items():
+        buf = io.BytesIO()
+        fig.savefig(buf, format=path.suffix.lstrip(".").lower(), dpi=130)
+        data[path] = buf.getvalue()
+    for path in write_all(data):
+        click.echo(f"plot written to {path}", err=True)
+
+
+def echo_or_write(path: Path | None, text: str, what: str) -> None:
+    if path is None:
+        click.echo(text, nl=False)
+    else:
+        from scenarios.files import atomic_write_text
+
+        atomic_write_text(path, text)
+        click.echo(f"{what} written to {path}", err=True)
+
+
+def option_group(*decorators: Any) -> Any:
+    """Apply click options in the order they are listed (so --help lists them that way)."""
+    def apply(f: Any) -> Any:
+        for d in reversed(decorators):
+            f = d(f)
+        return f
+    return apply
+
+
+ACCEPTANCE_HELP = ("Acceptance model: iid:A, positional:A1,A2,..., beta:a,b, markov:AE,AH,PEH,PHE, "
+                    "trace:FILE[:eagle|ngram], ranks:R1,R2,..., an engine's counters (vllm-metrics:FILE, "
+                    "sglang:FILE@K, trtllm:FILE[@K], accept-length:L@K), or "
+                    "measured[:positional|iid|beta|markov|trace|ranks] "
+                    "[default: the profile's measured acceptance; a preset needs it].")
+setup_options = option_group(
+    click.option("--acceptance", "acceptance_spec", metavar="SPEC", default=None, help=ACCEPTANCE_HELP),
+    click.option("--hardware", metavar="NAME", help="Hardware preset, e.g. h100-sxm [default: a calibration profile]."),
+    click.option("--profile", "profile_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                 help="Calibration profile, from this or any machine [default: the latest measured on this machine]."),
+    click.option("--target", default=None, metavar="NAME|config.json",
+                 help="Target model [default: the profile's, else llama-3.1-8b]."),
+    click.option("--draft", default=None, metavar="NAME|config.json",
+                 help="Draft model [default: the profile's, else llama-3.2-1b]."),
+    click.option("--dtype", type=click.Choice(DTYPES), default="bf16", show_default=True,
+                 help="Weight and KV-cache dtype (presets and config.json models)."),
+)
+
+
+
+
+serving_options = option_group(
+    click.option("--policy", "policy_text", default="off,fixed:4,adaptive", show_default=True, metavar="P1,P2,...",
+                 help="Speculation policies: off, fixed:K, tree:B1,B2,..., threshold:K@BATCH, adaptive[:KMAX]."),
+    click.option("--requests", "n_requests", type=click.IntRange(1, 10_000_000), default=2000, show_default=True,
+                 help="Requests simulated per run."),
+    click.option("--arrivals", default="poisson", show_default=True, metavar="poisson|gamma:CV|trace:FILE",
+                 help="Arrival process: Poisson, gamma gaps with coefficient of variation CV (> 1 is bursty), or a "
+                      "CSV/JSONL trace with arrival_s, prompt_tokens, output_tokens."),
+    click.option("--prompt-tokens", default="512", show_default=True, metavar="N|A..B|exp:MEAN",
+                 help="Prompt length per request."),
+    click.option("--output-tokens", default="128", show_default=True, metavar="N|A..B|exp:MEAN",
+                 help="Output length per request."),
+    click.option("--lengths-from", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                 help="Resample (prompt, output) pairs from a CSV/JSONL with prompt_tokens/output_tokens or "
+                      "prompt_len/generated_len (e.g. the acceptance traces)."),
+    click.option("--max-batch", type=click.IntRange(1, 65536), default=256, show_default=True,
+                 help="Sequences an engine decodes together."),
+    click.option("--max-prefill-tokens", type=click.IntRange(1, 10_000_000), default=8192, show_default=True,
+                 help="Prompt tokens one prefill step may take."),
+    click.option("--draft-sync", type=click.Choice(["lazy", "eager"]), default="lazy", show_default=True,
+                 help="lazy: the draft reads tokens only when it next drafts; eager: it is kept current every step "
+                      "(vLLM's draft-model path)."),
+    click.option("--router", type=click.Choice(["least-loaded", "round-robin"]), default="least-loaded",
+                 show_default=True, help="How a fleet spreads requests over its engines."),
+    click.option("--slo-tpot-ms", "slo_tpot_s", type=Latency(60.0), default=None,
+                 help="Time-per-output-token limit, e.g. 50 (ms)."),
+    click.option("--slo-ttft-ms", "slo_ttft_s", type=Latency(3600.0), default=None,
+                 help="Time-to-first-token limit, e.g. 2000 (ms)."),
+    click.option("--seed", type=int, default=0, show_default=True, help="Seed of the workload and every draw."),
+)
+
+
+
+
+out_option = click.option("--out", "out_paths", multiple=True, required=True,
+                           type=click.Path(dir_okay=False, path_type=Path),
+                           help="Figure file: .png, .svg or .pdf (repeat for several).")
+
+
+# -- from options to the library's inputs ----------------------------------------------------------------------------
+
+def setup_from(acceptance_spec: str | None, hardware: str | None, profile_path: Path | None, target: str | None,
+               draft: str | None, dtype: str, need_acceptance: bool = True) -> Any:
+    """`setup_options` resolved into a `calibrate.setup.Setup`, its notes said on stderr."""
+    from calibrate.setup import resolve_setup
+
+    return say_notes(resolve_setup(hardware, profile_path, target, draft, dtype, acceptance_spec, need_acceptance))
+
+
+def scenario_from(setup: Any, serving: dict[str, Any]) -> tuple[Any, list]:
+    """`serving_options` and a setup resolved into a serving scenario and its policies."""
+    from scenarios.serving import ServingOptions, build_scenario
+
+    return build_scenario(setup.cost, setup.target, setup.draft, setup.acceptance, ServingOptions(**serving))
+
+
+def simulate_from(setup: Any, rates: list[float] | None, engines: int, router: str, serving: dict[str, Any]) -> tuple:
+    """The scenario, and every policy simulated at every rate with a progress bar."""
+    from scenarios.serving import simulate_rates
+
+    scenario, policies = scenario_from(setup, serving)
+    trace = serving["arrivals"].startswith("trace:")
+    return scenario, simulate_rates(scenario, policies, rates, engines, router, trace, progress)

@@ -1,0 +1,163 @@
+"""The CLI as a whole: help for every command, torch kept out of the model-only commands, every output path checked
+before the work starts and written all or nothing, and the profile defaults every command shares."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from calibrate.profile import save_profile
+from specsim import cli
+
+H100 = ["--hardware", "h100-sxm", "--acceptance", "iid:0.7"]
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args), prog_name="specsim")
+
+
+def one_line_error(result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("specsim: error:"), result.output
+    for f in fragments:
+        assert f in lines[0], lines[0]
+
+
+def _commands(group: click.Group, prefix: tuple[str, ...] = ()):
+    for name, command in group.commands.items():
+        yield prefix + (name,), command
+        if isinstance(command, click.Group):
+            yield from _commands(command, prefix + (name,))
+
+
+@pytest.mark.parametrize("path", [p for p, _ in _commands(cli)], ids=" ".join)
+def test_help_of_every_command_and_subcommand(path):
+    r = run(*path, "--help")
+    assert r.exit_code == 0 and r.output.startswith(f"Usage: specsim {' '.join(path)}")
+    command = dict(_commands(cli))[path]
+    assert command.help, f"{' '.join(path)} has no docstring"
+    for param in command.params:
+        if isinstance(param, click.Option) and param.name not in ("help",):
+            assert param.help, f"{' '.join(path)} {param.opts[0]} has no help text"
+
+
+def _modules_after(args: list[str], env: dict | None = None) -> set[str]:
+    code = (f"import sys, specsim\nsys.argv = ['specsim'] + {args!r}\ntry:\n    specsim.main()\n"
+            "except SystemExit as e:\n    assert e.code == 0, e.code\n"
+            "print('imported:', *(m for m in ('torch', 'matplotlib', 'pynvml') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    last = r.stdout.strip().splitlines()[-1].split()
+    assert last[0] == "imported:", r.stdout
+    return set(last[1:])
+
+
+@pytest.mark.parametrize("args", [
+    ["predict", "--alpha", "0.8", "--k", "1..8", "--c", "0.05"],
+    ["predict", *H100, "--batch", "1..64"],
+    ["simulate", *H100, "--rate", "10", "--requests", "50", "--policy", "off,fixed:2"],
+    ["policy", *H100, "--context", "128"],
+], ids=["closed form", "preset", "simulate", "policy"])
+def test_model_only_commands_never_import_torch_or_matplotlib(args):
+    assert _modules_after(args) == set()
+
+
+def test_predict_from_a_profile_never_imports_torch(tiny_profile, tmp_path):
+    import os
+
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    path = tmp_path / "p.json"
+    save_profile(tiny_profile.profile, path)
+    assert "torch" not in _modules_after(["predict", "--profile", str(path), "--alpha", "0.7", "--batch", "1,2"], env)
+
+
+# -- outputs: checked before the work, written all or nothing -------------------------------------------------------
+
+@pytest.mark.parametrize("bad, fragment", [
+    ("fig.jpeg", "ending in .png, .svg, .pdf"),
+    ("a-file/fig.png", "is a file, not a folder"),
+    ("a-folder", "is a directory"),
+])
+def test_bad_figure_paths_are_refused_before_any_work(tmp_path, bad, fragment, monkeypatch):
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "a-folder").mkdir()
+    ok = tmp_path / "ok.png"
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the sweep ran before the outputs were checked")
+
+    monkeypatch.setattr("simulator.sweep.sweep", no_work)
+    one_line_error(run("plot", "best-k", *H100, "--batch", "1,2", "--context", "128", "--out", str(ok),
+                       "--out", str(tmp_path / bad)), fragment)
+    assert not ok.exists() and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_the_same_figure_path_twice_is_refused(tmp_path):
+    out = str(tmp_path / "f.png")
+    one_line_error(run("plot", "speedup", *H100, "--batch", "1,2", "--out", out, "--out", out), "given twice")
+
+
+def test_all_figures_or_none(tmp_path, monkeypatch):
+    """A write that fails half way (the disk fills) leaves no new file and no temporary file behind."""
+    import os
+
+    real = os.replace
+    calls = []
+
+    def failing(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device", str(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr("scenarios.files.os.replace", failing)
+    a, b = tmp_path / "a.png", tmp_path / "b.svg"
+    r = run("plot", "speedup", *H100, "--batch", "1,2", "--out", str(a), "--out", str(b))
+    one_line_error(r, "No space left")
+    assert not b.exists() and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_calibrate_checks_its_output_before_measuring(tmp_path, monkeypatch):
+    (tmp_path / "a-file").write_text("x")
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("calibration ran before the output was checked")
+
+    monkeypatch.setattr("calibrate.run.calibrate", no_work)
+    one_line_error(run("calibrate", "--quick", "--out", str(tmp_path / "a-file" / "p.json")), "not a folder")
+
+
+def test_policy_and_predict_plot_check_outputs_first(tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    one_line_error(run("policy", *H100, "--out", str(tmp_path / "a-file" / "p.json")), "not a folder")
+    one_line_error(run("predict", *H100, "--plot", str(tmp_path / "x.gif")), ".png")
+    one_line_error(run("simulate", *H100, "--requests", "20", "--plot", str(tmp_path / "x.bmp")), ".png")
+
+
+# -- profile defaults ------------------------------------------------------------------------------------------------
+
+def test_no_profile_message_suggests_what_each_command_takes(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for command in (["predict", "--alpha", "0.7"], ["simulate"], ["policy"], ["plot", "roofline", "--out", "r.png"]):
+        one_line_error(run(*command), "no calibration profile", "specsim calibrate --quick", "--hardware")
+
+
+def test_log_progress_lines(monkeypatch):
+    from scenarios.cli import LogBar
+
+    lines = []
+    bar = LogBar("phase", 4, echo=lines.append)
+    for _ in range(4):
+        bar.update(1)
+    assert lines[0] == "phase: 0/4" and lines[-1].startswith("phase: 4/4 (100 %")
+
+
+def test_json_of_predict_says_which_engine_it_describes():
+    data = json.loads(run("predict", *H100, "--batch", "1,2", "--k", "0,1", "--json").stdout)
+    assert data["engine"].startswith("graph") and data["trusted"] is None and data["mode"] == "hardware"
