@@ -15,11 +15,11 @@ from pathlib import Path
 import torch
 
 from calibrate.builtin import encode, load_pair, prompts
-from calibrate.files import cache_dir
-from calibrate.profile import current_cpu_identity, latest_profile, load_profile
+from calibrate.host import local_identities
+from calibrate.profile import latest_profile, load_profile
 from calibrate.realruns import Config, measure
-from calibrate.speculative import Engine
-from simulator.acceptance import from_measured
+from calibrate.speculative import RealEngine
+from scenarios.files import cache_dir
 
 
 def main() -> None:
@@ -30,29 +30,29 @@ def main() -> None:
     a = ap.parse_args()
     torch.manual_seed(0)
     target, draft = load_pair(expanded=True, dtype="bf16", max_seq_len=512)
-    engine = Engine(target, draft)
+    engine = RealEngine(target, draft)
     held = [encode(p) for p in prompts("heldout")]
     configs = [Config(1, k) for k in range(1, 7)]
     rows = measure(engine, held, configs, a.tokens, a.repeats, temperature=1.0, seed=0)
-    path = a.profile or latest_profile(current_cpu_identity())
-    acc = load_profile(path)["acceptance"] if path else None
+    path = a.profile or latest_profile(local_identities())
+    acc = load_profile(path).acceptance if path else None
     print(f"built-in pair, target expanded to 85 M params (bf16), batch 1, {a.tokens} tokens, {a.repeats} repeats "
           f"interleaved; profile {path or '(none in ' + str(cache_dir()) + ')'}")
     print("  k  speed-up median [min, max]   tokens/pass measured  iid(alpha)  markov  positional  "
           "step ms  (draft / verify / accept)")
     for r in rows:
-        k = r["k"]
+        k = r.k
         preds = ""
         if acc:
             variants = ("iid", "markov", "positional")
-            preds = "  ".join(f"{from_measured(acc, v).expected_tokens(k):6.2f}" for v in variants)
-        s, t = r["speedup"], r["tokens_per_pass"]
-        print(f"  {k}  {s['median']:.2f} [{s['min']:.2f}, {s['max']:.2f}]              {t['median']:.2f}"
-              f"            {preds}   {1e3 * r['step_s']['median']:.1f}  ({1e3 * r['draft_s']['median']:.1f} / "
-              f"{1e3 * r['verify_s']['median']:.1f} / {1e3 * r['accept_s']['median']:.2f})")
-    print(f"  plain decoding step: {1e3 * rows[0]['plain_step_s']['median']:.1f} ms median")
+            preds = "  ".join(f"{acc.model(v).expected_tokens(k):6.2f}" for v in variants)
+        s, t = r.speedup, r.tokens_per_pass
+        print(f"  {k}  {s.median:.2f} [{s.min:.2f}, {s.max:.2f}]              {t.median:.2f}"
+              f"            {preds}   {1e3 * r.step_s.median:.1f}  ({1e3 * r.draft_s.median:.1f} / "
+              f"{1e3 * r.verify_s.median:.1f} / {1e3 * r.accept_s.median:.2f})")
+    print(f"  plain decoding step: {1e3 * rows[0].plain_step_s.median:.1f} ms median")
     if acc:
-        print(f"  measured alpha {acc['alpha']:.3f} on the calibration prompts; held-out prompts here")
+        print(f"  measured alpha {acc.alpha:.3f} on the calibration prompts; held-out prompts here")
 
 
 if __name__ == "__main__":

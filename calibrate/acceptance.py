@@ -21,8 +21,8 @@ import torch
 
 from simulator.acceptance import MarkovAcceptance
 
-from .model import Decoder
-from .speculative import Decoding, Engine, distribution
+from .model import Decoder, causal_window
+from .speculative import Decoding, RealEngine, distribution
 
 K_MAX = 8
 N_RANKS = 8
@@ -32,7 +32,8 @@ N_RANKS = 8
 def teacher_forced(model: Decoder, seqs: torch.Tensor) -> torch.Tensor:
     """Logits for every position of `seqs` (B, T) in one cached pass."""
     model.setup_cache(seqs.shape[0])
-    return model(seqs, torch.arange(seqs.shape[1]).expand_as(seqs).contiguous()).float()
+    start = torch.zeros(seqs.shape[0], dtype=torch.long, device=seqs.device)
+    return model(seqs, causal_window(start, seqs.shape[1], seqs.shape[1])).float()
 
 
 def rank_acceptance(p: torch.Tensor, q: torch.Tensor, n_ranks: int, sims: int, gen: torch.Generator) -> np.ndarray:
@@ -41,12 +42,12 @@ def rank_acceptance(p: torch.Tensor, q: torch.Tensor, n_ranks: int, sims: int, g
     N, V = p.shape
     p = p.repeat_interleave(sims, 0).double()
     q = q.repeat_interleave(sims, 0).double()
-    done = torch.zeros(p.shape[0], dtype=torch.bool)
+    done = torch.zeros(p.shape[0], dtype=torch.bool, device=p.device)
     counts = np.zeros(n_ranks)
-    rows = torch.arange(p.shape[0])
+    rows = torch.arange(p.shape[0], device=p.device)
     for j in range(min(n_ranks, V)):
         x = torch.multinomial(q.float().clamp_min(0), 1, generator=gen)[:, 0]
-        u = torch.rand(p.shape[0], generator=gen, dtype=torch.float64)
+        u = torch.rand(p.shape[0], generator=gen, dtype=torch.float64, device=p.device)
         ok = (u * q[rows, x] < p[rows, x]) & ~done
         counts[j] = ok.sum().item()
         done |= ok
@@ -138,20 +139,20 @@ def measure_acceptance(target: Decoder, draft: Decoder, prompts: Sequence[Sequen
                        temperature: float = 1.0, seed: int = 0, sims: int = 16,
                        tick: Callable[[], None] | None = None) -> dict[str, Any]:
     """Generate with the target from each prompt, then measure the draft against it along that text."""
-    gen = torch.Generator().manual_seed(seed)
-    engine = Engine(target, None)
-    run = engine.generate(prompts, new_tokens, Decoding(k=0, temperature=temperature), gen)
+    device = target.device
+    gen = torch.Generator(device=device).manual_seed(seed)
+    run = RealEngine(target).generate(prompts, new_tokens, Decoding(k=0, temperature=temperature), gen)
     if tick:
         tick()
     alphas, matches, ranks_acc = [], [], np.zeros(N_RANKS)
     for b, prompt in enumerate(prompts):
-        seq = torch.tensor([list(prompt) + run.tokens[b]])
+        seq = torch.tensor([list(prompt) + run.tokens[b]], device=device)
         lp, lq = teacher_forced(target, seq)[0], teacher_forced(draft, seq)[0]
         sl = slice(len(prompt) - 1, len(prompt) - 1 + new_tokens)  # distributions of the generated tokens
         p = distribution(lp[sl], temperature if temperature > 0 else 1.0)
         q = distribution(lq[sl], temperature if temperature > 0 else 1.0)
-        alphas.append(torch.minimum(p, q).sum(-1).numpy().astype(float))
-        matches.append((lp[sl].argmax(-1) == lq[sl].argmax(-1)).numpy())
+        alphas.append(torch.minimum(p, q).sum(-1).cpu().numpy().astype(float))
+        matches.append((lp[sl].argmax(-1) == lq[sl].argmax(-1)).cpu().numpy())
         ranks_acc += rank_acceptance(p, q, N_RANKS, sims, gen)
         if tick:
             tick()

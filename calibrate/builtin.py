@@ -20,7 +20,7 @@ import torch
 
 from simulator import SpecsimError
 
-from .model import TORCH_DTYPES, Decoder, DecoderConfig, load_state
+from .model import TORCH_DTYPES, Decoder, DecoderConfig, load_state, materialize
 
 WEIGHTS = Path(__file__).resolve().parent / "weights"
 EXPANDED = {"n_layers": 12, "d_model": 768, "n_heads": 12, "d_ff": 2048}  # scenarios/models.toml: specsim-target
@@ -43,13 +43,19 @@ def encode(text: str) -> list[int]:
     return list(text.encode("utf-8"))
 
 
-def _load(which: str, max_seq_len: int) -> Decoder:
+def _empty(cfg: DecoderConfig, device: torch.device | str, dtype: torch.dtype) -> Decoder:
+    with torch.device("meta"):
+        model = Decoder(cfg)
+    return materialize(model, device, dtype)
+
+
+def _load(which: str, max_seq_len: int, device: torch.device | str) -> Decoder:
     from safetensors.torch import load_file
 
     cfg = DecoderConfig(**{**_meta()[which], "max_seq_len": max_seq_len})
-    model = Decoder(cfg)
     path = WEIGHTS / f"builtin-{which}.safetensors"
-    return load_state(model, load_file(str(path)), str(path)).eval()
+    state = load_file(str(path), device=str(torch.device(device)))
+    return load_state(_empty(cfg, device, torch.float32), state, str(path)).eval()
 
 
 def expand(model: Decoder, n_layers: int, d_model: int, n_heads: int, d_ff: int) -> Decoder:
@@ -61,7 +67,7 @@ def expand(model: Decoder, n_layers: int, d_model: int, n_heads: int, d_ff: int)
         raise SpecsimError("expansion keeps the head size and needs n_kv_heads == n_heads")
     new = replace(c, n_layers=n_layers, d_model=d_model, n_heads=n_heads, n_kv_heads=n_heads, d_ff=d_ff,
                   norm_eps=c.norm_eps * c.d_model / d_model)
-    big = Decoder(new)
+    big = _empty(new, model.device, model.dtype)
     gain = math.sqrt(c.d_model / d_model)
     d, hd = c.d_model, c.head_dim
     q_old, q_new = c.n_heads * hd, n_heads * hd
@@ -95,8 +101,8 @@ def expand(model: Decoder, n_layers: int, d_model: int, n_heads: int, d_ff: int)
 def load_pair(expanded: bool = True, dtype: str = "bf16", max_seq_len: int = 1024,
               device: str | torch.device = "cpu") -> tuple[Decoder, Decoder]:
     """(target, draft) of the built-in pair; the target expanded to specsim-target's shape unless asked not to."""
-    target = _load("target", max_seq_len)
-    draft = _load("draft", max_seq_len)
+    target = _load("target", max_seq_len, device)
+    draft = _load("draft", max_seq_len, device)
     if expanded:
         target = expand(target, **EXPANDED)
-    return target.to(device=device, dtype=TORCH_DTYPES[dtype]), draft.to(device=device, dtype=TORCH_DTYPES[dtype])
+    return target.to(dtype=TORCH_DTYPES[dtype]), draft.to(dtype=TORCH_DTYPES[dtype])

@@ -21,8 +21,8 @@ import torch
 from simulator.specs import ModelSpec
 from simulator.trees import Tree
 
-from .model import Decoder, build_decoder
-from .speculative import Decoding, Engine, distribution
+from .model import Decoder, build_decoder, causal_window
+from .speculative import Decoding, RealEngine, distribution
 
 PASS_P = 0.01  # the exact rule passes when p > PASS_P
 CATCH_P = 1e-6  # a broken rule is caught when p < CATCH_P
@@ -102,15 +102,16 @@ def exact_joint(target: Decoder, prompt: Sequence[int], m: int, temperature: flo
     joint = np.ones(1)
     for j in range(m):
         prefixes = list(itertools.product(range(V), repeat=j))
-        seqs = torch.tensor([list(prompt) + list(pre) for pre in prefixes])
+        seqs = torch.tensor([list(prompt) + list(pre) for pre in prefixes], device=target.device)
         target.setup_cache(len(prefixes))
-        logits = target(seqs, torch.arange(seqs.shape[1]).expand_as(seqs).contiguous())[:, -1]
-        p = distribution(logits, temperature).double().numpy()  # (V^j, V)
+        start = torch.zeros(len(prefixes), dtype=torch.long, device=target.device)
+        logits = target(seqs, causal_window(start, seqs.shape[1], seqs.shape[1]))[:, -1]
+        p = distribution(logits, temperature).double().cpu().numpy()  # (V^j, V)
         joint = (joint[:, None] * p).reshape(-1)
     return joint / joint.sum()
 
 
-def draw(engine: Engine, prompt: Sequence[int], m: int, n: int, how: Decoding, gen: torch.Generator,
+def draw(engine: RealEngine, prompt: Sequence[int], m: int, n: int, how: Decoding, gen: torch.Generator,
          batch: int = 2000) -> tuple[np.ndarray, float | None, float | None]:
     """N samples of the first m tokens (as outcome indices), the acceptance rate and the tokens per pass."""
     V = engine.target.cfg.vocab_size
@@ -126,18 +127,17 @@ def draw(engine: Engine, prompt: Sequence[int], m: int, n: int, how: Decoding, g
                 idx = idx * V + t
             outcomes.append(idx)
         for s in res.steps:
-            for o in s.outcomes:
-                accepted += sum(o)
-                tried += len(o)
+            accepted += sum(s.accepted)
+            tried += sum(s.tried)
             passes += len(s.accepted)
             emitted += sum(a + 1 for a in s.accepted)
     rate = accepted / tried if tried else None
     return np.bincount(outcomes, minlength=V**m), rate, (emitted / passes if how.span else None)
 
 
-def run_case(label: str, engine: Engine, prompt: Sequence[int], m: int, n: int, how: Decoding, exact: np.ndarray,
+def run_case(label: str, engine: RealEngine, prompt: Sequence[int], m: int, n: int, how: Decoding, exact: np.ndarray,
              seed: int) -> TestResult:
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device=engine.device).manual_seed(seed)
     counts, rate, tpp = draw(engine, prompt, m, n, how, gen)
     stat, df, p = chi_square(counts, exact)
     tv = 0.5 * float(np.abs(counts / counts.sum() - exact).sum())
@@ -191,7 +191,7 @@ def exactness_cases(draft_kind: str, ks: Sequence[int], trees: Sequence[Tree], s
         prompt = TOY_PROMPT
         m = m or 3
     drafter = "ngram" if draft_kind == "ngram" else "model"
-    engine = Engine(target, None if drafter == "ngram" else draft)
+    engine = RealEngine(target, None if drafter == "ngram" else draft)
     exact = exact_joint(target, prompt, m, temperature)
     configs: list[tuple[str, Decoding]] = [(f"chain k={k}", Decoding(k=k, drafter=drafter, temperature=temperature))
                                            for k in ks]

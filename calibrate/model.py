@@ -1,16 +1,27 @@
 """A Llama-style decoder (RMSNorm, rotary positions, grouped-query attention, SwiGLU) with a preallocated KV cache.
 
-The cache is "rolled back" gpt-fast style by not advancing a position: every forward pass names, per sequence and
-per new token, the cache slot it writes and the rotary position it has. Attention takes a boolean mask
-(B, n, slots) so that one code path serves plain decoding, chain verification and tree verification (a node sees
-the cached prefix and its own ancestors).
+The cache is "rolled back" gpt-fast style by not advancing a position. Every cached pass is described by a `Window`
+of static shape, so that one code path serves prefill, plain decoding, drafting, chain verification and tree
+verification, eagerly or replayed as a CUDA graph:
+
+- sequence b's n new tokens are written to cache slots ``start[b] + offsets`` (B, n) and sit at rotary positions
+  ``positions`` (default: the slots; a tree node sits at the prefix length plus its depth);
+- token i attends to every slot before ``start[b]`` (the cached prefix) and to the window slots ``start[b] + w`` with
+  ``visible[i, w]`` (a chain: w <= i; a tree: the node's ancestors and itself);
+- attention reads the first ``keys`` slots of every sequence's cache, a length the caller rounds up to a bucket so a
+  captured graph serves many steps; slots past a sequence's window are masked.
+
+Grouped-query attention groups the query heads that share a key/value head instead of repeating the cache: queries
+(B, n, heads, d) become (B, kv_heads, groups x n, d) and one SDPA call reads each key and value once, with one additive
+mask (B, 1, groups x n, keys) built once per pass. Nothing in a cached pass reads a value back to the host, so a pass
+can be captured in a CUDA graph.
 
 Rotary embeddings use the rotate-half convention of Hugging Face's Llama, so a local HF checkpoint loads as it is.
 """
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +33,7 @@ from simulator import SpecsimError
 from simulator.specs import ModelSpec
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+KEY_ALIGN = 16  # attention reads a multiple of this many slots (keeps SDPA's fused kernels on aligned masks)
 
 
 @dataclass(frozen=True)
@@ -47,11 +59,53 @@ class DecoderConfig:
         return dict(self.__dict__)
 
 
+@dataclass(frozen=True)
+class Window:
+    """Where a pass's n new tokens go and what they see, as tensors on the model's device (see the module
+    docstring). `keys` is a host integer: how many cache slots attention reads."""
+
+    start: torch.Tensor  # (B,) long: first window slot per sequence; every slot before it is the cached prefix
+    offsets: torch.Tensor  # (n,) long: token i is written to slot start + offsets[i]
+    visible: torch.Tensor  # (n, W) bool: token i sees window slot start + w
+    keys: int
+    positions: torch.Tensor | None = None  # (B, n) long rotary positions; None: the slots
+
+    @property
+    def slots(self) -> torch.Tensor:
+        return self.start[:, None] + self.offsets[None, :]
+
+
+def round_keys(slots_needed: int, max_seq_len: int, bucket: int = KEY_ALIGN) -> int:
+    """Slots attention reads for a pass that needs `slots_needed`: rounded up to `bucket`, at most the cache."""
+    return min(max_seq_len, -(-slots_needed // bucket) * bucket)
+
+
+def causal_window(start: torch.Tensor, n: int, keys: int) -> Window:
+    """n consecutive tokens from `start`, each seeing the prefix and the tokens before it (prefill, plain decoding,
+    a draft step, chain verification)."""
+    device = start.device
+    offsets = torch.arange(n, device=device)
+    visible = offsets[None, :] <= offsets[:, None]
+    return Window(start, offsets, visible, keys)
+
+
+def window_mask(w: Window, dtype: torch.dtype) -> torch.Tensor:
+    """(B, 1, n, keys) additive mask: 0 where a token may attend, -inf elsewhere."""
+    n, width = w.visible.shape
+    cols = torch.arange(w.keys, device=w.start.device)
+    rel = cols[None, :] - w.start[:, None]  # (B, keys): slot relative to the window start
+    inside = (rel >= 0) & (rel < width)
+    seen = w.visible[:, rel.clamp(0, width - 1)].permute(1, 0, 2) & inside[:, None, :]  # (B, n, keys)
+    allowed = (rel < 0)[:, None, :] | seen
+    zero = torch.zeros((), dtype=dtype, device=w.start.device)
+    return torch.where(allowed, zero, torch.full((), float("-inf"), dtype=dtype, device=w.start.device))[:, None]
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
+        self.weight = nn.Parameter(torch.ones(dim, device=None))  # where the module is built (like nn.Linear's)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         xf = x.float()
@@ -70,11 +124,10 @@ class Attention(nn.Module):
         q_dim, kv_dim = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
         self.wqkv = nn.Linear(cfg.d_model, q_dim + 2 * kv_dim, bias=False)  # q, k, v fused: one matmul
         self.wo = nn.Linear(q_dim, cfg.d_model, bias=False)
-        self.k_cache: torch.Tensor | None = None  # (B, n_kv_heads, max_seq_len, head_dim)
+        self.k_cache: torch.Tensor | None = None  # (rows, n_kv_heads, max_seq_len, head_dim)
         self.v_cache: torch.Tensor | None = None
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor | None,
-                mask: torch.Tensor | None, used: int) -> torch.Tensor:
+    def _qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, ...]:
         B, n, _ = x.shape
         c = self.cfg
         q_dim, kv_dim = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
@@ -82,26 +135,38 @@ class Attention(nn.Module):
         q = q.view(B, n, c.n_heads, c.head_dim)
         k = k.view(B, n, c.n_kv_heads, c.head_dim)
         v = v.view(B, n, c.n_kv_heads, c.head_dim)
-        q = q * cos + rotate_half(q) * sin  # cos, sin: (B, n, 1, head_dim)
-        k = k * cos + rotate_half(k) * sin
+        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v  # cos, sin: (B, n, 1, head_dim)
+
+    def forward_uncached(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """Causal attention over the n tokens given, no cache (training)."""
+        B, n, _ = x.shape
+        c = self.cfg
+        q, k, v = self._qkv(x, cos, sin)
+        keys, values = k.transpose(1, 2), v.transpose(1, 2)
         groups = c.n_heads // c.n_kv_heads
-        if slots is None:  # training: no cache, causal over the n tokens given
-            keys, values = k.transpose(1, 2), v.transpose(1, 2)
-            if groups > 1:
-                keys, values = keys.repeat_interleave(groups, dim=1), values.repeat_interleave(groups, dim=1)
-            out = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, is_causal=True)
-            return self.wo(out.transpose(1, 2).reshape(B, n, q_dim))
+        if groups > 1:  # training only: the built-in pair has as many key/value heads as query heads
+            keys, values = keys.repeat_interleave(groups, dim=1), values.repeat_interleave(groups, dim=1)
+        out = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, is_causal=True)
+        return self.wo(out.transpose(1, 2).reshape(B, n, c.n_heads * c.head_dim))
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor,
+                mask: torch.Tensor, keys: int) -> torch.Tensor:
+        """Write the new keys and values to `slots` (B, n), then attend over the first `keys` slots with `mask`."""
         assert self.k_cache is not None and self.v_cache is not None, "call setup_cache first"
-        assert mask is not None
+        B, n, _ = x.shape
+        c = self.cfg
+        groups = c.n_heads // c.n_kv_heads
+        q, k, v = self._qkv(x, cos, sin)
         rows = torch.arange(B, device=x.device)[:, None]
         self.k_cache[rows, :, slots] = k  # (B, n) index pairs select (n_kv, head_dim) rows
         self.v_cache[rows, :, slots] = v
-        keys, values = self.k_cache[:, :, :used], self.v_cache[:, :, :used]
-        if groups > 1:
-            keys = keys.repeat_interleave(groups, dim=1)
-            values = values.repeat_interleave(groups, dim=1)
-        out = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=mask[:, None])
-        return self.wo(out.transpose(1, 2).reshape(B, n, q_dim))
+        kc, vc = self.k_cache[:B, :, :keys], self.v_cache[:B, :, :keys]  # views: the cache is read once, in place
+        # Grouped queries: head h = kv * groups + g reads kv head kv; (B, n, H, d) -> (B, KV, groups * n, d).
+        qg = q.view(B, n, c.n_kv_heads, groups, c.head_dim).permute(0, 2, 3, 1, 4)
+        qg = qg.reshape(B, c.n_kv_heads, groups * n, c.head_dim)
+        out = F.scaled_dot_product_attention(qg, kc, vc, attn_mask=mask)
+        out = out.view(B, c.n_kv_heads, groups, n, c.head_dim).permute(0, 3, 1, 2, 4)
+        return self.wo(out.reshape(B, n, c.n_heads * c.head_dim))
 
 
 class FeedForward(nn.Module):
@@ -123,12 +188,28 @@ class Block(nn.Module):
         self.ffn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.feed_forward = FeedForward(cfg)
 
-    def forward(self, x, cos, sin, slots, mask, used):
-        h = x + self.attention(self.attention_norm(x), cos, sin, slots, mask, used)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor | None,
+                mask: torch.Tensor | None, keys: int) -> torch.Tensor:
+        h = self.attention_norm(x)
+        if slots is None:
+            h = x + self.attention.forward_uncached(h, cos, sin)
+        else:
+            assert mask is not None
+            h = x + self.attention(h, cos, sin, slots, mask, keys)
         return h + self.feed_forward(self.ffn_norm(h))
 
 
+def rope_tables(cfg: DecoderConfig, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of the rotary angles, (max_seq_len, head_dim) float32 on `device`."""
+    inv_freq = 1.0 / cfg.rope_base ** (torch.arange(0, cfg.head_dim, 2, device=device).float() / cfg.head_dim)
+    angles = torch.outer(torch.arange(cfg.max_seq_len, device=device).float(), inv_freq)
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos(), angles.sin()
+
+
 class Decoder(nn.Module):
+    """Build it on the meta device and move it with `materialize` (every tensor then lives where it is put)."""
+
     def __init__(self, cfg: DecoderConfig) -> None:
         super().__init__()
         self.cfg = cfg
@@ -138,21 +219,37 @@ class Decoder(nn.Module):
         self.output = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tied_embeddings:
             self.output.weight = self.tok_embeddings.weight
-        inv_freq = 1.0 / cfg.rope_base ** (torch.arange(0, cfg.head_dim, 2).float() / cfg.head_dim)
-        angles = torch.outer(torch.arange(cfg.max_seq_len).float(), inv_freq)
-        angles = torch.cat([angles, angles], dim=-1)
-        self.register_buffer("rope_cos", angles.cos(), persistent=False)
-        self.register_buffer("rope_sin", angles.sin(), persistent=False)
-        self.batch_size = 0
+        cos, sin = rope_tables(cfg, self.output.weight.device)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+        self.cache_rows = 0
+        self.cache_version = 0  # bumped whenever the cache is reallocated (captured graphs hold its address)
 
-    def setup_cache(self, batch_size: int) -> None:
-        """Preallocate every layer's KV cache for `batch_size` sequences of max_seq_len slots."""
-        p = self.output.weight
-        shape = (batch_size, self.cfg.n_kv_heads, self.cfg.max_seq_len, self.cfg.head_dim)
+    @property
+    def device(self) -> torch.device:
+        return self.output.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.output.weight.dtype
+
+    def setup_cache(self, rows: int) -> None:
+        """Preallocate every layer's KV cache for `rows` sequences of max_seq_len slots (a pass over B <= rows
+        sequences uses the first B rows)."""
+        shape = (rows, self.cfg.n_kv_heads, self.cfg.max_seq_len, self.cfg.head_dim)
         for layer in self.layers:
-            layer.attention.k_cache = torch.zeros(shape, dtype=p.dtype, device=p.device)
-            layer.attention.v_cache = torch.zeros(shape, dtype=p.dtype, device=p.device)
-        self.batch_size = batch_size
+            layer.attention.k_cache = layer.attention.v_cache = None  # free the old cache before the new one
+        for layer in self.layers:
+            layer.attention.k_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
+            layer.attention.v_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        self.cache_rows = rows
+        self.cache_version += 1
+
+    def free_cache(self) -> None:
+        for layer in self.layers:
+            layer.attention.k_cache = layer.attention.v_cache = None
+        self.cache_rows = 0
+        self.cache_version += 1
 
     def train_logits(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits (B, T, vocab) of a causal pass over whole sequences, without the KV cache (training)."""
@@ -164,65 +261,75 @@ class Decoder(nn.Module):
             x = layer(x, cos, sin, None, None, T)
         return self.output(self.norm(x))
 
-    def move_cache(self, batch_index: int, src: torch.Tensor, dst: torch.Tensor) -> None:
-        """Copy cache slots `src` to `dst` for one sequence in every layer (compacting an accepted tree path)."""
+    def move_cache(self, src: torch.Tensor, dst: torch.Tensor) -> None:
+        """Copy each sequence's cache slots src[b] to dst[b] (B, L) in every layer (compacting accepted tree paths;
+        src == dst is a no-op for the padding)."""
+        rows = torch.arange(src.shape[0], device=src.device)[:, None]
         for layer in self.layers:
             a = layer.attention
             assert a.k_cache is not None and a.v_cache is not None
-            a.k_cache[batch_index, :, dst] = a.k_cache[batch_index, :, src].clone()
-            a.v_cache[batch_index, :, dst] = a.v_cache[batch_index, :, src].clone()
+            a.k_cache[rows, :, dst] = a.k_cache[rows, :, src]  # the right side is gathered before it is written
+            a.v_cache[rows, :, dst] = a.v_cache[rows, :, src]
 
-    def forward(self, tokens: torch.Tensor, slots: torch.Tensor, positions: torch.Tensor | None = None,
-                mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits (B, n, vocab) for `tokens` (B, n) written to cache `slots` (B, n).
-
-        `positions` are the rotary positions (default: the slots); `mask` (B, n, used) says which cache slots each
-        new token attends to (default: causal, every slot <= its own).
-        """
-        if tokens.shape[0] != self.batch_size:
-            raise SpecsimError(f"batch of {tokens.shape[0]} sequences but the cache holds {self.batch_size}")
-        if int(slots.max()) >= self.cfg.max_seq_len:
-            raise SpecsimError(f"cache slot {int(slots.max())} is past the cache of {self.cfg.max_seq_len}; "
-                               "use a shorter prompt, a smaller k, or a larger max_seq_len")
-        positions = slots if positions is None else positions
-        if mask is None:
-            mask = causal_mask(slots, int(slots.max()) + 1)
-        used = mask.shape[-1]
-        if used > self.cfg.max_seq_len:
-            raise SpecsimError(f"attention over {used} slots exceeds the cache of {self.cfg.max_seq_len}")
+    def forward(self, tokens: torch.Tensor, window: Window) -> torch.Tensor:
+        """Logits (B, n, vocab) for `tokens` (B, n) written and attending as `window` says. No host reads: the
+        caller checks that the window fits the cache (`check_window`)."""
+        positions = window.slots if window.positions is None else window.positions
         x = self.tok_embeddings(tokens)
         cos = self.rope_cos[positions].unsqueeze(2).to(x.dtype)
         sin = self.rope_sin[positions].unsqueeze(2).to(x.dtype)
+        mask = window_mask(window, x.dtype)
+        groups = self.cfg.n_heads // self.cfg.n_kv_heads
+        if groups > 1:  # one mask row per grouped query: (B, 1, n, keys) -> (B, 1, groups * n, keys)
+            B, _, n, k = mask.shape
+            mask = mask[:, :, None].expand(B, 1, groups, n, k).reshape(B, 1, groups * n, k)
+        slots = window.slots
         for layer in self.layers:
-            x = layer(x, cos, sin, slots, mask, used)
+            x = layer(x, cos, sin, slots, mask, window.keys)
         return self.output(self.norm(x))
 
+    def check_window(self, batch: int, last_slot: int, keys: int) -> None:
+        """Host-side checks of a pass before it runs (no device reads)."""
+        if batch > self.cache_rows:
+            raise SpecsimError(f"batch of {batch} sequences but the cache holds {self.cache_rows}")
+        if last_slot >= self.cfg.max_seq_len or keys > self.cfg.max_seq_len:
+            raise SpecsimError(f"cache slot {max(last_slot, keys - 1)} is past the cache of {self.cfg.max_seq_len}; "
+                               "use a shorter prompt, a smaller k, or a larger max_seq_len")
 
-def causal_mask(slots: torch.Tensor, used: int) -> torch.Tensor:
-    """(B, n, used) bool: token at slot s sees slots <= s."""
-    return torch.arange(used, device=slots.device)[None, None, :] <= slots[:, :, None]
+
+def materialize(model: Decoder, device: torch.device | str, dtype: torch.dtype) -> Decoder:
+    """A model built on the meta device, given storage on `device` in `dtype` (uninitialised) and its rotary
+    tables."""
+    model = model.to(dtype=dtype).to_empty(device=device)
+    model.rope_cos, model.rope_sin = rope_tables(model.cfg, device)
+    return model
 
 
-def build_decoder(spec: ModelSpec, max_seq_len: int = 2048, device: str = "cpu", dtype: str | None = None,
-                  seed: int = 0, rope_base: float = 10000.0) -> Decoder:
-    """A decoder of `spec`'s shape with random weights (enough for timing), in the spec's dtype."""
+def prefill_window(lengths: list[int], device: torch.device) -> tuple[torch.Tensor, Window]:
+    """Slots 0..L-2 of each prompt (the last token is the first one decoded): (start (B,) zeros, a causal window
+    over the longest prompt but one, reading just the slots it writes)."""
+    longest = max(lengths) - 1
+    start = torch.zeros(len(lengths), dtype=torch.long, device=device)
+    return start, causal_window(start, longest, longest)
+
+
+def build_decoder(spec: ModelSpec, max_seq_len: int = 2048, device: torch.device | str = "cpu",
+                  dtype: str | None = None, seed: int = 0, rope_base: float = 10000.0) -> Decoder:
+    """A decoder of `spec`'s shape with random weights (enough for timing), drawn on `device` in its dtype: an 8 B
+    model takes a fraction of a second on a GPU instead of a minute on the host."""
     cfg = DecoderConfig.from_spec(spec, max_seq_len, rope_base)
-    gen = torch.Generator().manual_seed(seed)
+    device = torch.device(device)
     with torch.device("meta"):
         model = Decoder(cfg)
-    model = model.to_empty(device=device)
+    model = materialize(model, device, TORCH_DTYPES[dtype or spec.dtype])
+    gen = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
                 p.fill_(1.0)
             else:
-                p.copy_(torch.randn(p.shape, generator=gen) * (1.0 / p.shape[-1] ** 0.5))
-        inv_freq = 1.0 / cfg.rope_base ** (torch.arange(0, cfg.head_dim, 2).float() / cfg.head_dim)
-        angles = torch.outer(torch.arange(cfg.max_seq_len).float(), inv_freq)
-        angles = torch.cat([angles, angles], dim=-1)
-        model.rope_cos = angles.cos().to(device)
-        model.rope_sin = angles.sin().to(device)
-    return model.to(dtype=TORCH_DTYPES[dtype or spec.dtype]).eval()
+                p.normal_(0.0, 1.0 / math.sqrt(p.shape[-1]), generator=gen)
+    return model.eval()
 
 
 def load_state(model: Decoder, state: dict[str, torch.Tensor], source: str) -> Decoder:
@@ -260,22 +367,25 @@ def hf_llama_state(tensors: dict[str, torch.Tensor], cfg: DecoderConfig) -> dict
     return out
 
 
-def load_hf_checkpoint(folder: str | Path, dtype: str = "bf16", max_seq_len: int = 2048) -> Decoder:
+def load_hf_checkpoint(folder: str | Path, dtype: str = "bf16", max_seq_len: int = 2048,
+                       device: torch.device | str = "cpu") -> Decoder:
     """A local Hugging Face Llama-family checkpoint (config.json + *.safetensors); nothing is downloaded."""
     from safetensors.torch import load_file
 
     from scenarios import model_from_config_json
+    from scenarios.files import read_json
 
     folder = Path(folder)
     spec = model_from_config_json(folder / "config.json", dtype)
-    cfg_json = json.loads((folder / "config.json").read_text())
+    cfg_json = read_json(folder / "config.json", "model config")
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise SpecsimError(f"{folder} holds no *.safetensors files")
     tensors: dict[str, torch.Tensor] = {}
     for f in files:
-        tensors.update(load_file(str(f)))
-    model = build_decoder(spec, max_seq_len, dtype=dtype, rope_base=float(cfg_json.get("rope_theta", 10000.0)))
+        tensors.update(load_file(str(f), device=str(torch.device(device))))
+    model = build_decoder(spec, max_seq_len, device=device, dtype=dtype,
+                          rope_base=float(cfg_json.get("rope_theta", 10000.0)))
     try:
         state = hf_llama_state(tensors, model.cfg)
     except KeyError as e:

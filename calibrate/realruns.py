@@ -12,7 +12,7 @@ import torch
 
 from simulator.trees import Tree
 
-from .speculative import Decoding, Engine
+from .speculative import Decoding, RealEngine
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class MeasuredConfig:
         return asdict(self)
 
 
-def measure(engine: Engine, prompts: Sequence[Sequence[int]], configs: Sequence[Config], new_tokens: int,
+def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Sequence[Config], new_tokens: int,
             repeats: int, temperature: float = 1.0, seed: int = 0,
             tick: Callable[[], None] | None = None) -> list[MeasuredConfig]:
     """Every configuration and the plain run at each batch, `repeats` times in a shuffled order per repeat."""

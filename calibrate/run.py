@@ -15,14 +15,16 @@ import torch
 from simulator import SpecsimError, __version__
 from simulator.cost import CostModel
 from simulator.specs import EngineOverheads, ModelSpec, PerStep
+from simulator.sweep import Candidate, StepPhases, step_time
 
 from .device import device_identity, device_state
 from .fit import PassPoint, errors, fit_cost_model
 from .host import host_summary
 from .measure import Timer
 from .microbench import n_microbenchmarks, run_microbenchmarks
-from .model import build_decoder
+from .model import KEY_ALIGN, Window, build_decoder, causal_window, round_keys
 from .profile import SCHEMA, SCHEMA_VERSION, Microbenchmarks, Profile, assess_trust, rates_to_dict, spec_to_dict
+from .runner import PassRunner, make_runner
 from .speculative import distribution, sample
 
 
@@ -84,11 +86,16 @@ def _is_oom(e: BaseException) -> bool:
     return isinstance(e, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
-def time_passes(spec: ModelSpec, device: torch.device, timer: Timer, batches: Sequence[int],
-                new_tokens: Sequence[int], contexts: Sequence[int], bar: Bar, quick: bool) -> list[dict[str, Any]]:
-    """Time one forward pass per grid point with random weights; an out-of-memory point is recorded and skipped."""
+def time_passes(spec: ModelSpec, device: torch.device, timer: Timer, runner: PassRunner, batches: Sequence[int],
+                new_tokens: Sequence[int], contexts: Sequence[int], bar: Bar, quick: bool,
+                seed: int = 0) -> list[dict[str, Any]]:
+    """Time one decoding pass per grid point with random weights drawn on the device, as the runner runs it (a
+    CUDA graph replayed, on a GPU): the pass over B sequences x n new tokens on c cached ones, the probabilities at
+    its last position and one sample. An out-of-memory point is recorded and skipped. The model is built once; the
+    cache once per batch."""
     max_len = max(contexts) + max(new_tokens) + 1
     records: list[dict[str, Any]] = []
+    gen = torch.Generator(device=device).manual_seed(seed)
 
     def out_of_memory(batch_sizes: Sequence[int]) -> None:
         for b in batch_sizes:
@@ -98,14 +105,16 @@ def time_passes(spec: ModelSpec, device: torch.device, timer: Timer, batches: Se
                     bar.update(1)
 
     try:
-        model = build_decoder(spec, max_len, device=str(device))
+        model = build_decoder(spec, max_len, device=device, seed=seed)
     except Exception as e:  # noqa: BLE001 - any failure to even build the model is an OOM candidate
         if not _is_oom(e):
             raise
         out_of_memory(batches)
         return records
     cap = 0.35 if quick else 1.2
+    key_bucket = 64 if runner.mode == "graph" else KEY_ALIGN
     for b in batches:
+        runner.reset()
         try:
             model.setup_cache(b)
         except Exception as e:  # noqa: BLE001
@@ -114,24 +123,28 @@ def time_passes(spec: ModelSpec, device: torch.device, timer: Timer, batches: Se
             out_of_memory([b])
             continue
         for c in contexts:
+            start = torch.full((b,), c, dtype=torch.long, device=device)
             for n in new_tokens:
                 rec: dict[str, Any] = {"model": spec.name, "batch": b, "new_tokens": n, "context": c}
-                tokens = torch.randint(0, spec.vocab_size, (b, n), device=device)
-                slots = (torch.arange(n, device=device) + c).expand(b, n).contiguous()
+                tokens = torch.randint(0, spec.vocab_size, (b, n), device=device, generator=gen)
+                window = causal_window(start, n, round_keys(c + n, max_len, key_bucket))
+
+                def step(tokens: torch.Tensor = tokens, window: Window = window, n: int = n) -> torch.Tensor:
+                    # What a decoding step runs: the pass, the probabilities at its last position, one sample.
+                    logits = runner(model, tokens, window, ("causal", n))
+                    return sample(distribution(logits[:, -1], 1.0), gen)
+
                 try:
                     with torch.inference_mode():
-                        # What a decoding step runs: the pass, probabilities at every new position, one sample.
-                        t = timer.measure(lambda tokens=tokens, slots=slots: sample(
-                            distribution(model(tokens, slots), 1.0)[:, -1], None), max_time_s=cap)
-                    rec.update(t.to_dict())
+                        rec.update(timer.measure(step, max_time_s=cap).to_dict())
                 except Exception as e:  # noqa: BLE001
                     if not _is_oom(e):
                         raise
                     rec["oom"] = True
                 records.append(rec)
                 bar.update(1)
-        for layer in model.layers:  # free this batch's cache before the next one is allocated
-            layer.attention.k_cache = layer.attention.v_cache = None
+        runner.reset()
+        model.free_cache()  # before the next batch's cache is allocated
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return records
@@ -141,7 +154,6 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
               progress: Progress = no_progress, seed: int = 0,
               options: Mapping[str, Any] | None = None, eager: bool = True) -> CalibrationResult:
     """Measure this device, time the grid, fit the cost model on part of it and check it on the rest."""
-    torch.manual_seed(seed)
     timer = Timer(device)
     identity = device_identity(device)
     state_start = device_state(device)
@@ -153,15 +165,18 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     probes = [probe_spec(target, n) for n in grid.probe_layers]
     specs = {target.name: target, draft.name: draft, **{p.name: p for p in probes}}
     passes: list[dict[str, Any]] = []
+    runner = make_runner(device, eager)
     n_target = len(grid.batches) * len(grid.target_new_tokens) * len(grid.contexts)
     with progress(f"target passes ({target.name})", n_target) as bar:
-        passes += time_passes(target, device, timer, grid.batches, grid.target_new_tokens, grid.contexts, bar, quick)
+        passes += time_passes(target, device, timer, runner, grid.batches, grid.target_new_tokens, grid.contexts,
+                              bar, quick, seed)
     n_draft = len(grid.batches) * len(grid.draft_new_tokens) * len(grid.contexts)
     with progress(f"draft passes ({draft.name})", n_draft) as bar:
-        passes += time_passes(draft, device, timer, grid.batches, grid.draft_new_tokens, grid.contexts, bar, quick)
+        passes += time_passes(draft, device, timer, runner, grid.batches, grid.draft_new_tokens, grid.contexts, bar,
+                              quick, seed)
     with progress("overhead probes", len(probes) * len(grid.contexts)) as bar:
         for p in probes:
-            passes += time_passes(p, device, timer, (1,), (1,), grid.contexts, bar, quick)
+            passes += time_passes(p, device, timer, runner, (1,), (1,), grid.contexts, bar, quick, seed)
 
     points = [PassPoint(r["model"], r["batch"], r["new_tokens"], r["context"], r["median_s"])
               for r in passes if not r.get("oom")]
@@ -187,7 +202,7 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
         measured_cost = replace(fit.cost, measured={(p.model, p.batch, p.new_tokens, p.context): p.time_s
                                                     for p in points}, draft_catchup_tokens=2,
                                 measured_models=(target, draft))
-        acceptance, engine = measure_builtin(device, dtype, quick, max(grid.batches), progress, seed,
+        acceptance, engine = measure_builtin(device, runner, dtype, quick, max(grid.batches), progress, seed,
                                              measured_cost, target, draft)
     fit_overheads = asdict(replace(fit.cost.overheads, engine=engine))
 
@@ -197,7 +212,7 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
         "specsim_version": __version__,
         "command": command,
         "options": dict(options or {}),
-        "engine_mode": "eager",
+        "engine_mode": runner.mode,
         "created": created,
         "device": identity,
         "device_state": {"start": state_start, "end": device_state(device)},
@@ -253,18 +268,17 @@ def builtin_pair(target: ModelSpec, draft: ModelSpec) -> bool:
     return target.name == "specsim-target" and draft.name == "specsim-draft" and (WEIGHTS / "builtin.json").exists()
 
 
-def measure_builtin(device: torch.device, dtype: str, quick: bool, max_batch: int, progress: Progress,
-                    seed: int, cost: CostModel, target_spec: ModelSpec,
+def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick: bool, max_batch: int,
+                    progress: Progress, seed: int, cost: CostModel, target_spec: ModelSpec,
                     draft_spec: ModelSpec) -> tuple[dict[str, Any], EngineOverheads]:
     """Acceptance of the trained pair on the calibration prompts; then short real runs (plain, a chain of 4, the
     tree 2,2,1) at batch 1 and the largest batch, whose step phases minus the calibrated passes give the engine's
     own work around the passes (`EngineOverheads`), each a fixed cost plus a cost per sequence."""
-    from simulator.sweep import Candidate, step_time
     from simulator.trees import parse_branching
 
     from .acceptance import measure_acceptance
     from .builtin import encode, load_pair, prompts
-    from .speculative import Decoding, Engine
+    from .speculative import Decoding, RealEngine
 
     n_prompts, n_tokens = (16, 64) if quick else (64, 128)
     calib = [encode(p) for p in prompts("calibration")[:n_prompts]]
@@ -273,7 +287,7 @@ def measure_builtin(device: torch.device, dtype: str, quick: bool, max_batch: in
     with progress("acceptance (calibration prompts)", n_prompts + 1) as bar:
         acc = measure_acceptance(target, draft, calib, n_tokens, 1.0, seed, tick=lambda: bar.update(1))
     big_target, _ = load_pair(expanded=True, dtype=dtype, max_seq_len=512, device=device)
-    engine = Engine(big_target, draft, device)
+    engine = RealEngine(big_target, draft, runner)
     gen = torch.Generator(device=device).manual_seed(seed)
     tree = parse_branching("2,2,1")
     new_tokens, repeats = (24, 2) if quick else (32, 3)
@@ -287,25 +301,33 @@ def measure_builtin(device: torch.device, dtype: str, quick: bool, max_batch: in
             for b in batches:
                 ps = [calib[i % len(calib)] for i in range(b)]
                 context = int(np.mean([len(p) for p in ps])) - 1 + new_tokens // 2
-                plain = engine.generate(ps, new_tokens, Decoding(k=0), gen, until="first")
-                samples["plain"][b].append(float(np.median([s.phases.total_s for s in plain.steps]))
-                                           - cost.pass_time_s(target_spec, b, 1, context))
-                bar.update(1)
-                for how in (Decoding(k=4), Decoding(tree=tree)):
+                for how in (Decoding(k=0), Decoding(k=4), Decoding(tree=tree)):
                     run = engine.generate(ps, new_tokens, how, gen, until="first")
                     cand = Candidate(how.k) if how.tree is None else Candidate(None, how.tree)
-                    passes = step_time(cost, target_spec, draft_spec, b, context, cand)
-                    n_draft = len(cand.shape.draft_pass_widths)
-                    samples["draft"][b].append(
-                        (float(np.median([s.phases.draft_s for s in run.steps])) - passes.draft_s) / n_draft)
-                    samples["verify"][b].append(float(np.median([s.phases.verify_s for s in run.steps]))
-                                                   - passes.verify_s)
-                    key = "tree_accept" if how.tree is not None else "chain_accept"
-                    samples[key][b].append(float(np.median([s.phases.accept_s for s in run.steps])))
+                    for kind, extra in step_extras(cost, target_spec, draft_spec, b, context, cand,
+                                                   [s.phases for s in run.steps]).items():
+                        samples[kind][b].append(extra)
                     bar.update(1)
     extras = {k: {b: float(np.median(v)) for b, v in by.items()} for k, by in samples.items()}
     acc["engine_extras_by_batch_s"] = extras
     return acc, EngineOverheads(**{k: _per_step(v) for k, v in extras.items()})
+
+
+def step_extras(cost: CostModel, target: ModelSpec, draft: ModelSpec, batch: int, context: int, cand: Candidate,
+                steps: Sequence[StepPhases]) -> dict[str, float]:
+    """The engine's own work in real steps of one kind: each measured phase's median minus the calibrated passes
+    in it (per draft pass for drafting); plain steps give `plain`, chains `draft`, `verify` and `chain_accept`,
+    trees the same with `tree_accept`."""
+    def med(phase: str) -> float:
+        return float(np.median([getattr(s, phase) for s in steps]))
+
+    if cand.is_plain:
+        return {"plain": float(np.median([s.total_s for s in steps])) - cost.pass_time_s(target, batch, 1, context)}
+    passes = step_time(replace(cost, overheads=replace(cost.overheads, engine=EngineOverheads())), target, draft,
+                       batch, context, cand)
+    accept = "tree_accept" if cand.tree is not None else "chain_accept"
+    return {"draft": (med("draft_s") - passes.draft_s) / len(cand.shape.draft_pass_widths),
+            "verify": med("verify_s") - passes.verify_s, accept: med("accept_s")}
 
 
 def _per_step(by_batch: dict[int, float]) -> PerStep:

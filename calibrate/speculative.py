@@ -9,6 +9,12 @@ sampling: the children of a node, drawn from q without replacement, are tried in
 min(1, p(x)/q(x)); on rejection p <- norm(max(p - q, 0)) and x is removed from q (then q renormalised). The
 accepted path's cache entries are then moved to consecutive slots.
 
+Everything a step decides is decided on the device for the whole batch (the accept rule, the tree walk, the cache
+roll-back and compaction, the next positions); the host reads the step's outcome once, at its end, to extend each
+sequence's text. Passes run through a `PassRunner` (eager, or CUDA graphs replayed per shape), and the step's phases
+are timed with CUDA events on a GPU (so the host's launch gaps count, as they do in an engine) and a wall clock on
+the CPU.
+
 Caches roll back by position: every sequence b keeps P[b], the slot of its current (last emitted, not yet cached)
 token; a rejected draft's entries beyond P simply get overwritten later. Each draft phase starts with a two-token
 pass over [previous, current] at [P - 1, P], which (re)writes whatever the draft had not yet cached.
@@ -21,6 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 
@@ -28,15 +35,16 @@ from simulator import SpecsimError
 from simulator.sweep import StepPhases
 from simulator.trees import Tree
 
-from .model import Decoder
+from .model import KEY_ALIGN, Decoder, Window, causal_window, prefill_window, round_keys
+from .runner import EagerRunner, PassRunner
 
 RULES = ("exact", "resample-from-p", "accept-q-over-p")
 
 
 @dataclass
 class StepRecord:
-    accepted: list[int]  # A per sequence
-    outcomes: list[list[int]]  # per sequence, 1/0 per drafted position tried (up to and including the rejection)
+    accepted: list[int]  # A per sequence (drafted tokens accepted)
+    tried: list[int]  # per sequence, drafted tokens the accept rule examined (up to and including the rejection)
     phases: StepPhases  # measured: drafting, the verification (or plain) pass, accept/reject and bookkeeping
 
 
@@ -58,7 +66,6 @@ class RunResult:
         return sum(s.phases.total_s for s in self.steps)
 
 
-
 def distribution(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """Probabilities over the vocabulary (float32); temperature 0 is greedy: one-hot at the argmax."""
     logits = logits.float()
@@ -78,11 +85,6 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     r = (p - q).clamp_min(0)
     total = r.sum(-1, keepdim=True)
     return torch.where(total > 0, r / total.clamp_min(1e-30), p)
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 class Ngram:
@@ -132,12 +134,110 @@ class Decoding:
         return self.tree.n_nodes if self.tree is not None else self.k
 
 
-class Engine:
-    """A target and an optional draft decoder on one device, decoding batches of prompts."""
+class PhaseClock:
+    """Marks between a step's phases: CUDA events on a GPU (read after the step's one sync, so the GPU's time,
+    launch gaps included), the wall clock on the CPU."""
 
-    def __init__(self, target: Decoder, draft: Decoder | None, device: torch.device | str = "cpu") -> None:
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.marks: list = []
+
+    def mark(self) -> None:
+        if self.cuda:
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            self.marks.append(e)
+        else:
+            self.marks.append(time.perf_counter())
+
+    def durations_s(self) -> list[float]:
+        """Seconds between consecutive marks (after the device has passed the last one)."""
+        if self.cuda:
+            return [a.elapsed_time(b) / 1e3 for a, b in zip(self.marks, self.marks[1:])]
+        return [b - a for a, b in zip(self.marks, self.marks[1:])]
+
+
+@dataclass(frozen=True)
+class TreeTables:
+    """A tree as tensors on the device: nodes 0..N (0 is the root, the current token), in breadth-first order."""
+
+    tree: Tree
+    device: torch.device
+
+    @cached_property
+    def depth(self) -> torch.Tensor:  # (N + 1,)
+        return torch.tensor((0,) + self.tree.depths, device=self.device)
+
+    @cached_property
+    def children(self) -> list[list[int]]:
+        """Each node's children in rank order (the order the walk tries them)."""
+        kids: list[list[int]] = [[] for _ in range(self.tree.n_nodes + 1)]
+        for i, parent in enumerate(self.tree.parents, 1):
+            kids[parent].append(i)
+        return [sorted(c, key=lambda i: self.tree.ranks[i - 1]) for c in kids]
+
+    @cached_property
+    def child_table(self) -> torch.Tensor:
+        """(N + 1, most children) node ids of each node's children in rank order, -1 padded."""
+        width = max(1, max(len(c) for c in self.children))
+        rows = [kids + [-1] * (width - len(kids)) for kids in self.children]
+        return torch.tensor(rows, dtype=torch.long, device=self.device)
+
+    @cached_property
+    def ancestors(self) -> torch.Tensor:
+        """(N + 1, N + 1) bool: node i sees node j (j is i or one of its ancestors)."""
+        n = self.tree.n_nodes + 1
+        anc = [[False] * n for _ in range(n)]
+        anc[0][0] = True
+        for i, parent in enumerate(self.tree.parents, 1):
+            anc[i] = list(anc[parent])
+            anc[i][i] = True
+        return torch.tensor(anc, dtype=torch.bool, device=self.device)
+
+    @cached_property
+    def levels(self) -> list[list[int]]:
+        """The nodes that have children, by depth: each level is one draft pass."""
+        out: list[list[int]] = []
+        level = [0]
+        while level:
+            parents = [n for n in level if self.children[n]]
+            if not parents:
+                break
+            out.append(parents)
+            level = [c for n in parents for c in self.children[n]]
+        return out
+
+    @cached_property
+    def level_index(self) -> list[torch.Tensor]:
+        return [torch.tensor(lv, dtype=torch.long, device=self.device) for lv in self.levels]
+
+
+@dataclass
+class _Batch:
+    """The running batch: positions on the device and their host mirror, the current and previous tokens on the
+    device, the text on the host."""
+
+    P: torch.Tensor  # (B,) slot of each current token
+    P_host: list[int]
+    cur: torch.Tensor  # (B,) current (last emitted, not yet cached) token
+    prev: torch.Tensor  # (B,) the token before it
+    history: list[list[int]]
+    out: list[list[int]]
+
+
+class RealEngine:
+    """A target and an optional draft decoder on one device (the target's), decoding batches of prompts."""
+
+    def __init__(self, target: Decoder, draft: Decoder | None = None, runner: PassRunner | None = None,
+                 key_bucket: int | None = None) -> None:
         self.target, self.draft = target, draft
-        self.device = torch.device(device)
+        self.device = target.device
+        if draft is not None and draft.device != self.device:
+            raise SpecsimError(f"draft on {draft.device} but target on {self.device}: put both on one device")
+        self.runner = runner or EagerRunner()
+        # Graphs are captured per number of keys read: coarser buckets mean fewer captures.
+        self.key_bucket = key_bucket or (64 if self.runner.mode == "graph" else KEY_ALIGN)
+        self._patterns: dict[int, Window] = {}
 
     # -- set-up --------------------------------------------------------------------------------------------------
     def _check(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, how: Decoding, until: str) -> None:
@@ -170,17 +270,40 @@ class Engine:
         if self.draft is not None and self.draft.cfg.vocab_size != vocab:
             raise SpecsimError("draft and target vocabularies differ")
 
-    def _prefill(self, prompts: Sequence[Sequence[int]], use_draft: bool) -> torch.Tensor:
-        """Cache every prompt token but the last; returns P (B,), the slot of each current token."""
+    def _prefill(self, prompts: Sequence[Sequence[int]], use_draft: bool) -> _Batch:
+        """Cache every prompt token but the last (eagerly: prefill is not a decoding step)."""
         B = len(prompts)
         longest = max(len(p) for p in prompts)
         padded = torch.tensor([list(p[:-1]) + [0] * (longest - len(p)) for p in prompts], device=self.device)
-        slots = torch.arange(longest - 1, device=self.device).expand(B, -1).contiguous()
-        models = [self.target] + ([self.draft] if use_draft and self.draft is not None else [])
-        for m in models:
+        _, window = prefill_window([len(p) for p in prompts], self.device)
+        for m in [self.target] + ([self.draft] if use_draft and self.draft is not None else []):
             m.setup_cache(B)
-            m(padded, slots)  # padding sits past each prompt's end and is overwritten before it is ever attended
-        return torch.tensor([len(p) - 1 for p in prompts], device=self.device)
+            m(padded, window)  # padding sits past each prompt's end and is overwritten before it is ever attended
+        self.runner.reset()
+        P_host = [len(p) - 1 for p in prompts]
+        return _Batch(torch.tensor(P_host, device=self.device), P_host,
+                      torch.tensor([p[-1] for p in prompts], device=self.device),
+                      torch.tensor([p[-2] for p in prompts], device=self.device),
+                      [list(p) for p in prompts], [[] for _ in prompts])
+
+    def _pass(self, model: Decoder, tokens: torch.Tensor, start: torch.Tensor, last_slot: int, pattern: tuple,
+              window: Window) -> torch.Tensor:
+        """One pass through the runner; `last_slot` (host) is the furthest slot it writes or reads."""
+        keys = round_keys(last_slot + 1, model.cfg.max_seq_len, self.key_bucket)
+        model.check_window(tokens.shape[0], last_slot, keys)
+        w = Window(start, window.offsets, window.visible, keys, window.positions)
+        return self.runner(model, tokens, w, pattern)
+
+    def _causal(self, n: int) -> Window:
+        """The offsets and visibility of n consecutive tokens (start and keys are filled in per pass)."""
+        if n not in self._patterns:
+            self._patterns[n] = causal_window(torch.zeros(1, dtype=torch.long, device=self.device), n, 0)
+        return self._patterns[n]
+
+    def _causal_pass(self, model: Decoder, tokens: torch.Tensor, start: torch.Tensor, start_host_max: int
+                     ) -> torch.Tensor:
+        n = tokens.shape[1]
+        return self._pass(model, tokens, start, start_host_max + n - 1, ("causal", n), self._causal(n))
 
     # -- the run -------------------------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -190,224 +313,223 @@ class Engine:
         to the end, as in a continuously batched engine) has `max_new_tokens`; records per step what was accepted
         and where the time went. Returned tokens are cut to `max_new_tokens`."""
         self._check(prompts, max_new_tokens, how, until)
+        if gen is not None and gen.device != self.device:
+            raise SpecsimError(f"the random generator is on {gen.device} but the models on {self.device}")
         done = max if until == "first" else min
         t0 = time.perf_counter()
         use_draft = how.span > 0 and how.drafter == "model"
-        P = self._prefill(prompts, use_draft)
-        _sync(self.device)
-        prefill_s = time.perf_counter() - t0
-        history = [list(p) for p in prompts]
-        out: list[list[int]] = [[] for _ in prompts]
-        result = RunResult(out, prefill_s=prefill_s)
-        while done(len(o) for o in out) < max_new_tokens:
+        batch = self._prefill(prompts, use_draft)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        result = RunResult(batch.out, prefill_s=time.perf_counter() - t0)
+        tables = TreeTables(how.tree, self.device) if how.tree is not None else None
+        while done(len(o) for o in batch.out) < max_new_tokens:
+            clock = PhaseClock(self.device)
+            clock.mark()
             if how.span == 0:
-                step, emitted = self._plain_step(P, history, how, gen)
-            elif how.tree is not None:
-                step, emitted = self._tree_step(P, history, how, gen)
+                packed = self._plain_step(batch, how, gen, clock)
+            elif tables is not None:
+                packed = self._tree_step(batch, how, tables, gen, clock)
             else:
-                step, emitted = self._chain_step(P, history, how, gen)
-            result.steps.append(step)
-            for b, toks in enumerate(emitted):
-                history[b].extend(toks)
-                out[b].extend(toks)
-                P[b] += len(toks)
-        result.tokens = [o[:max_new_tokens] for o in out]
+                packed = self._chain_step(batch, how, gen, clock)
+            result.steps.append(self._finish_step(batch, packed, clock))
+        result.tokens = [o[:max_new_tokens] for o in batch.out]
         result.wall_s = time.perf_counter() - t0
         return result
 
-    def _cur(self, history: list[list[int]]) -> torch.Tensor:
-        return torch.tensor([[h[-1]] for h in history], device=self.device)
+    def _finish_step(self, batch: _Batch, packed: torch.Tensor, clock: PhaseClock) -> StepRecord:
+        """The step's one host read, `packed` (B, 2 + emitted slots): A, the candidates tried, then the emitted
+        tokens (A accepted and the next one); the host extends each sequence's text."""
+        rows = packed.tolist()
+        t_sync = time.perf_counter()
+        for b, row in enumerate(rows):
+            toks = row[2:row[0] + 3]
+            batch.history[b].extend(toks)
+            batch.out[b].extend(toks)
+            batch.P_host[b] += len(toks)
+        draft_s, verify_s, accept_s = clock.durations_s()  # on the device, launch gaps included
+        host_tail_s = time.perf_counter() - t_sync
+        return StepRecord([r[0] for r in rows], [r[1] for r in rows],
+                          StepPhases(draft_s, verify_s, accept_s + host_tail_s))
 
-    def _plain_step(self, P, history, how, gen):
-        t0 = time.perf_counter()
-        logits = self.target(self._cur(history), P[:, None])
+    def _advance(self, batch: _Batch, A: torch.Tensor, tried: torch.Tensor, emitted: torch.Tensor,
+                 nxt: torch.Tensor) -> torch.Tensor:
+        """Move every sequence past its A accepted tokens and the next one (on the device); returns the packed
+        outcome (A, tried, accepted tokens, next token) for the step's one host read."""
+        rows = torch.arange(A.shape[0], device=self.device)
+        batch.prev = torch.where(A > 0, emitted[rows, (A - 1).clamp(min=0)], batch.cur)
+        batch.cur = nxt
+        batch.P = batch.P + A + 1
+        cols = torch.arange(emitted.shape[1] + 1, device=self.device)
+        tokens = torch.where(cols[None, :] < A[:, None], torch.cat([emitted, emitted[:, :1]], 1), nxt[:, None])
+        return torch.cat([A[:, None], tried[:, None], tokens], 1)
+
+    def _plain_step(self, batch: _Batch, how: Decoding, gen: torch.Generator | None,
+                    clock: PhaseClock) -> torch.Tensor:
+        clock.mark()  # no drafting
+        logits = self._causal_pass(self.target, batch.cur[:, None], batch.P, max(batch.P_host))
         nxt = sample(distribution(logits[:, -1], how.temperature), gen)
-        _sync(self.device)
-        t1 = time.perf_counter()
-        emitted = [[int(x)] for x in nxt.tolist()]
-        return StepRecord([0] * len(history), [[] for _ in history],
-                          StepPhases(0.0, t1 - t0, time.perf_counter() - t1)), emitted
+        clock.mark()
+        A = torch.zeros_like(nxt)
+        packed = self._advance(batch, A, A, nxt[:, None], nxt)
+        clock.mark()
+        return packed
 
-    def _draft_window(self, P: torch.Tensor, history: list[list[int]]) -> torch.Tensor:
+    def _draft_window(self, batch: _Batch) -> torch.Tensor:
         """Draft logits at the current token after (re)caching [previous, current] at [P - 1, P]."""
         assert self.draft is not None
-        toks = torch.tensor([h[-2:] for h in history], device=self.device)
-        slots = torch.stack([P - 1, P], dim=1)
-        return self.draft(toks, slots)[:, -1]
+        toks = torch.stack([batch.prev, batch.cur], dim=1)
+        return self._causal_pass(self.draft, toks, batch.P - 1, max(batch.P_host) - 1)[:, -1]
 
-    def _chain_step(self, P, history, how, gen):
+    def _chain_step(self, batch: _Batch, how: Decoding, gen: torch.Generator | None,
+                    clock: PhaseClock) -> torch.Tensor:
         k, T = how.k, how.temperature
-        t0 = time.perf_counter()
+        top = max(batch.P_host)
         if how.drafter == "ngram":
-            proposals = [Ngram().propose(h, k) for h in history]
+            proposals = [Ngram().propose(h, k) for h in batch.history]  # host text: prompt lookup lives there
             d = torch.tensor(proposals, device=self.device)
             q = torch.nn.functional.one_hot(d, self.target.cfg.vocab_size).float()
         else:
             qs, ds = [], []
-            logits = self._draft_window(P, history)
+            logits = self._draft_window(batch)
             for j in range(k):
                 qj = distribution(logits, T)
                 dj = sample(qj, gen)
                 qs.append(qj)
                 ds.append(dj)
                 if j + 1 < k:
-                    logits = self.draft(dj[:, None], (P + j + 1)[:, None])[:, -1]
+                    logits = self._causal_pass(self.draft, dj[:, None], batch.P + j + 1, top + j + 1)[:, -1]
             q, d = torch.stack(qs, 1), torch.stack(ds, 1)  # (B, k, V), (B, k)
-        _sync(self.device)
-        t1 = time.perf_counter()
-        verify_tokens = torch.cat([self._cur(history), d], dim=1)
-        slots = P[:, None] + torch.arange(k + 1, device=self.device)
-        p = distribution(self.target(verify_tokens, slots), T)  # (B, k + 1, V)
-        _sync(self.device)
-        t2 = time.perf_counter()
-        accepted, outcomes, emitted = self._accept_chain(p, q, d, how.rule, gen)
-        t3 = time.perf_counter()
-        return StepRecord(accepted, outcomes, StepPhases(t1 - t0, t2 - t1, t3 - t2)), emitted
-
-    @staticmethod
-    def _accept_chain(p, q, d, rule, gen):
-        """The accept/reject rule over a batch: returns A per sequence, the per-position outcomes, and the emitted
-        tokens (A accepted drafts, then a resampled or bonus token)."""
-        B, k = d.shape
-        p_d = p[:, :k].gather(-1, d[..., None])[..., 0]
-        q_d = q.gather(-1, d[..., None])[..., 0]
-        u = _uniform((B, k), gen, d.device)
-        if rule == "accept-q-over-p":  # broken on purpose: the ratio upside down
-            ok = u * p_d < q_d
-        else:
-            ok = u * q_d < p_d  # u < p/q, without dividing by q
-        rejected = ~ok
-        A = torch.where(rejected.any(1), rejected.float().argmax(1), torch.full((B,), k, device=d.device))
-        rows = torch.arange(B, device=d.device)
-        p_A = p[rows, A]
-        q_A = torch.where((A < k)[:, None], q[rows, A.clamp(max=k - 1)], torch.zeros_like(p_A))
-        fix = p_A if rule == "resample-from-p" else residual(p_A, q_A)  # broken on purpose: ignore q
-        nxt = sample(fix, gen)
-        A_list, d_list, n_list = A.tolist(), d.tolist(), nxt.tolist()
-        ok_list = ok.tolist()
-        accepted = A_list
-        outcomes = [[int(x) for x in ok_list[b][:min(A_list[b] + 1, k)]] for b in range(B)]
-        emitted = [d_list[b][:A_list[b]] + [n_list[b]] for b in range(B)]
-        return accepted, outcomes, emitted
+        clock.mark()
+        verify_tokens = torch.cat([batch.cur[:, None], d], dim=1)
+        p = distribution(self._causal_pass(self.target, verify_tokens, batch.P, top), T)  # (B, k + 1, V)
+        clock.mark()
+        A, nxt = accept_chain(p, q, d, how.rule, gen)
+        packed = self._advance(batch, A, (A + 1).clamp(max=k), d, nxt)
+        clock.mark()
+        return packed
 
     # -- trees ---------------------------------------------------------------------------------------------------
-    def _tree_step(self, P, history, how, gen):
-        assert self.draft is not None and how.tree is not None
-        tree, T = how.tree, how.temperature
-        B, N = len(history), tree.n_nodes
-        depth = torch.tensor((0,) + tree.depths, device=self.device)
-        children: dict[int, list[int]] = {}
-        for i, (par, _) in enumerate(zip(tree.parents, tree.ranks), 1):
-            children.setdefault(par, []).append(i)
-        anc = _ancestor_matrix(tree).to(self.device)  # (N + 1, N + 1): node i sees node j
-        t0 = time.perf_counter()
+    def _tree_step(self, batch: _Batch, how: Decoding, t: TreeTables, gen: torch.Generator | None,
+                   clock: PhaseClock) -> torch.Tensor:
+        assert self.draft is not None
+        T, N = how.temperature, t.tree.n_nodes
+        B, V = batch.cur.shape[0], self.target.cfg.vocab_size
+        top = max(batch.P_host)
         tokens = torch.zeros(B, N + 1, dtype=torch.long, device=self.device)
-        tokens[:, 0] = self._cur(history)[:, 0]
-        q_nodes = torch.zeros(B, N + 1, self.target.cfg.vocab_size, device=self.device)
-        q_logits = self._draft_window(P, history)[:, None]  # (B, nodes in this level, V)
-        level = [0]
-        while level:
+        tokens[:, 0] = batch.cur
+        q_nodes = torch.zeros(B, N + 1, V, device=self.device)  # the draft's distribution at each parent node
+        q_logits = self._draft_window(batch)[:, None]  # (B, nodes in this level, V)
+        for li, level in enumerate(t.levels):
             q_level = distribution(q_logits, T if T > 0 else 1.0)  # greedy trees rank candidates by q at T = 1
-            nxt_level = []
-            for li, node in enumerate(level):
-                kids = children.get(node, [])
-                q_nodes[:, node] = q_level[:, li]
-                if not kids:
-                    continue
+            for j, node in enumerate(level):
+                kids = t.children[node]
+                q_nodes[:, node] = q_level[:, j]
                 if T == 0:
-                    picks = q_level[:, li].topk(len(kids), dim=-1).indices
+                    picks = q_level[:, j].topk(len(kids), dim=-1).indices
                 else:
-                    picks = torch.multinomial(q_level[:, li], len(kids), replacement=False, generator=gen)
+                    picks = torch.multinomial(q_level[:, j], len(kids), replacement=False, generator=gen)
                 tokens[:, kids] = picks
-                nxt_level.extend(kids)
-            if not nxt_level or all(not children.get(n) for n in nxt_level):
-                break
-            parents_needed = [n for n in nxt_level if children.get(n)]
-            idx = torch.tensor(parents_needed, device=self.device)
-            slots = P[:, None] + idx
-            q_logits = self.draft(tokens[:, idx], slots, positions=P[:, None] + depth[idx],
-                                  mask=_tree_mask(P, idx, anc))
-            level = parents_needed
-        _sync(self.device)
-        t1 = time.perf_counter()
+            if li + 1 < len(t.levels):
+                idx = t.level_index[li + 1]
+                window = Window(batch.P, idx, t.ancestors[idx], 0, batch.P[:, None] + t.depth[idx])
+                q_logits = self._pass(self.draft, tokens[:, idx], batch.P, top + N,
+                                      ("tree", t.tree.label, li + 1), window)
+        clock.mark()
         all_idx = torch.arange(N + 1, device=self.device)
-        p = distribution(self.target(tokens, P[:, None] + all_idx, positions=P[:, None] + depth,
-                                     mask=_tree_mask(P, all_idx, anc)), T)
-        _sync(self.device)
-        t2 = time.perf_counter()
-        accepted, outcomes, emitted = [], [], []
-        tok_list = tokens.tolist()
-        for b in range(B):
-            path, tried, nxt = self._walk(p[b], q_nodes[b], tok_list[b], children, T, how.rule, gen)
-            accepted.append(len(path))
-            outcomes.append(tried)
-            emitted.append([tok_list[b][n] for n in path] + [nxt])
-            if path:
-                src = P[b] + torch.tensor(path, device=self.device)
-                dst = P[b] + torch.arange(1, len(path) + 1, device=self.device)
-                self.target.move_cache(b, src, dst)
-                self.draft.move_cache(b, src, dst)
-        t3 = time.perf_counter()
-        return StepRecord(accepted, outcomes, StepPhases(t1 - t0, t2 - t1, t3 - t2)), emitted
-
-    @staticmethod
-    def _walk(p, q_nodes, tokens, children, T, rule, gen):
-        """Recursive rejection sampling down one sequence's tree: (accepted node path, outcomes, next token)."""
-        node, path, tried = 0, [], []
-        p_cur, q_cur = p[0].clone(), q_nodes[0].clone()
-        while True:
-            chosen = None
-            for child in children.get(node, []):
-                x = tokens[child]
-                if T == 0:
-                    ok = x == int(p[node].argmax())
-                else:
-                    u = float(_uniform((1,), gen, p.device))
-                    if rule == "accept-q-over-p":
-                        ok = u * float(p_cur[x]) < float(q_cur[x])
-                    else:
-                        ok = u * float(q_cur[x]) < float(p_cur[x])
-                tried.append(int(ok))
-                if ok:
-                    chosen = child
-                    break
-                if T > 0:
-                    if rule != "resample-from-p":
-                        p_cur = residual(p_cur, q_cur)
-                    q_cur[x] = 0.0
-                    q_cur = q_cur / q_cur.sum().clamp_min(1e-30)
-            if chosen is None:
-                nxt = int(p[node].argmax()) if T == 0 else int(sample(p_cur, gen))
-                return path, tried, nxt
-            path.append(chosen)
-            node = chosen
-            p_cur, q_cur = p[node].clone(), q_nodes[node].clone()
+        window = Window(batch.P, all_idx, t.ancestors, 0, batch.P[:, None] + t.depth)
+        p = distribution(self._pass(self.target, tokens, batch.P, top + N, ("tree", t.tree.label, "verify"),
+                                    window), T)
+        clock.mark()
+        path, nxt, tried = walk_tree(p, q_nodes, tokens, t, T, how.rule, gen)
+        A = (path >= 0).sum(1)
+        # Compact: the accepted path's entries move to the consecutive slots P + 1 .. P + A in both caches.
+        steps = torch.arange(path.shape[1], device=self.device)
+        dst = batch.P[:, None] + 1 + steps
+        src = torch.where(path >= 0, batch.P[:, None] + path.clamp(min=0), dst)
+        self.target.move_cache(src, dst)
+        self.draft.move_cache(src, dst)
+        emitted = tokens.gather(1, path.clamp(min=0))
+        packed = self._advance(batch, A, tried, emitted, nxt)
+        clock.mark()
+        return packed
 
 
 def _uniform(shape: tuple[int, ...], gen: torch.Generator | None, device: torch.device) -> torch.Tensor:
     """U[0, 1) draws from the run's generator (which lives on the engine's device)."""
-    return torch.rand(shape, generator=gen, device=gen.device if gen is not None else device)
+    return torch.rand(shape, generator=gen, device=device)
 
 
-def _ancestor_matrix(tree: Tree) -> torch.Tensor:
-    """anc[i, j]: node j is node i or one of its ancestors (node 0 is the root, the current token)."""
-    n = tree.n_nodes + 1
-    anc = torch.zeros(n, n, dtype=torch.bool)
-    anc[0, 0] = True
-    for i, par in enumerate(tree.parents, 1):
-        anc[i] = anc[par]
-        anc[i, i] = True
-    return anc
+def accept_chain(p: torch.Tensor, q: torch.Tensor, d: torch.Tensor, rule: str,
+                 gen: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The accept/reject rule over a batch, on the device: A per sequence (drafts accepted before the first
+    rejection) and the next token (resampled at the rejection, or the bonus token). p (B, k + 1, V), q (B, k, V),
+    d (B, k)."""
+    B, k = d.shape
+    p_d = p[:, :k].gather(-1, d[..., None])[..., 0]
+    q_d = q.gather(-1, d[..., None])[..., 0]
+    u = _uniform((B, k), gen, d.device)
+    if rule == "accept-q-over-p":  # broken on purpose: the ratio upside down
+        ok = u * p_d < q_d
+    else:
+        ok = u * q_d < p_d  # u < p/q, without dividing by q
+    rejected = ~ok
+    A = torch.where(rejected.any(1), rejected.float().argmax(1), torch.full((B,), k, device=d.device))
+    rows = torch.arange(B, device=d.device)
+    p_A = p[rows, A]
+    q_A = torch.where((A < k)[:, None], q[rows, A.clamp(max=k - 1)], torch.zeros_like(p_A))
+    fix = p_A if rule == "resample-from-p" else residual(p_A, q_A)  # broken on purpose: ignore q
+    return A, sample(fix, gen)
 
 
-def _tree_mask(P: torch.Tensor, idx: torch.Tensor, anc: torch.Tensor) -> torch.Tensor:
-    """(B, len(idx), used): the queries (tree nodes idx) see every slot before P and their own ancestors."""
-    n = anc.shape[0]
-    used = int(P.max()) + n
-    cols = torch.arange(used, device=P.device)
-    prefix = cols[None, None, :] < P[:, None, None]
-    rel = cols[None, :] - P[:, None]  # (B, used): position in the tree, or out of range
-    inside = (rel >= 0) & (rel < n)
-    tree_part = anc[idx][:, rel.clamp(0, n - 1)]  # (len(idx), B, used)
-    tree_part = tree_part.permute(1, 0, 2) & inside[:, None, :]
-    return prefix | tree_part
+def walk_tree(p: torch.Tensor, q_nodes: torch.Tensor, tokens: torch.Tensor, t: TreeTables, T: float, rule: str,
+              gen: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Recursive rejection sampling down every sequence's tree at once, on the device.
+
+    At each depth, each live sequence tries its node's children in rank order: child x is accepted with
+    min(1, p(x)/q(x)); on a rejection p <- norm(max(p - q, 0)) and x is removed from q. The first accepted child is
+    the next node; if none is accepted (or the node is a leaf), the walk stops and the next token is drawn from the
+    current p (the residual, or the bonus distribution at a leaf). Greedy (T = 0): a child is accepted if it is the
+    target's argmax at the node. Returns the accepted path (B, depth; -1 padded), the next token (B,) and how many
+    candidates each sequence tried."""
+    B = p.shape[0]
+    dev = p.device
+    rows = torch.arange(B, device=dev)
+    node = torch.zeros(B, dtype=torch.long, device=dev)
+    alive = torch.ones(B, dtype=torch.bool, device=dev)
+    path = torch.full((B, t.tree.depth), -1, dtype=torch.long, device=dev)
+    tried = torch.zeros(B, dtype=torch.long, device=dev)
+    p_cur, q_cur = p[:, 0].clone(), q_nodes[:, 0].clone()
+    table = t.child_table
+    for depth in range(t.tree.depth):
+        kids = table[node]  # (B, most children)
+        chosen = torch.full((B,), -1, dtype=torch.long, device=dev)
+        for j in range(kids.shape[1]):
+            c = kids[:, j]
+            valid = alive & (c >= 0) & (chosen < 0)
+            x = tokens[rows, c.clamp(min=0)]
+            if T == 0:
+                ok = x == p[rows, node].argmax(-1)
+            else:
+                u = _uniform((B,), gen, dev)
+                px, qx = p_cur[rows, x], q_cur[rows, x]
+                ok = u * px < qx if rule == "accept-q-over-p" else u * qx < px
+            ok &= valid
+            tried += valid.long()
+            chosen = torch.where(ok, c, chosen)
+            if T > 0:
+                rejected = (valid & ~ok)[:, None]
+                if rule != "resample-from-p":
+                    p_cur = torch.where(rejected, residual(p_cur, q_cur), p_cur)
+                q_drop = q_cur.clone()
+                q_drop[rows, x] = 0.0
+                q_drop = q_drop / q_drop.sum(-1, keepdim=True).clamp_min(1e-30)
+                q_cur = torch.where(rejected, q_drop, q_cur)
+        step = chosen >= 0
+        path[:, depth] = torch.where(step, chosen, path[:, depth])
+        node = torch.where(step, chosen, node)
+        p_cur = torch.where(step[:, None], p[rows, node], p_cur)
+        q_cur = torch.where(step[:, None], q_nodes[rows, node], q_cur)
+        alive &= step
+    nxt = p[rows, node].argmax(-1) if T == 0 else sample(p_cur, gen)
+    return path, nxt, tried

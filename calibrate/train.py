@@ -24,7 +24,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .files import atomic_write_text
+from scenarios.files import atomic_write_text
+
 from .model import Decoder, DecoderConfig
 
 WEIGHTS = Path(__file__).resolve().parent / "weights"
@@ -104,7 +105,8 @@ def train(steps: int, seed: int, batch: int, seq: int, lr: float, out: Path, log
     heldout_data = np.frombuffer(b"".join(corpus["heldout"]), dtype=np.uint8)
     log(f"corpus: {len(train_data) / 1e6:.1f} MB train, {len(heldout_data) / 1e6:.2f} MB held out "
         f"({len(corpus['train'])} files)")
-    target, draft = Decoder(TARGET), Decoder(DRAFT)
+    with torch.device("cpu"):  # training runs on the host
+        target, draft = Decoder(TARGET), Decoder(DRAFT)
     for m in (target, draft):
         for name, p in m.named_parameters():
             if p.dim() == 2:

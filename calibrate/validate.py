@@ -233,7 +233,8 @@ def run_validation(profile: Profile, batches: Sequence[int], ks: Sequence[int], 
     from .device import device_identity, resolve_device
     from .profile import check_device
     from .realruns import Config, measure
-    from .speculative import Engine
+    from .runner import make_runner
+    from .speculative import RealEngine
 
     device = resolve_device("cuda" if profile.device.kind == "cuda" else "cpu")
     check_device(profile, device_identity(device))
@@ -241,7 +242,7 @@ def run_validation(profile: Profile, batches: Sequence[int], ks: Sequence[int], 
     span = max([max(ks, default=0)] + [t.n_nodes for t in trees])
     target, draft = load_pair(expanded=True, dtype=profile.target.dtype,
                               max_seq_len=max(len(p) for p in held) + new_tokens + span + 8, device=device)
-    engine = Engine(target, draft, device)
+    engine = RealEngine(target, draft, make_runner(device, eager=profile.engine_mode == "eager"))
     configs = [Config(b, k) for b in batches for k in ks] + [Config(b, 0, t) for b in batches for t in trees]
     context = int(np.mean([len(p) for p in held])) - 1 + new_tokens // 2
     cands = [Candidate(k) for k in ks] + [Candidate(None, t) for t in trees]

@@ -44,3 +44,39 @@ def tiny_profile():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("calibrate.microbench.MIB", 2**12)
         return calibrate(TINY_T, TINY_D, torch.device("cpu"), TINY_GRID, quick=True, command="test")
+
+
+@pytest.fixture(scope="session")
+def builtin_pair():
+    """The built-in pair, unexpanded, in fp32 on the CPU (the tests reset its caches as they need)."""
+    from calibrate.builtin import load_pair
+
+    return load_pair(expanded=False, dtype="fp32", max_seq_len=320)
+
+
+@pytest.fixture(scope="session")
+def builtin_profile():
+    """A profile of the built-in shapes from a tiny calibration, plus acceptance measured on a few prompts."""
+    import dataclasses
+
+    import torch
+
+    from calibrate.acceptance import measure_acceptance
+    from calibrate.builtin import encode, prompts
+    from calibrate.profile import MeasuredAcceptance
+    from calibrate.run import calibrate
+    from scenarios import load_model
+
+    t, d = load_model("specsim-target", "fp32"), load_model("specsim-draft", "fp32")
+    grid = Grid(batches=(1, 2), target_new_tokens=(1, 3, 4), draft_new_tokens=(1, 2), contexts=(16,),
+                probe_layers=(1, 2))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("calibrate.microbench.MIB", 2**12)
+        mp.setattr("calibrate.run.builtin_pair", lambda t, d: False)
+        profile = calibrate(t, d, torch.device("cpu"), grid, quick=True, command="test").profile
+    from calibrate.builtin import load_pair
+
+    target, draft = load_pair(expanded=False, dtype="fp32", max_seq_len=256)
+    held = [encode(p)[:40] for p in prompts("calibration")[:3]]
+    measured = measure_acceptance(target, draft, held, new_tokens=24, seed=0, sims=2)
+    return dataclasses.replace(profile, acceptance=MeasuredAcceptance.from_dict(measured))

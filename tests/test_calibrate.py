@@ -10,77 +10,13 @@ from click.testing import CliRunner
 from conftest import TINY_D, TINY_GRID, TINY_T
 
 from calibrate.fit import PassPoint, errors, fit_cost_model, nnls
-from calibrate.model import build_decoder, causal_mask, hf_llama_state, load_state
+from calibrate.model import build_decoder, causal_window, hf_llama_state, load_state
 from calibrate.profile import load_profile, save_profile
 from calibrate.run import calibrate
 from simulator import SpecsimError
 from simulator.cost import CostModel, RateTable
 from simulator.specs import HardwareSpec, ModelSpec, Overheads
 from specsim import cli
-
-
-def test_kv_cache_decoding_equals_one_full_pass_and_rolls_back():
-    torch.manual_seed(0)
-    m = build_decoder(TINY_T, max_seq_len=32)
-    m.setup_cache(2)
-    tokens = torch.randint(0, 64, (2, 10))
-    with torch.inference_mode():
-        full = m(tokens, torch.arange(10).expand(2, 10))
-        m.setup_cache(2)
-        m(tokens[:, :6], torch.arange(6).expand(2, 6))
-        # Write garbage past position 6, then "roll back" by re-decoding from 6: nothing past it may leak.
-        m(torch.randint(0, 64, (2, 3)), torch.arange(6, 9).expand(2, 3))
-        step = [m(tokens[:, i:i + 1], torch.full((2, 1), i)) for i in range(6, 10)]
-    assert torch.allclose(torch.cat(step, dim=1), full[:, 6:], atol=1e-5)
-
-
-def test_per_sequence_positions():
-    """Sequences at different positions in one batched pass match their own single-sequence passes."""
-    m = build_decoder(TINY_T, max_seq_len=32)
-    tokens = torch.randint(0, 64, (2, 12))
-    with torch.inference_mode():
-        m.setup_cache(2)
-        m(tokens[:, :8], torch.arange(8).expand(2, 8))
-        slots = torch.tensor([[5], [7]])  # sequence 0 rolled back to 5, sequence 1 at 7
-        batched = m(tokens[:, 8:9], slots)
-        singles = []
-        for b, pos in ((0, 5), (1, 7)):
-            m.setup_cache(1)
-            m(tokens[b:b + 1, :pos], torch.arange(pos)[None])
-            singles.append(m(tokens[b:b + 1, 8:9], torch.tensor([[pos]])))
-    assert torch.allclose(batched, torch.cat(singles), atol=1e-5)
-
-
-def test_tree_mask_equals_the_chain_of_each_path():
-    """Tree verification: each node attends to the prefix and its ancestors, at rotary position prefix + depth."""
-    m = build_decoder(TINY_T, max_seq_len=32)
-    prefix = torch.randint(0, 64, (1, 5))
-    # Root (slot 5) with children a (slot 6) and b (slot 7); a has a child c (slot 8).
-    nodes = torch.randint(0, 64, (1, 4))
-    parents = [-1, 0, 0, 1]
-    depth = [0, 1, 1, 2]
-    used = 9
-    mask = torch.zeros(1, 4, used, dtype=torch.bool)
-    mask[0, :, :5] = True
-    for i in range(4):
-        j = i
-        while j >= 0:
-            mask[0, i, 5 + j] = True
-            j = parents[j]
-    with torch.inference_mode():
-        m.setup_cache(1)
-        m(prefix, torch.arange(5)[None])
-        tree = m(nodes, torch.arange(5, 9)[None], positions=torch.tensor([[5 + d for d in depth]]), mask=mask)
-        for path in ([0, 1, 3], [0, 2]):
-            m.setup_cache(1)
-            m(prefix, torch.arange(5)[None])
-            chain = m(nodes[:, path], torch.arange(5, 5 + len(path))[None])
-            assert torch.allclose(chain[0], tree[0, path], atol=1e-5)
-
-
-def test_causal_mask_shape():
-    mask = causal_mask(torch.tensor([[3, 4]]), 5)
-    assert mask.shape == (1, 2, 5) and mask[0, 0].tolist() == [True] * 4 + [False]
 
 
 def test_hf_checkpoint_round_trip(tmp_path):
@@ -111,10 +47,11 @@ def test_hf_checkpoint_round_trip(tmp_path):
         "intermediate_size": 128, "vocab_size": 64, "torch_dtype": "float32"}))
     loaded = load_hf_checkpoint(tmp_path, dtype="fp32", max_seq_len=32)
     tokens = torch.randint(0, 64, (1, 6))
+    window = causal_window(torch.zeros(1, dtype=torch.long), 6, 16)
     with torch.inference_mode():
         src.setup_cache(1)
         loaded.setup_cache(1)
-        assert torch.allclose(src(tokens, torch.arange(6)[None]), loaded(tokens, torch.arange(6)[None]), atol=1e-5)
+        assert torch.allclose(src(tokens, window), loaded(tokens, window), atol=1e-5)
     assert hf_llama_state(hf, loaded.cfg).keys() == {k for k in sd if not k.startswith("rope")}
 
 
@@ -217,10 +154,10 @@ def test_out_of_memory_at_one_point_is_recorded_and_the_rest_goes_on(monkeypatch
 
     real_forward = model_mod.Decoder.forward
 
-    def flaky(self, tokens, slots, positions=None, mask=None):
+    def flaky(self, tokens, window):
         if tokens.shape[0] == 2 and tokens.shape[1] == 3:
             raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 TB")
-        return real_forward(self, tokens, slots, positions, mask)
+        return real_forward(self, tokens, window)
 
     monkeypatch.setattr(model_mod.Decoder, "forward", flaky)
     monkeypatch.setattr("calibrate.microbench.MIB", 2**12)
@@ -265,16 +202,22 @@ def test_cuda_calibration_on_tiny_shapes():
     assert "nvml" in result.profile.device_state["start"]
 
 
-def test_builtin_acceptance_and_engine_overheads_are_measured(monkeypatch):
-    """The built-in pair's part of a calibration: acceptance on the calibration prompts and the engine's own work
-    around the passes, from short real runs (values are not asserted: they are timings)."""
-    from calibrate.run import measure_builtin, no_progress
-    from scenarios import load_model
+def test_engine_overheads_from_real_step_phases():
+    """What a real step costs beyond its calibrated passes, worked by hand: the passes are priced by a known cost
+    model, the measured phases are those passes plus known extras, and the extras come back exactly."""
+    from calibrate.run import _per_step, step_extras
+    from simulator.specs import PerStep
+    from simulator.sweep import Candidate, StepPhases, step_time
 
-    t, d = load_model("specsim-target"), load_model("specsim-draft")
-    monkeypatch.setattr("calibrate.builtin.prompts", lambda split: ["def f(x):\n    return x + 1\n" * 2] * 3)
-    cost = CostModel.from_hardware(HardwareSpec("cpu", 20e9, (("bf16", 1e12),), 16e9), "bf16", datasheet=True)
-    acc, engine = measure_builtin(torch.device("cpu"), "bf16", True, 2, no_progress, 0, cost, t, d)
-    assert 0 < acc["alpha"] <= 1 and len(acc["survival"]) == 8 and acc["markov"]["alpha_easy"] >= 0
-    assert set(acc["engine_extras_by_batch_s"]) == {"plain", "draft", "verify", "chain_accept", "tree_accept"}
-    assert engine.tree_accept.fixed_s + engine.tree_accept.per_sequence_s > 0
+    cost = CostModel.from_hardware(HardwareSpec("cpu", 20e9, (("fp32", 1e11),), 16e9), "fp32", datasheet=True)
+    passes = step_time(cost, TINY_T, TINY_D, 4, 32, Candidate(3))
+    steps = [StepPhases(passes.draft_s + 3 * 2e-4, passes.verify_s + 5e-4, 7e-4 + j * 1e-6) for j in range(5)]
+    extras = step_extras(cost, TINY_T, TINY_D, 4, 32, Candidate(3), steps)
+    assert extras == pytest.approx({"draft": 2e-4, "verify": 5e-4, "chain_accept": 7.02e-4}, rel=1e-9)
+    plain = cost.pass_time_s(TINY_T, 4, 1, 32)
+    assert step_extras(cost, TINY_T, TINY_D, 4, 32, Candidate(0), [StepPhases(0, plain + 3e-4, 1e-4)]) == \
+        pytest.approx({"plain": 4e-4})
+    # A fixed part and a part per sequence through two batches; never negative.
+    assert _per_step({1: 3e-4, 9: 7e-4}) == PerStep(pytest.approx(2.5e-4), pytest.approx(5e-5))
+    assert _per_step({1: 3e-4, 9: 1e-4}) == PerStep(3e-4, 0.0)
+    assert _per_step({4: -1e-5}) == PerStep(0.0, 0.0)

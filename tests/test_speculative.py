@@ -5,19 +5,15 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from calibrate.builtin import encode, expand, load_pair, prompts
+from calibrate.builtin import encode, expand, prompts
 from calibrate.exactness import chi2_sf, exactness_cases, verdict
+from calibrate.model import causal_window
 from calibrate.profile import MeasuredAcceptance
-from calibrate.speculative import Decoding, Engine, Ngram
+from calibrate.speculative import Decoding, Ngram, RealEngine
 from simulator import SpecsimError
 from simulator.acceptance import IIDAcceptance, MarkovAcceptance, ProbabilityTraceAcceptance
 from simulator.trees import parse_branching
 from specsim import cli
-
-
-@pytest.fixture(scope="module")
-def pair():
-    return load_pair(expanded=False, dtype="fp32", max_seq_len=320)
 
 
 @pytest.fixture(scope="module")
@@ -26,9 +22,9 @@ def heldout():
 
 
 @pytest.mark.parametrize("batch", [1, 8])
-def test_greedy_speculative_equals_greedy_plain(pair, heldout, batch):
-    target, draft = pair
-    engine = Engine(target, draft)
+def test_greedy_speculative_equals_greedy_plain(builtin_pair, heldout, batch):
+    target, draft = builtin_pair
+    engine = RealEngine(target, draft)
     ps = heldout[:batch]
     plain = engine.generate(ps, 24, Decoding(k=0, temperature=0)).tokens
     for k in range(1, 9):
@@ -38,16 +34,16 @@ def test_greedy_speculative_equals_greedy_plain(pair, heldout, batch):
     assert engine.generate(ps, 24, Decoding(k=4, temperature=0, drafter="ngram")).tokens == plain
 
 
-def test_expansion_preserves_the_function(pair):
-    target, _ = pair
+def test_expansion_preserves_the_function(builtin_pair):
+    target, _ = builtin_pair
     big = expand(target, n_layers=12, d_model=768, n_heads=12, d_ff=2048)
     assert sum(p.numel() for p in big.parameters()) > 20 * sum(p.numel() for p in target.parameters())
     tokens = torch.tensor([encode("import os\ndef f(x):\n    return")])
-    slots = torch.arange(tokens.shape[1])[None]
+    window = causal_window(torch.zeros(1, dtype=torch.long), tokens.shape[1], tokens.shape[1])
     with torch.inference_mode():
         target.setup_cache(1)
         big.setup_cache(1)
-        small_logits, big_logits = target(tokens, slots), big(tokens, slots)
+        small_logits, big_logits = target(tokens, window), big(tokens, window)
     assert torch.allclose(small_logits, big_logits, atol=1e-4, rtol=1e-4)
     assert (small_logits.argmax(-1) == big_logits.argmax(-1)).all()
 
@@ -75,9 +71,9 @@ def test_chi2_survival_function():
     assert chi2_sf(10.0, 10) == pytest.approx(0.4404932850652124, rel=1e-6)
 
 
-def test_prompt_longer_than_the_cache_and_k_too_large(pair):
-    target, draft = pair
-    engine = Engine(target, draft)
+def test_prompt_longer_than_the_cache_and_k_too_large(builtin_pair):
+    target, draft = builtin_pair
+    engine = RealEngine(target, draft)
     with pytest.raises(SpecsimError, match="cache holds 320"):
         engine.generate([list(range(2, 255)) * 2], 4, Decoding(k=0))
     with pytest.raises(SpecsimError, match="lower k"):
@@ -105,10 +101,10 @@ def test_markov_fit_recovers_its_own_survival():
     assert np.allclose(markov_stationary_survival(fitted, 8), markov_stationary_survival(truth, 8), atol=0.01)
 
 
-def test_acceptance_measurement_on_the_built_in_pair(pair, heldout):
+def test_acceptance_measurement_on_the_built_in_pair(builtin_pair, heldout):
     from calibrate.acceptance import measure_acceptance
 
-    target, draft = pair
+    target, draft = builtin_pair
     acc = measure_acceptance(target, draft, heldout[:4], new_tokens=32, seed=0, sims=4)
     alphas = np.concatenate([np.asarray(a) for a in acc["trace"]["alpha"]])
     assert acc["alpha"] == pytest.approx(alphas.mean(), abs=1e-5)  # the trace keeps 5 decimals

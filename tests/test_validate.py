@@ -1,17 +1,14 @@
 """Validation plumbing: real runs on tiny models, predictors, the comparison and its report (no timing asserted)."""
 
 import json
-from dataclasses import replace
 
 import numpy as np
 import pytest
-import torch
 from click.testing import CliRunner
 
 from calibrate.builtin import encode, load_pair, prompts
-from calibrate.profile import MeasuredAcceptance
 from calibrate.realruns import Config, MeasuredConfig, Summary, measure
-from calibrate.speculative import Engine
+from calibrate.speculative import RealEngine
 from calibrate.validate import PRIMARY, compare, predicted_curves, predictors
 from calibrate.validate_report import format_report
 from simulator.sweep import Candidate
@@ -22,7 +19,7 @@ from specsim import cli
 @pytest.fixture(scope="module")
 def small_runs():
     target, draft = load_pair(expanded=False, dtype="fp32", max_seq_len=256)
-    engine = Engine(target, draft)
+    engine = RealEngine(target, draft)
     held = [encode(p)[:40] for p in prompts("heldout")[:4]]
     configs = [Config(1, 2), Config(2, 2), Config(2, 0, parse_branching("2,1"))]
     return measure(engine, held, configs, new_tokens=12, repeats=2, seed=0)
@@ -36,30 +33,9 @@ def test_real_runs_record_everything(small_runs):
         assert r.draft_s.median > 0 and r.verify_s.median > 0
 
 
-@pytest.fixture(scope="module")
-def fake_profile(tmp_path_factory):
-    """A profile of the built-in shapes made from a tiny calibration plus acceptance measured on a few prompts."""
-    from calibrate.acceptance import measure_acceptance
-    from calibrate.run import Grid, calibrate
-    from scenarios import load_model
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr("calibrate.microbench.MIB", 2**12)
-    mp.setattr("calibrate.run.builtin_pair", lambda t, d: False)
-    t, d = load_model("specsim-target", "fp32"), load_model("specsim-draft", "fp32")
-    grid = Grid(batches=(1, 2), target_new_tokens=(1, 3, 4), draft_new_tokens=(1, 2), contexts=(16,),
-                probe_layers=(1, 2))
-    profile = calibrate(t, d, torch.device("cpu"), grid, quick=True, command="test").profile
-    mp.undo()
-    target, draft = load_pair(expanded=False, dtype="fp32", max_seq_len=256)
-    held = [encode(p)[:40] for p in prompts("calibration")[:3]]
-    measured = measure_acceptance(target, draft, held, new_tokens=24, seed=0, sims=2)
-    return replace(profile, acceptance=MeasuredAcceptance.from_dict(measured))
-
-
-def test_predictors_and_perfect_measurements(fake_profile):
+def test_predictors_and_perfect_measurements(builtin_profile):
     """Measurements made equal to the primary prediction give zero error for it, and the report says so."""
-    preds = predictors(fake_profile)
+    preds = predictors(builtin_profile)
     assert {"calibrated", "calibrated+iid", "calibrated+markov", "calibrated+trace", "leviathan", "roofline"} <= set(
         preds)
     tree = parse_branching("2,1")
@@ -74,40 +50,40 @@ def test_predictors_and_perfect_measurements(fake_profile):
             measured.append(MeasuredConfig(b, cand.k, cand.tree_label, s(p.speedup), s(p.tokens_per_pass),
                                            s(p.step_s), s(p.phases.draft_s), s(p.phases.verify_s),
                                            s(p.phases.accept_s), s(p.baseline_s), s(1.0)))
-    report = compare(fake_profile, measured, [tree], 30, [1, 2], {"new_tokens": 12, "repeats": 1, "profile": "p"})
+    report = compare(builtin_profile, measured, [tree], 30, [1, 2], {"new_tokens": 12, "repeats": 1, "profile": "p"})
     assert report.predictors[PRIMARY].median_abs_err_speedup == pytest.approx(0, abs=1e-12)
     assert report.predictors[PRIMARY].p90_abs_err_speedup == pytest.approx(0, abs=1e-12)
     assert all(abs(v) < 1e-9 for w in report.worst for v in w.terms.values())
     text = format_report(report, PRIMARY)
     assert "calibrated             median   0.0 %" in text and "crossover" in text
     assert json.loads(json.dumps(report.to_dict(), default=float))["predictors"][PRIMARY]["p90_abs_err_speedup"] == 0
-    curves = predicted_curves(fake_profile, [Candidate(2)], [1, 2, 3], 30)
+    curves = predicted_curves(builtin_profile, [Candidate(2)], [1, 2, 3], 30)
     assert len(curves["k = 2"]) == 3
 
 
-def test_validation_plots_draw(fake_profile, small_runs, tmp_path):
+def test_validation_plots_draw(builtin_profile, small_runs, tmp_path):
     from plots.validation import predicted_vs_measured, speedup_vs_batch
 
-    report = compare(fake_profile, small_runs, [parse_branching("2,1")], 50, [1, 2])
+    report = compare(builtin_profile, small_runs, [parse_branching("2,1")], 50, [1, 2])
     fig = predicted_vs_measured(report)
     fig.savefig(tmp_path / "a.png")
-    fig = speedup_vs_batch(report, predicted_curves(fake_profile, [Candidate(2)], [1, 2], 50))
+    fig = speedup_vs_batch(report, predicted_curves(builtin_profile, [Candidate(2)], [1, 2], 50))
     fig.savefig(tmp_path / "b.png")
     for name in ("a.png", "b.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert np.isfinite(report.predictors["leviathan"].median_abs_err_speedup)
 
 
-def test_validate_refuses_a_profile_without_acceptance(fake_profile, tmp_path):
+def test_validate_refuses_a_profile_without_acceptance(builtin_profile, tmp_path):
     f = tmp_path / "p.json"
-    f.write_text(json.dumps({**fake_profile.to_dict(), "acceptance": None}))
+    f.write_text(json.dumps({**builtin_profile.to_dict(), "acceptance": None}))
     r = CliRunner().invoke(cli, ["validate", "--profile", str(f), "--quick"])
     assert r.exit_code == 2 and "measured acceptance" in r.output and len(r.output.strip().splitlines()) == 1
 
 
-def test_predict_with_measured_acceptance(fake_profile, tmp_path):
+def test_predict_with_measured_acceptance(builtin_profile, tmp_path):
     f = tmp_path / "p.json"
-    f.write_text(json.dumps(fake_profile.to_dict()))
+    f.write_text(json.dumps(builtin_profile.to_dict()))
     for spec in ("measured", "measured:markov", "measured:trace", "measured:iid"):
         r = CliRunner().invoke(cli, ["predict", "--profile", str(f), "--acceptance", spec, "--batch", "1..4",
                                      "--k", "0..3", "--tree", "2,1", "--json"])

@@ -1,0 +1,77 @@
+"""Device correctness without a GPU: with torch's default device set to "meta", any tensor made without an explicit
+device is a meta tensor, and mixing it with the models' CPU tensors fails loudly. Every path that runs real passes
+runs here with its models on the CPU: calibration, acceptance measurement, the engine (chain, tree, n-gram, eagerly
+and through the graph runner), validation and exactness."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import TINY_D, TINY_GRID, TINY_T
+
+from calibrate.builtin import encode, prompts
+from calibrate.runner import EagerRunner, EagerStandIn, GraphRunner
+from calibrate.speculative import Decoding, RealEngine
+from simulator.trees import parse_branching
+
+
+@pytest.fixture
+def meta_default():
+    torch.set_default_device("meta")
+    try:
+        yield
+    finally:
+        torch.set_default_device(None)
+
+
+def test_the_trap_springs_on_a_stray_tensor(meta_default):
+    stray = torch.arange(3)  # no device: meta
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        (torch.ones(3, device="cpu") + stray).tolist()
+
+
+def test_calibration_on_the_cpu(meta_default, monkeypatch):
+    from calibrate.run import calibrate
+
+    monkeypatch.setattr("calibrate.microbench.MIB", 2**12)
+    profile = calibrate(TINY_T, TINY_D, torch.device("cpu"), TINY_GRID, quick=True, command="test").profile
+    assert len(profile.timed) == len(profile.passes)
+
+
+def test_acceptance_measurement(meta_default, builtin_pair):
+    from calibrate.acceptance import measure_acceptance
+
+    acc = measure_acceptance(*builtin_pair, [encode(p)[:40] for p in prompts("calibration")[:2]], new_tokens=12,
+                             seed=0, sims=2)
+    assert len(acc["survival"]) == 8
+
+
+@pytest.mark.parametrize("runner", [EagerRunner(), GraphRunner(EagerStandIn())], ids=["eager", "graph stand-in"])
+def test_engine_chain_tree_and_ngram(meta_default, builtin_pair, runner):
+    engine = RealEngine(*builtin_pair, runner=runner)
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    ps = [encode(p)[:30] for p in prompts("heldout")[:3]]
+    for how in (Decoding(k=0), Decoding(k=3), Decoding(tree=parse_branching("2,2,1")), Decoding(k=2, drafter="ngram"),
+                Decoding(k=3, temperature=0)):
+        out = engine.generate(ps, 10, how, gen)
+        assert all(len(t) == 10 for t in out.tokens)
+
+
+def test_validation(meta_default, builtin_profile):
+    from calibrate.validate import run_validation
+    from scenarios.cli import LogBar
+
+    def quiet(label, total):
+        import contextlib
+
+        return contextlib.nullcontext(LogBar(label, total, echo=lambda line: None))
+
+    report, _ = run_validation(builtin_profile, [1], [1], [parse_branching("2,1")], 1, 8, 0, quiet)
+    assert len(report.rows) == 2
+
+
+def test_exactness(meta_default):
+    from calibrate.exactness import exactness_cases
+
+    checks, controls = exactness_cases("poor", [2], [parse_branching("2,1")], 200, seed=0)
+    assert len(checks) == 3 and len(controls) == 2
