@@ -176,8 +176,10 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
 @click.option("--temperature", type=click.FloatRange(0.05, 10.0), default=1.0, show_default=True,
               help="Sampling temperature.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every random draw.")
+@click.option("--device", "device_name", default="cpu", show_default=True, metavar="auto|cpu|cuda[:N]",
+              help="Where the models run.")
 def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: int, m: int | None,
-              temperature: float, seed: int) -> None:
+              temperature: float, seed: int, device_name: str) -> None:
     """The falsification test: speculative sampling leaves the target's distribution unchanged.
 
     Plain and speculative samples are compared with the exact target probabilities (chi-square, and the total
@@ -195,7 +197,7 @@ def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: i
     if draft_kind == "ngram" and shapes:
         raise click.UsageError("prompt lookup proposes one continuation: drop --tree with --draft ngram (pass "
                                "--tree '')")
-    failures = run_exactness(draft_kind, ks, shapes, samples, seed, temperature, m, echo=click.echo)
+    failures = run_exactness(draft_kind, ks, shapes, samples, seed, temperature, m, click.echo, device_name)
     if failures:
         click.echo(f"specsim: {failures} case(s) failed", err=True)
         sys.exit(1)

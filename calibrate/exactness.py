@@ -152,10 +152,10 @@ TOY_DRAFT = ModelSpec("toy-draft", n_layers=1, d_model=16, n_heads=1, n_kv_heads
 TOY_PROMPT = [1, 2, 3, 1, 2, 3, 1, 2]
 
 
-def toy_pair(seed: int) -> tuple[Decoder, Decoder]:
+def toy_pair(seed: int, device: torch.device | str = "cpu") -> tuple[Decoder, Decoder]:
     """A small-vocabulary target whose outcomes can be enumerated, and a poor draft (another random model)."""
-    target = build_decoder(TOY_TARGET, max_seq_len=64, seed=seed)
-    draft = build_decoder(TOY_DRAFT, max_seq_len=64, seed=seed + 1)
+    target = build_decoder(TOY_TARGET, max_seq_len=64, seed=seed, device=device)
+    draft = build_decoder(TOY_DRAFT, max_seq_len=64, seed=seed + 1, device=device)
     with torch.no_grad():
         target.output.weight.mul_(3.0)  # peakier than uniform, so a wrong rule has something to distort
     return target, draft
@@ -163,18 +163,22 @@ def toy_pair(seed: int) -> tuple[Decoder, Decoder]:
 
 def run_exactness(draft_kind: str, ks: Sequence[int], trees: Sequence[Tree], samples: int, seed: int,
                   temperature: float = 1.0, m: int | None = None,
-                  echo: Callable[[str], None] | None = None) -> int:
+                  echo: Callable[[str], None] | None = None, device: str = "cpu") -> int:
     """The exact rule for every k and tree, then the broken rules (negative controls) on the first configuration;
     each verdict is echoed as it comes. Returns the number of failures (an exact case rejected, a broken rule
     missed)."""
-    checks, controls = exactness_cases(draft_kind, ks, trees, samples, seed, temperature, m, echo)
+    checks, controls = exactness_cases(draft_kind, ks, trees, samples, seed, temperature, m, echo, device)
     return sum(not verdict(r, "check")[0] for r in checks) + sum(not verdict(r, "control")[0] for r in controls)
 
 
 def exactness_cases(draft_kind: str, ks: Sequence[int], trees: Sequence[Tree], samples: int, seed: int,
-                    temperature: float = 1.0, m: int | None = None,
-                    echo: Callable[[str], None] | None = None) -> tuple[list[TestResult], list[TestResult]]:
-    """Every case's result: the exact rule (checks) and the broken rules (controls)."""
+                    temperature: float = 1.0, m: int | None = None, echo: Callable[[str], None] | None = None,
+                    device: str = "cpu") -> tuple[list[TestResult], list[TestResult]]:
+    """Every case's result: the exact rule (checks) and the broken rules (controls), on `device` (auto, cpu,
+    cuda[:N])."""
+    from .device import resolve_device
+
+    dev = resolve_device(device)
 
     def report(r: TestResult, kind: str) -> None:
         if echo:
@@ -183,11 +187,11 @@ def exactness_cases(draft_kind: str, ks: Sequence[int], trees: Sequence[Tree], s
     if draft_kind == "built-in":
         from .builtin import encode, load_pair
 
-        target, draft = load_pair(expanded=False, dtype="fp32", max_seq_len=256)
+        target, draft = load_pair(expanded=False, dtype="fp32", max_seq_len=256, device=dev)
         prompt = encode("def main():\n    return ")
         m = m or 2
     else:
-        target, draft = toy_pair(seed)
+        target, draft = toy_pair(seed, dev)
         prompt = TOY_PROMPT
         m = m or 3
     drafter = "ngram" if draft_kind == "ngram" else "model"

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from simulator import SpecsimError
 from simulator.trees import Tree
 
 from .speculative import Decoding, RealEngine
@@ -76,7 +77,8 @@ class MeasuredConfig:
 def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Sequence[Config], new_tokens: int,
             repeats: int, temperature: float = 1.0, seed: int = 0,
             tick: Callable[[], None] | None = None) -> list[MeasuredConfig]:
-    """Every configuration and the plain run at each batch, `repeats` times in a shuffled order per repeat."""
+    """Every configuration and the plain run at each batch, `repeats` times in a shuffled order per repeat. With
+    CUDA graphs, a first untimed round captures the shapes (steps that still capture later are left out)."""
     rng = np.random.default_rng(seed)
     gen = torch.Generator(device=engine.device).manual_seed(seed)
     batches = sorted({c.batch for c in configs})
@@ -84,6 +86,10 @@ def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Seque
     runs = list(dict.fromkeys(list(plain.values()) + list(configs)))
     samples: dict[Config, list[dict[str, float]]] = {c: [] for c in runs}
     offset = 0
+    if engine.runner.mode == "graph":
+        for cfg in runs:
+            engine.generate([prompts[i % len(prompts)] for i in range(cfg.batch)], new_tokens,
+                            cfg.decoding(temperature), gen, until="first")
     for _ in range(repeats):
         order = list(runs)
         rng.shuffle(order)
@@ -91,23 +97,27 @@ def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Seque
         offset += max(batches)
         for cfg in order:
             res = engine.generate(chosen[cfg.batch], new_tokens, cfg.decoding(temperature), gen, until="first")
-            n_steps = len(res.steps)
-            # Every emitted token counts (also past max_new_tokens): a continuously batched engine refills a
-            # finished sequence's slot, so its throughput is the mean rate, not the slowest sequence's.
-            emitted = sum(a + 1 for s in res.steps for a in s.accepted)
+            timed = res.timed_steps  # steps that captured a CUDA graph are not steady-state timings
+            n_steps = len(timed)
+            if not n_steps:
+                continue
             samples[cfg].append({
-                "emitted_per_s": emitted / res.decode_s,
+                # Every emitted token counts (also past max_new_tokens): a continuously batched engine refills a
+                # finished sequence's slot, so its throughput is the mean rate, not the slowest sequence's.
+                "emitted_per_s": res.emitted_per_s,
                 "tokens_per_pass": res.tokens_per_pass,
                 "step_s": res.decode_s / n_steps,
-                "draft_s": sum(s.phases.draft_s for s in res.steps) / n_steps,
-                "verify_s": sum(s.phases.verify_s for s in res.steps) / n_steps,
-                "accept_s": sum(s.phases.accept_s for s in res.steps) / n_steps,
+                "draft_s": sum(s.phases.draft_s for s in timed) / n_steps,
+                "verify_s": sum(s.phases.verify_s for s in timed) / n_steps,
+                "accept_s": sum(s.phases.accept_s for s in timed) / n_steps,
             })
             if tick:
                 tick()
     out = []
     for cfg in configs:
         reps, base = samples[cfg], samples[plain[cfg.batch]]
+        if len(reps) != len(base) or not reps:
+            raise SpecsimError(f"{cfg.label}: every step of a run captured a graph; generate more tokens per run")
         # Each repeat's speed-up uses the plain run of the same repeat (same prompts, same stretch of time):
         # emitted tokens per second, speculative over plain.
         out.append(MeasuredConfig(

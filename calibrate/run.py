@@ -294,6 +294,11 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
     batches = sorted({1, max_batch})
     samples: dict[str, dict[int, list[float]]] = {
         k: {b: [] for b in batches} for k in ("plain", "draft", "verify", "chain_accept", "tree_accept")}
+    kinds = (Decoding(k=0), Decoding(k=4), Decoding(tree=tree))
+    if runner.mode == "graph":  # capture every shape first; steps that still capture are left out below
+        for b in batches:
+            for how in kinds:
+                engine.generate([calib[i % len(calib)] for i in range(b)], new_tokens, how, gen, until="first")
     # The extras are small differences of noisy step times: interleave the three kinds of step and repeat them,
     # then take the median over the repeats.
     with progress("engine overheads (real steps)", 3 * len(batches) * repeats) as bar:
@@ -301,14 +306,14 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
             for b in batches:
                 ps = [calib[i % len(calib)] for i in range(b)]
                 context = int(np.mean([len(p) for p in ps])) - 1 + new_tokens // 2
-                for how in (Decoding(k=0), Decoding(k=4), Decoding(tree=tree)):
+                for how in kinds:
                     run = engine.generate(ps, new_tokens, how, gen, until="first")
                     cand = Candidate(how.k) if how.tree is None else Candidate(None, how.tree)
                     for kind, extra in step_extras(cost, target_spec, draft_spec, b, context, cand,
-                                                   [s.phases for s in run.steps]).items():
+                                                   [s.phases for s in run.timed_steps]).items():
                         samples[kind][b].append(extra)
                     bar.update(1)
-    extras = {k: {b: float(np.median(v)) for b, v in by.items()} for k, by in samples.items()}
+    extras = {k: {b: float(np.median(v)) for b, v in by.items() if v} for k, by in samples.items()}
     acc["engine_extras_by_batch_s"] = extras
     return acc, EngineOverheads(**{k: _per_step(v) for k, v in extras.items()})
 
@@ -321,6 +326,8 @@ def step_extras(cost: CostModel, target: ModelSpec, draft: ModelSpec, batch: int
     def med(phase: str) -> float:
         return float(np.median([getattr(s, phase) for s in steps]))
 
+    if not steps:
+        return {}
     if cand.is_plain:
         return {"plain": float(np.median([s.total_s for s in steps])) - cost.pass_time_s(target, batch, 1, context)}
     passes = step_time(replace(cost, overheads=replace(cost.overheads, engine=EngineOverheads())), target, draft,

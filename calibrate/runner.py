@@ -27,6 +27,7 @@ from .model import Decoder, Window
 
 class PassRunner(Protocol):
     mode: str  # "eager" or "graph"
+    captures: int  # graphs captured so far (a pass that captured is not a steady-state timing)
 
     def __call__(self, model: Decoder, tokens: torch.Tensor, window: Window, pattern: tuple) -> torch.Tensor: ...
 
@@ -37,6 +38,7 @@ class EagerRunner:
     """Every pass runs op by op from Python (the CPU's way, and `--eager` on a GPU)."""
 
     mode = "eager"
+    captures = 0
 
     def __call__(self, model: Decoder, tokens: torch.Tensor, window: Window, pattern: tuple) -> torch.Tensor:
         return model(tokens, window)
@@ -111,6 +113,7 @@ class GraphRunner:
     backend: GraphBackend
     mode: str = "graph"
     graphs: dict[tuple, Captured] = field(default_factory=dict)
+    captures: int = 0
 
     def __call__(self, model: Decoder, tokens: torch.Tensor, window: Window, pattern: tuple) -> torch.Tensor:
         """`pattern` names the window's offsets and visibility (they are fixed per pattern and captured with it);
@@ -119,8 +122,10 @@ class GraphRunner:
                window.positions is not None)
         entry = self.graphs.get(key)
         if entry is None:
+            self._forget_stale(model)
             entry = self._capture(model, tokens, window)
             self.graphs[key] = entry
+            self.captures += 1
             return entry.output
         entry.tokens.copy_(tokens)
         entry.start.copy_(window.start)
@@ -140,6 +145,11 @@ class GraphRunner:
 
         replay, out = self.backend.capture(run)
         return Captured(replay, out, static_tokens, static_start, static_positions)
+
+    def _forget_stale(self, model: Decoder) -> None:
+        """Graphs of this model's previous caches can never replay again: free them."""
+        for key in [k for k in self.graphs if k[0] == id(model) and k[1] != model.cache_version]:
+            del self.graphs[key]
 
     def reset(self) -> None:
         """Drop every captured graph (their memory goes back to the allocator)."""

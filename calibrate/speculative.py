@@ -46,6 +46,7 @@ class StepRecord:
     accepted: list[int]  # A per sequence (drafted tokens accepted)
     tried: list[int]  # per sequence, drafted tokens the accept rule examined (up to and including the rejection)
     phases: StepPhases  # measured: drafting, the verification (or plain) pass, accept/reject and bookkeeping
+    captured: bool = False  # a CUDA graph was captured during the step: its time is not a steady-state time
 
 
 @dataclass
@@ -62,8 +63,20 @@ class RunResult:
         return sum(a + 1 for s in self.steps for a in s.accepted) / max(n, 1)
 
     @property
+    def timed_steps(self) -> list[StepRecord]:
+        """The steps whose time is a steady-state time (none of their passes was being captured as a graph)."""
+        return [s for s in self.steps if not s.captured]
+
+    @property
     def decode_s(self) -> float:
-        return sum(s.phases.total_s for s in self.steps)
+        """Time of the timed steps."""
+        return sum(s.phases.total_s for s in self.timed_steps)
+
+    @property
+    def emitted_per_s(self) -> float:
+        """Tokens emitted per second over the timed steps (every sequence's, also past max_new_tokens)."""
+        steps = self.timed_steps
+        return sum(a + 1 for s in steps for a in s.accepted) / max(sum(s.phases.total_s for s in steps), 1e-12)
 
 
 def distribution(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -271,15 +284,17 @@ class RealEngine:
             raise SpecsimError("draft and target vocabularies differ")
 
     def _prefill(self, prompts: Sequence[Sequence[int]], use_draft: bool) -> _Batch:
-        """Cache every prompt token but the last (eagerly: prefill is not a decoding step)."""
+        """Cache every prompt token but the last (eagerly: prefill is not a decoding step). A cache with rows enough
+        is reused, so graphs captured by earlier runs at this batch keep replaying (stale slots are never read: a
+        token sees only its prefix and its own window)."""
         B = len(prompts)
         longest = max(len(p) for p in prompts)
         padded = torch.tensor([list(p[:-1]) + [0] * (longest - len(p)) for p in prompts], device=self.device)
         _, window = prefill_window([len(p) for p in prompts], self.device)
         for m in [self.target] + ([self.draft] if use_draft and self.draft is not None else []):
-            m.setup_cache(B)
+            if m.cache_rows < B:
+                m.setup_cache(B)
             m(padded, window)  # padding sits past each prompt's end and is overwritten before it is ever attended
-        self.runner.reset()
         P_host = [len(p) - 1 for p in prompts]
         return _Batch(torch.tensor(P_host, device=self.device), P_host,
                       torch.tensor([p[-1] for p in prompts], device=self.device),
@@ -324,6 +339,7 @@ class RealEngine:
         result = RunResult(batch.out, prefill_s=time.perf_counter() - t0)
         tables = TreeTables(how.tree, self.device) if how.tree is not None else None
         while done(len(o) for o in batch.out) < max_new_tokens:
+            captures = self.runner.captures
             clock = PhaseClock(self.device)
             clock.mark()
             if how.span == 0:
@@ -332,7 +348,9 @@ class RealEngine:
                 packed = self._tree_step(batch, how, tables, gen, clock)
             else:
                 packed = self._chain_step(batch, how, gen, clock)
-            result.steps.append(self._finish_step(batch, packed, clock))
+            step = self._finish_step(batch, packed, clock)
+            step.captured = self.runner.captures != captures
+            result.steps.append(step)
         result.tokens = [o[:max_new_tokens] for o in batch.out]
         result.wall_s = time.perf_counter() - t0
         return result

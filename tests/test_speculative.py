@@ -34,6 +34,24 @@ def test_greedy_speculative_equals_greedy_plain(builtin_pair, heldout, batch):
     assert engine.generate(ps, 24, Decoding(k=4, temperature=0, drafter="ngram")).tokens == plain
 
 
+def test_graph_runner_engine_equals_eager_and_flags_the_steps_that_captured(builtin_pair, heldout):
+    """Through the graph runner (driven by the eager stand-in) the engine decodes exactly what it decodes eagerly;
+    only steps that captured a new shape are flagged, and a second run at the same batch replays every shape."""
+    from calibrate.runner import EagerStandIn, GraphRunner
+
+    target, draft = builtin_pair
+    ps = heldout[:3]
+    eager = RealEngine(target, draft).generate(ps, 20, Decoding(k=3, temperature=0))
+    backend = EagerStandIn()
+    engine = RealEngine(target, draft, GraphRunner(backend))
+    first = engine.generate(ps, 20, Decoding(k=3, temperature=0))
+    assert first.tokens == eager.tokens and first.steps[0].captured and backend.captures >= 3
+    captures = backend.captures
+    again = engine.generate(ps, 20, Decoding(k=3, temperature=0))
+    assert again.tokens == eager.tokens and backend.captures == captures and not any(s.captured for s in again.steps)
+    assert len(again.timed_steps) == len(again.steps) and again.emitted_per_s > 0
+
+
 def test_expansion_preserves_the_function(builtin_pair):
     target, _ = builtin_pair
     big = expand(target, n_layers=12, d_model=768, n_heads=12, d_ff=2048)

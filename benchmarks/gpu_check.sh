@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The GPU check, one prepared run on one lent GPU (budget: at most 8 minutes), writing every log, profile, JSON and
+# plot into one folder ($OUT, or the first argument):
+#   1. calibrate the built-in pair on CUDA (graphs; quick grid up to batch 64) and time it;
+#   2. validate it: batch 1..64, k 1, 2, 4, 6 and the tree 2,2,1, against real runs;
+#   3. calibrate the llama-3.1-8b / llama-3.2-1b shapes over batch 1..256:x2 and contexts 128, 1024 (random
+#      weights drawn on the device) and time it;
+#   4. predict from that profile beside the h200 preset;
+#   5. exactness on the device; then a summary of the figures the GPU issue asks for (benchmarks/gpu_report.py).
+#
+# The device machine has no package registry: simpy travels as a wheel. Before the call, here, once:
+#   echo /.whl/ >> .git/info/exclude
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#       --platform manylinux2014_x86_64 --platform any -d .whl simpy==4.1.1
+# and run with the device tool: command "bash benchmarks/gpu_check.sh", carry [".whl"], timeout_s 560.
+#
+# The same script runs the plumbing on a CPU in a minute or two (no GPU figures, tiny grids):
+#   DEVICE=cpu SMALL=1 bash benchmarks/gpu_check.sh /tmp/gpu-check
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${1:-${OUT:-out/gpu-check}}"
+DEVICE="${DEVICE:-cuda}"
+SMALL="${SMALL:-0}"
+mkdir -p "$OUT"
+LOG="$OUT/log.txt"
+: > "$LOG"
+export PYTHONUNBUFFERED=1 XDG_CACHE_HOME="${TMPDIR:-/tmp}/specsim-gpu-check-cache"
+
+if ! python3 -c "import simpy" 2>/dev/null; then
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
+  else
+    echo "simpy is missing and no .whl/ folder came with the call (see the header of this script)" | tee -a "$LOG"
+    exit 2
+  fi
+fi
+export PYTHONPATH="$PWD:${PYTHONPATH:-}"
+SPECSIM="python3 specsim.py"
+
+step() {  # step NAME 'COMMAND': run it (stdout and stderr to the log unless it redirects), record the wall time
+  local name="$1" cmd="$2"
+  echo "=== $name: $cmd" | tee -a "$LOG"
+  local t0; t0=$(date +%s%N)
+  bash -c "$cmd" >> "$LOG" 2>&1
+  local rc=$?
+  local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  echo "=== $name: exit $rc, $ms ms" | tee -a "$LOG"
+  echo "$name $rc $ms" >> "$OUT/times.txt"
+}
+
+{ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,power.draw,driver_version --format=csv 2>&1 || true
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
+} >> "$LOG" 2>&1
+: > "$OUT/times.txt"
+
+if [ "$SMALL" = 1 ]; then
+  BUILTIN_BATCH=1,2; VALIDATE="--batch 1,2 --k 1,4 --tree 2,2,1 --repeats 2 --tokens 16"
+  REAL="--target llama-68m --draft llama-68m --batch 1,2 --context 64"; PRED_BATCH=1..4:x2; SAMPLES=500
+else
+  BUILTIN_BATCH=1..64:x2; VALIDATE="--batch 1,2,4,8,16,32,64 --k 1,2,4,6 --tree 2,2,1 --repeats 3 --tokens 48"
+  REAL="--target llama-3.1-8b --draft llama-3.2-1b --batch 1..256:x2 --context 128,1024"; PRED_BATCH=1..256:x2
+  SAMPLES=20000
+fi
+
+step calibrate-builtin "$SPECSIM calibrate --device $DEVICE --quick --batch $BUILTIN_BATCH --out $OUT/builtin-profile.json"
+step validate "$SPECSIM validate --profile $OUT/builtin-profile.json $VALIDATE --plot $OUT --json > $OUT/validate.json"
+step calibrate-real "$SPECSIM calibrate --device $DEVICE --quick $REAL --out $OUT/real-profile.json"
+step predict-profile "$SPECSIM predict --profile $OUT/real-profile.json --acceptance iid:0.7 --batch $PRED_BATCH \
+  --k 0..6 --context 1024"
+step predict-preset "$SPECSIM predict --hardware h200 --acceptance iid:0.7 --batch $PRED_BATCH --k 0..6 --context 1024"
+step exactness "$SPECSIM exactness --device $DEVICE --samples $SAMPLES --k 1,4 --tree 2,2"
+python3 benchmarks/gpu_report.py "$OUT" | tee "$OUT/summary.txt"
