@@ -1,8 +1,7 @@
 """specsim: does speculative decoding pay on this hardware, with which draft length or tree, up to which batch?
 
-The CLI is a thin face over the library: it declares options, checks every output path before any work starts, calls
-one library function per command, and prints. Every error a user can cause is one line on stderr and exit code 2;
-torch is imported only by the commands that run real passes.
+The CLI declares options and calls one library function per command (option types, outputs checked before any work,
+one-line errors and progress are in `scenarios.cli`). torch is imported only by the commands that run real passes.
 """
 
 from __future__ import annotations
@@ -10,30 +9,18 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 
-from scenarios.cli import (
-    RATES,
-    IntRange,
-    OneLineErrors,
-    check_figures,
-    echo_or_write,
-    out_option,
-    progress,
-    scenario_from,
-    serving_options,
-    setup_from,
-    setup_options,
-    simulate_from,
-    write_figures,
-)
+import scenarios.cli as ui
+from scenarios.serving import ServingOptions
 from simulator import __version__
 
 
-@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ui.OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="specsim")
 def cli() -> None:
     """Hardware-aware cost model and simulator for speculative decoding.
@@ -51,8 +38,8 @@ def cli() -> None:
 
 @cli.command()
 @click.option("--alpha", type=click.FloatRange(0.0, 1.0), help="i.i.d. acceptance rate (same as --acceptance iid:A).")
-@setup_options
-@click.option("--k", "ks", type=IntRange(0), default="0..8", show_default=True,
+@ui.setup_options
+@click.option("--k", "ks", type=ui.IntRange(0), default="0..8", show_default=True,
               help="Draft lengths to sweep (0 = plain decoding), e.g. 1..8 or 0,2,4.")
 @click.option("--c", "cost_ratio", type=click.FloatRange(0.0, 1e3), default=None,
               help="Formula mode: cost of a draft pass relative to a target pass (Leviathan et al.'s c).")
@@ -60,18 +47,17 @@ def cli() -> None:
               help="Tree draft by branching per depth, e.g. 4,2,2,1 (repeat to compare shapes).")
 @click.option("--tree-budget", type=click.IntRange(1, 4096), default=None,
               help="Add the best tree of N drafted nodes for the ranks vector (Sequoia's DP).")
-@click.option("--batch", "batches", type=IntRange(1), default="1..256", show_default=True,
+@click.option("--batch", "batches", type=ui.IntRange(1), default="1..256", show_default=True,
               help="Batch sizes (sequences decoded together), e.g. 1..256 or 1..256:x2.")
-@click.option("--context", "contexts", type=IntRange(0), default="1024", show_default=True,
+@click.option("--context", "contexts", type=ui.IntRange(0), default="1024", show_default=True,
               help="Cached tokens per sequence, e.g. 128,1024,8192.")
 @click.option("--json", "as_json", is_flag=True, help="Print every row as JSON.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print every row as CSV.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also draw speed-up vs batch to this .png, .svg or .pdf (hardware and profile modes).")
-def predict(alpha: float | None, acceptance_spec: str | None, hardware: str | None, profile_path: Path | None,
-            target: str | None, draft: str | None, dtype: str, ks: list[int], cost_ratio: float | None,
-            trees: tuple[str, ...], tree_budget: int | None, batches: list[int], contexts: list[int],
-            as_json: bool, as_csv: bool, plot_path: Path | None) -> None:
+def predict(alpha: float | None, setup: ui.SetupOptions, ks: list[int], cost_ratio: float | None,
+            trees: tuple[str, ...], tree_budget: int | None, batches: list[int], contexts: list[int], as_json: bool,
+            as_csv: bool, plot_path: Path | None) -> None:
     """Predict the speed-up of speculative decoding.
 
     \b
@@ -88,12 +74,12 @@ def predict(alpha: float | None, acceptance_spec: str | None, hardware: str | No
 
     if as_json and as_csv:
         raise click.UsageError("choose one of --json and --csv")
-    if alpha is not None and acceptance_spec:
+    if alpha is not None and setup.acceptance_spec:
         raise click.UsageError("give --alpha or --acceptance, not both")
-    acceptance_spec = f"iid:{alpha}" if alpha is not None else acceptance_spec
-    plot = check_figures([plot_path])[0] if plot_path else None
+    acceptance_spec = f"iid:{alpha}" if alpha is not None else setup.acceptance_spec
+    plot = ui.check_figures([plot_path])[0] if plot_path else None
     if cost_ratio is not None:
-        if hardware or profile_path:
+        if setup.hardware or setup.profile_path:
             raise click.UsageError("--c is formula mode; drop it to use --hardware or --profile")
         if not acceptance_spec:
             raise click.UsageError("say how often drafts are accepted: --alpha 0.7 or --acceptance SPEC")
@@ -106,14 +92,14 @@ def predict(alpha: float | None, acceptance_spec: str | None, hardware: str | No
         meta = {"specsim_version": __version__, "acceptance": acceptance.spec, "mode": "formula", "c": cost_ratio}
         text = format_formula_table(result, cost_ratio)
     else:
-        s = setup_from(acceptance_spec, hardware, profile_path, target, draft, dtype)
+        s = replace(setup, acceptance_spec=acceptance_spec).resolve()
         result = sweep(s.cost, s.target, s.draft, s.acceptance, batches,
                        candidates_from(ks, trees, tree_budget, s.acceptance), contexts)
         meta, text = s.meta(), s.heading + "\n" + format_hardware_table(result, "--json/--csv carry every row")
         if plot:
             from plots.speedup import speedup_vs_batch
 
-            write_figures({plot: speedup_vs_batch(result, title=s.heading)})
+            ui.write_figures({plot: speedup_vs_batch(result, title=s.heading)})
     if as_json:
         click.echo(json.dumps(result_to_dict(result, meta), indent=1))
     elif as_csv:
@@ -133,9 +119,9 @@ def predict(alpha: float | None, acceptance_spec: str | None, hardware: str | No
               help="Draft model shape (timed with random weights).")
 @click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32"]), default="bf16", show_default=True,
               help="Weight dtype of the timed passes.")
-@click.option("--batch", "batches", type=IntRange(1), default=None,
+@click.option("--batch", "batches", type=ui.IntRange(1), default=None,
               help="Batch sizes of the pass grid [default: 1..32:x2, quick 1..8:x2].")
-@click.option("--context", "contexts", type=IntRange(0), default=None,
+@click.option("--context", "contexts", type=ui.IntRange(0), default=None,
               help="Cached tokens per sequence in the grid [default: 64,512, quick 64,384].")
 @click.option("--quick", is_flag=True, help="A smaller grid and shorter time caps (about a minute on a laptop CPU).")
 @click.option("--eager", is_flag=True, help="On CUDA, time eager passes instead of CUDA graphs (the CPU is eager).")
@@ -158,7 +144,7 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
     command = "specsim " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "specsim calibrate"
     options = {k: str(v) if isinstance(v, Path) else v for k, v in click.get_current_context().params.items()}
     profile, path = calibrate_device(target, draft, dtype, device_name, batches, contexts, quick, eager, seed,
-                                     out_path, command, options, progress)
+                                     out_path, command, options, ui.progress)
     click.echo(json.dumps(profile.to_dict(), indent=1) if as_json else format_summary(profile, path))
 
 
@@ -166,7 +152,7 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
 @click.option("--draft", "draft_kind", type=click.Choice(["poor", "built-in", "ngram"]), default="poor",
               show_default=True, help="poor: a random model against a small-vocabulary target; built-in: the "
               "trained byte-level pair (first 2 tokens); ngram: prompt lookup.")
-@click.option("--k", "ks", type=IntRange(1), default="1,4", show_default=True, help="Chain draft lengths.")
+@click.option("--k", "ks", type=ui.IntRange(1), default="1,4", show_default=True, help="Chain draft lengths.")
 @click.option("--tree", "trees", multiple=True, metavar="B1,B2,...", default=("2,2",), show_default=True,
               help="Tree shapes (repeatable; '' for none; not with --draft ngram).")
 @click.option("--samples", type=click.IntRange(100, 10_000_000), default=20000, show_default=True,
@@ -182,9 +168,8 @@ def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: i
               temperature: float, seed: int, device_name: str) -> None:
     """The falsification test: speculative sampling leaves the target's distribution unchanged.
 
-    Plain and speculative samples are compared with the exact target probabilities (chi-square, and the total
-    variation beside its noise level); deliberately broken rules must be caught. Exit 0 only if the exact rule
-    passes (p > 0.01) everywhere and every broken rule is rejected (p < 1e-6).
+    Samples against the target's exact probabilities (chi-square; total variation beside its noise); broken rules
+    must be caught. Exit 0 only if the exact rule passes (p > 0.01) and every broken rule is rejected (p < 1e-6).
 
     \b
     specsim exactness --samples 20000 --k 1,4 --tree 2,2
@@ -194,9 +179,6 @@ def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: i
     from simulator.trees import parse_branching
 
     shapes = [parse_branching(t) for t in trees if t.strip()]
-    if draft_kind == "ngram" and shapes:
-        raise click.UsageError("prompt lookup proposes one continuation: drop --tree with --draft ngram (pass "
-                               "--tree '')")
     failures = run_exactness(draft_kind, ks, shapes, samples, seed, temperature, m, click.echo, device_name)
     if failures:
         click.echo(f"specsim: {failures} case(s) failed", err=True)
@@ -207,9 +189,9 @@ def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: i
 @cli.command()
 @click.option("--profile", "profile_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Calibration profile of the built-in pair, measured on this device [default: the latest].")
-@click.option("--batch", "batches", type=IntRange(1), default=None,
+@click.option("--batch", "batches", type=ui.IntRange(1), default=None,
               help="Batch sizes [default: 1,2,4,8,16,32; quick 1,4,8].")
-@click.option("--k", "ks", type=IntRange(1), default=None, help="Draft lengths [default: 1,2,4,6; quick 1,4].")
+@click.option("--k", "ks", type=ui.IntRange(1), default=None, help="Draft lengths [default: 1,2,4,6; quick 1,4].")
 @click.option("--tree", "trees", multiple=True, metavar="B1,B2,...", default=("2,2,1",), show_default=True,
               help="Tree shapes to validate (repeatable; --tree '' for none).")
 @click.option("--repeats", type=click.IntRange(1, 1000), default=None,
@@ -234,18 +216,15 @@ def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int]
     from calibrate.validate import run_validation
     from simulator.trees import parse_branching
 
-    plots = check_figures([plot_dir / "validation-scatter.png", plot_dir / "validation-batch.png"]) if plot_dir else []
+    plots = ui.check_figures([plot_dir / f"validation-{n}.png" for n in ("scatter", "batch")]) if plot_dir else []
     shapes = [parse_branching(t) for t in trees if t.strip()]
     profile, notes = resolve_profile(profile_path)
-    for note in notes:
-        click.echo(note, err=True)
-    report, curves = run_validation(profile, batches or ([1, 4, 8] if quick else [1, 2, 4, 8, 16, 32]),
-                                    ks or ([1, 4] if quick else [1, 2, 4, 6]), shapes, repeats or (3 if quick else 5),
-                                    new_tokens or (48 if quick else 64), seed, progress)
+    ui.say(*notes)
+    report, curves = run_validation(profile, batches, ks, shapes, repeats, new_tokens, seed, ui.progress, quick)
     if plots:
         from plots.validation import predicted_vs_measured, speedup_vs_batch
 
-        write_figures({plots[0]: predicted_vs_measured(report), plots[1]: speedup_vs_batch(report, curves)})
+        ui.write_figures({plots[0]: predicted_vs_measured(report), plots[1]: speedup_vs_batch(report, curves)})
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=1, default=float))
     else:
@@ -257,19 +236,18 @@ def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int]
 # -- serving: simulate, plan, policy ---------------------------------------------------------------------------------
 
 @cli.command()
-@setup_options
-@click.option("--rate", "rates", type=RATES, default=None,
+@ui.setup_options
+@click.option("--rate", "rates", type=ui.RATES, default=None,
               help="Request rates, all engines together (req/s), e.g. 1..64:x2 [default: 1..64:x2].")
 @click.option("--engines", type=click.IntRange(1, 4096), default=1, show_default=True,
               help="Identical engines behind the router.")
-@serving_options
+@ui.serving_options
 @click.option("--json", "as_json", is_flag=True, help="Print every metric as JSON.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print every metric as CSV.")
 @click.option("--plot", "plot_paths", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Also draw TPOT and TTFT vs request rate to this .png/.svg/.pdf (repeatable).")
-def simulate(acceptance_spec: str | None, hardware: str | None, profile_path: Path | None, target: str | None,
-             draft: str | None, dtype: str, rates: list[float] | None, engines: int, as_json: bool, as_csv: bool,
-             plot_paths: tuple[Path, ...], router: str, **serving: Any) -> None:
+def simulate(setup: ui.SetupOptions, serving: ServingOptions, rates: list[float] | None, engines: int, as_json: bool,
+             as_csv: bool, plot_paths: tuple[Path, ...]) -> None:
     """Serve a stream of requests with each speculation policy (a simpy discrete-event simulation).
 
     \b
@@ -282,35 +260,34 @@ def simulate(acceptance_spec: str | None, hardware: str | None, profile_path: Pa
 
     if as_json and as_csv:
         raise click.UsageError("choose one of --json and --csv")
-    plots = check_figures(plot_paths)
-    setup = setup_from(acceptance_spec, hardware, profile_path, target, draft, dtype)
-    scenario, results = simulate_from(setup, rates, engines, router, serving)
+    plots = ui.check_figures(plot_paths)
+    s = setup.resolve()
+    scenario, results = ui.simulate_from(s, rates, engines, serving)
     metrics = [m for _, m in results]
     if plots:
         from plots.serving import tpot_vs_rate
 
-        write_figures({p: tpot_vs_rate(metrics, scenario.slo, caption=setup.caption) for p in plots})
+        ui.write_figures({p: tpot_vs_rate(metrics, scenario.slo, caption=s.caption) for p in plots})
     if as_json:
-        record = simulate_record(setup.caption, scenario.workload.label, scenario.slo.label, results)
+        record = simulate_record(s.caption, scenario.workload.label, scenario.slo.label, results)
         click.echo(json.dumps(record, indent=1, default=float))
     elif as_csv:
         click.echo(metrics_to_csv(metrics), nl=False)
     else:
-        click.echo(f"{setup.caption}\n{scenario.workload.label}, {len(scenario.workload)} requests, {engines} "
+        click.echo(f"{s.caption}\n{scenario.workload.label}, {len(scenario.workload)} requests, {engines} "
                    f"engine(s)\n" + format_serving_table(metrics, scenario.slo.label), nl=False)
 
 
 @cli.command()
-@setup_options
+@ui.setup_options
 @click.option("--load-rps", type=click.FloatRange(0, 1e7, min_open=True), default=None,
               help="Load to size a fleet for (requests/s, all engines together).")
 @click.option("--attainment", type=click.FloatRange(0, 1, min_open=True), default=0.9, show_default=True,
               help="Share of requests that must meet the SLO.")
-@serving_options
+@ui.serving_options
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-def plan(acceptance_spec: str | None, hardware: str | None, profile_path: Path | None, target: str | None,
-         draft: str | None, dtype: str, load_rps: float | None, attainment: float, router: str, as_json: bool,
-         **serving: Any) -> None:
+def plan(setup: ui.SetupOptions, serving: ServingOptions, load_rps: float | None, attainment: float,
+         as_json: bool) -> None:
     """The highest request rate per engine that meets an SLO, for each policy, and the engines a load needs.
 
     \b
@@ -320,35 +297,34 @@ def plan(acceptance_spec: str | None, hardware: str | None, profile_path: Path |
     from simulator.capacity import capacity_plan
     from simulator.serving_report import format_plan, plan_record
 
-    if serving["slo_tpot_s"] is None and serving["slo_ttft_s"] is None:
+    if serving.slo_tpot_s is None and serving.slo_ttft_s is None:
         raise click.UsageError("give an SLO to plan for: --slo-tpot-ms 50 and/or --slo-ttft-ms 2000")
-    if serving["arrivals"].startswith("trace:"):
+    if serving.timed_trace:
         raise click.UsageError("plan scales the request rate; use --arrivals poisson|gamma:CV with --lengths-from "
                                "FILE instead of a timed trace")
-    setup = setup_from(acceptance_spec, hardware, profile_path, target, draft, dtype)
-    scenario, policies = scenario_from(setup, serving)
-    caps, fleets = capacity_plan(scenario, policies, attainment, load_rps, router, progress)
+    s = setup.resolve()
+    scenario, policies = ui.scenario_from(s, serving)
+    caps, fleets = capacity_plan(scenario, policies, attainment, load_rps, serving.router, ui.progress)
     if as_json:
-        click.echo(json.dumps(plan_record(setup.caption, scenario.workload.label, scenario.slo.label, attainment,
+        click.echo(json.dumps(plan_record(s.caption, scenario.workload.label, scenario.slo.label, attainment,
                                           caps, fleets), indent=1, default=float))
     else:
-        click.echo(f"{setup.caption}\n{scenario.workload.label}, {len(scenario.workload)} requests per simulation\n"
+        click.echo(f"{s.caption}\n{scenario.workload.label}, {len(scenario.workload)} requests per simulation\n"
                    + format_plan(caps, fleets, scenario.slo.label, attainment), nl=False)
 
 
 @cli.command()
-@setup_options
+@ui.setup_options
 @click.option("--format", "fmt", type=click.Choice(["vllm", "json"]), default="vllm", show_default=True,
               help="vllm: num_speculative_tokens_per_batch_size ranges; json: the same with predicted speed-ups.")
-@click.option("--batch", "batches", type=IntRange(1), default="1..256", show_default=True,
+@click.option("--batch", "batches", type=ui.IntRange(1), default="1..256", show_default=True,
               help="Batch sizes to cover (contiguous from 1).")
-@click.option("--k", "ks", type=IntRange(0), default="0..8", show_default=True, help="Draft lengths allowed.")
+@click.option("--k", "ks", type=ui.IntRange(0), default="0..8", show_default=True, help="Draft lengths allowed.")
 @click.option("--context", type=click.IntRange(0, 10_000_000), default=1024, show_default=True,
               help="Cached tokens per sequence the table is made for.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write to this file (atomically) instead of stdout.")
-def policy(acceptance_spec: str | None, hardware: str | None, profile_path: Path | None, target: str | None,
-           draft: str | None, dtype: str, fmt: str, batches: list[int], ks: list[int], context: int,
+def policy(setup: ui.SetupOptions, fmt: str, batches: list[int], ks: list[int], context: int,
            out_path: Path | None) -> None:
     """Export the best draft length per batch size as a table a serving engine can read.
 
@@ -362,11 +338,58 @@ def policy(acceptance_spec: str | None, hardware: str | None, profile_path: Path
 
     if out_path:
         check_output(out_path, "--out")
-    s = setup_from(acceptance_spec, hardware, profile_path, target, draft, dtype)
+    s = setup.resolve()
     result = sweep(s.cost, s.target, s.draft, s.acceptance, batches, chains(sorted(set(ks) | {0})), [context])
     ranges, record = policy_record(result, batches, s.caption, context)
-    echo_or_write(out_path, json.dumps(ranges if fmt == "vllm" else record, indent=None if fmt == "vllm" else 1) + "\n",
-              "policy")
+    text = json.dumps(ranges) if fmt == "vllm" else json.dumps(record, indent=1)
+    ui.echo_or_write(out_path, text + "\n", "policy")
+
+
+# -- acceptance ------------------------------------------------------------------------------------------------------
+
+@cli.group(name="acceptance")
+def acceptance_group() -> None:
+    """Acceptance models fitted to data: each judged on requests it was not fitted to, the best one chosen.
+
+    
+    specsim acceptance fit trace:llama3.1-8b-instruct_sharegpt.jsonl:eagle --out sharegpt-fit.json
+    specsim predict --hardware h100-sxm --acceptance fit:sharegpt-fit.json
+    """
+
+
+@acceptance_group.command(name="fit")
+@click.argument("source")
+@click.option("--k", "ks", type=ui.IntRange(1), default="1..8", show_default=True, help="Draft lengths judged.")
+@click.option("--folds", type=click.IntRange(2, 50), default=5, show_default=True,
+              help="Cross-validation folds over requests.")
+@click.option("--models", default="iid,positional,beta,markov,hmm3", show_default=True, help="Models to fit.")
+@click.option("--profile", "profile_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Profile whose measurement `measured` means [default: the latest of this machine].")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the fits as JSON (atomically); --acceptance fit:FILE then uses the chosen one.")
+@click.option("--json", "as_json", is_flag=True, help="Print the fits as JSON.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the folds and the fits' starts.")
+def acceptance_fit(source: str, ks: list[int], folds: int, models: str, profile_path: Path | None,
+                   out_path: Path | None, as_json: bool, seed: int) -> None:
+    """Fit every acceptance model to SOURCE; judge each on held-out requests; choose the best.
+
+    SOURCE is trace:FILE[:eagle|ngram] (a greedy trace), measured[:PROFILE] (a calibration's measurement), or an
+    engine's counters (vllm-metrics:FILE, sglang:FILE@K, trtllm:FILE[@K]: step counts only, judged in sample).
+
+    
+    specsim acceptance fit trace:../shared/data/acceptance-traces/llama3.1-8b-instruct_cnn.jsonl:ngram
+    """
+    from calibrate.setup import fit_acceptance
+    from scenarios.files import check_output
+    from simulator.acceptance_fit import fit_record, format_fit_report
+
+    if out_path:
+        check_output(out_path, "--out")
+    report = fit_acceptance(source, ks, folds, models.split(","), seed, profile_path, ui.progress)
+    record = json.dumps(fit_record(report), indent=1)
+    if out_path:
+        ui.echo_or_write(out_path, record + "\n", "fits")
+    click.echo(record if as_json else format_fit_report(report))
 
 
 # -- plot ------------------------------------------------------------------------------------------------------------
@@ -385,84 +408,72 @@ def plot_group() -> None:
 
 
 @plot_group.command(name="speedup")
-@setup_options
-@click.option("--batch", "batches", type=IntRange(1), default="1..256", show_default=True, help="Batch sizes.")
-@click.option("--k", "ks", type=IntRange(0), default="0..8", show_default=True, help="Draft lengths.")
+@ui.setup_options
+@click.option("--batch", "batches", type=ui.IntRange(1), default="1..256", show_default=True, help="Batch sizes.")
+@click.option("--k", "ks", type=ui.IntRange(0), default="0..8", show_default=True, help="Draft lengths.")
 @click.option("--tree", "trees", multiple=True, metavar="B1,B2,...", help="Tree shapes too (repeatable).")
-@click.option("--context", "contexts", type=IntRange(0), default="128,1024", show_default=True,
+@click.option("--context", "contexts", type=ui.IntRange(0), default="128,1024", show_default=True,
               help="Contexts, one panel each.")
-@out_option
-def plot_speedup(acceptance_spec: str | None, hardware: str | None, profile_path: Path | None, target: str | None,
-                 draft: str | None, dtype: str, batches: list[int], ks: list[int], trees: tuple[str, ...],
-                 contexts: list[int], out_paths: tuple[Path, ...]) -> None:
+@ui.figure_out
+def plot_speedup(setup: ui.SetupOptions, batches: list[int], ks: list[int], trees: tuple[str, ...],
+                 contexts: list[int]) -> Any:
     """Speed-up vs batch, one line per k; where speculation should be off shaded, the crossover marked."""
     from plots.speedup import speedup_vs_batch
     from simulator.sweep import candidates_from, sweep
 
-    paths = check_figures(out_paths)
-    s = setup_from(acceptance_spec, hardware, profile_path, target, draft, dtype)
+    s = setup.resolve()
     result = sweep(s.cost, s.target, s.draft, s.acceptance, batches, candidates_from(ks, trees, None, s.acceptance),
                    contexts)
-    write_figures(dict.fromkeys(paths, speedup_vs_batch(result, title=s.caption)))
+    return speedup_vs_batch(result, title=s.caption)
 
 
 @plot_group.command(name="best-k")
-@setup_options
-@click.option("--batch", "batches", type=IntRange(1), default="1..256:x2", show_default=True,
+@ui.setup_options
+@click.option("--batch", "batches", type=ui.IntRange(1), default="1..256:x2", show_default=True,
               help="Batch sizes (columns).")
-@click.option("--k", "ks", type=IntRange(0), default="0..8", show_default=True, help="Draft lengths allowed.")
-@click.option("--context", "contexts", type=IntRange(0), default="128,512,1024,2048,4096,8192,16384",
+@click.option("--k", "ks", type=ui.IntRange(0), default="0..8", show_default=True, help="Draft lengths allowed.")
+@click.option("--context", "contexts", type=ui.IntRange(0), default="128,512,1024,2048,4096,8192,16384",
               show_default=True, help="Contexts (rows).")
-@out_option
-def plot_best_k(acceptance_spec: str | None, hardware: str | None, profile_path: Path | None, target: str | None,
-                draft: str | None, dtype: str, batches: list[int], ks: list[int], contexts: list[int],
-                out_paths: tuple[Path, ...]) -> None:
+@ui.figure_out
+def plot_best_k(setup: ui.SetupOptions, batches: list[int], ks: list[int], contexts: list[int]) -> Any:
     """The best draft length over batch size x context length."""
     from plots.capacity import best_k_map
     from simulator.sweep import chains, sweep
 
-    paths = check_figures(out_paths)
-    s = setup_from(acceptance_spec, hardware, profile_path, target, draft, dtype)
+    s = setup.resolve()
     result = sweep(s.cost, s.target, s.draft, s.acceptance, batches, chains(sorted(set(ks) | {0})), contexts)
-    write_figures(dict.fromkeys(paths, best_k_map(result, s.caption)))
+    return best_k_map(result, s.caption)
 
 
 @plot_group.command(name="tpot")
-@setup_options
-@click.option("--rate", "rates", type=RATES, default=None,
+@ui.setup_options
+@click.option("--rate", "rates", type=ui.RATES, default=None,
               help="Request rates (req/s, all engines together) [default: 1..64:x2].")
 @click.option("--engines", type=click.IntRange(1, 4096), default=1, show_default=True, help="Engines in the fleet.")
-@serving_options
-@out_option
-def plot_tpot(acceptance_spec: str | None, hardware: str | None, profile_path: Path | None, target: str | None,
-              draft: str | None, dtype: str, rates: list[float] | None, engines: int, router: str,
-              out_paths: tuple[Path, ...], **serving: Any) -> None:
+@ui.serving_options
+@ui.figure_out
+def plot_tpot(setup: ui.SetupOptions, serving: ServingOptions, rates: list[float] | None, engines: int) -> Any:
     """TPOT p50/p99 (and TTFT) vs request rate, one colour per policy (runs `simulate`)."""
     from plots.serving import tpot_vs_rate
 
-    paths = check_figures(out_paths)
-    setup = setup_from(acceptance_spec, hardware, profile_path, target, draft, dtype)
-    scenario, results = simulate_from(setup, rates, engines, router, serving)
-    caption = f"{setup.caption}\n{scenario.workload.label}, {len(scenario.workload)} requests, {engines} engine(s)"
-    write_figures(dict.fromkeys(paths, tpot_vs_rate([m for _, m in results], scenario.slo, caption=caption)))
+    s = setup.resolve()
+    scenario, results = ui.simulate_from(s, rates, engines, serving)
+    caption = f"{s.caption}\n{scenario.workload.label}, {len(scenario.workload)} requests, {engines} engine(s)"
+    return tpot_vs_rate([m for _, m in results], scenario.slo, caption=caption)
 
 
 @plot_group.command(name="roofline")
-@setup_options
+@ui.setup_options
 @click.option("--context", type=click.IntRange(0, 10_000_000), default=1024, show_default=True,
               help="Context of the modelled passes (presets).")
-@out_option
-def plot_roofline(acceptance_spec: str | None, hardware: str | None, profile_path: Path | None, target: str | None,
-                  draft: str | None, dtype: str, context: int, out_paths: tuple[Path, ...]) -> None:
+@ui.figure_out
+def plot_roofline(setup: ui.SetupOptions, context: int) -> Any:
     """Roofline of the device (its ceilings) with the calibrated passes (a profile) or modelled ones (a preset)."""
     from calibrate.setup import roofline_view
     from plots.roofline import roofline_chart
 
-    paths = check_figures(out_paths)
-    v = roofline_view(setup_from(acceptance_spec, hardware, profile_path, target, draft, dtype, need_acceptance=False),
-                      dtype, context)
-    fig = roofline_chart(v.points, v.mem_bw_bytes_per_s, v.peak_flops_per_s, v.caption, v.ceiling_label)
-    write_figures(dict.fromkeys(paths, fig))
+    v = roofline_view(setup.resolve(need_acceptance=False), setup.dtype, context)
+    return roofline_chart(v.points, v.mem_bw_bytes_per_s, v.peak_flops_per_s, v.caption, v.ceiling_label)
 
 
 @plot_group.command(name="acceptance")
@@ -471,16 +482,14 @@ def plot_roofline(acceptance_spec: str | None, hardware: str | None, profile_pat
 @click.option("--trace", "trace_spec", default=None, metavar="FILE[:eagle|ngram]",
               help="A greedy acceptance trace (JSONL, e.g. the production traces) instead of the profile.")
 @click.option("--k", type=click.IntRange(1, 16), default=4, show_default=True, help="Drafts per step.")
-@out_option
-def plot_acceptance(profile_path: Path | None, trace_spec: str | None, k: int, out_paths: tuple[Path, ...]) -> None:
+@ui.figure_out
+def plot_acceptance(profile_path: Path | None, trace_spec: str | None, k: int) -> Any:
     """Accepted-length histogram: measured steps against the acceptance models."""
     from calibrate.setup import acceptance_view
     from plots.acceptance import accepted_length_histogram
 
-    paths = check_figures(out_paths)
     v = acceptance_view(trace_spec, profile_path, k)
-    fig = accepted_length_histogram(v.measured_pmf, v.models, v.k, v.label, v.caption)
-    write_figures(dict.fromkeys(paths, fig))
+    return accepted_length_histogram(v.measured_pmf, v.models, v.k, v.label, v.caption)
 
 
 def main() -> None:

@@ -6,26 +6,28 @@
 - by Monte Carlo, which rank of a without-replacement candidate list recursive rejection sampling accepts
   (Sequoia's per-rank vector).
 
-From these: P(A >= i) for chains up to k = 8, the lag-1 dependence of acceptance, fitted `beta` (per-prompt alpha)
-and `markov` (hidden easy/hard state) models, and the per-token traces for replay.
+From these: the per-token traces for replay; every acceptance model fitted to the replayed steps (see
+`simulator.acceptance_fit`: positional, beta, markov) with its error on held-out prompts, so that `measured` means
+the variant that predicts unseen prompts best; P(A >= i) for chains up to k = 8; the lag-1 dependence.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from simulator.acceptance import MarkovAcceptance
+from simulator.acceptance_fit import AcceptanceData, cross_validate
 
 from .model import Decoder, causal_window
 from .speculative import Decoding, RealEngine, distribution
 
 K_MAX = 8
+KS = tuple(range(1, K_MAX + 1))
 N_RANKS = 8
+VARIANTS = ("iid", "positional", "beta", "markov", "trace")  # what `measured:VARIANT` can mean (ranks aside)
 
 
 @torch.inference_mode()
@@ -57,72 +59,6 @@ def rank_acceptance(p: torch.Tensor, q: torch.Tensor, n_ranks: int, sims: int, g
         q[rows, x] = 0
         q = q / q.sum(1, keepdim=True).clamp_min(1e-300)
     return counts / (N * sims)
-
-
-def survival_from_alphas(alphas: Sequence[np.ndarray], k_max: int) -> np.ndarray:
-    """P(A >= i), i = 1..k_max: the mean over start positions of prod_{j<i} alpha_{t+j}."""
-    num = np.zeros(k_max)
-    den = np.zeros(k_max)
-    for a in alphas:
-        prod = np.ones(len(a))
-        for i in range(k_max):
-            if len(a) <= i:
-                break
-            prod = prod[: len(a) - i] * a[i:]
-            num[i] += prod.sum()
-            den[i] += len(prod)
-    return num / np.maximum(den, 1)
-
-
-def markov_stationary_survival(m: MarkovAcceptance, k: int) -> np.ndarray:
-    """P(A >= i) for a step starting in the token-level stationary state (how survival_from_alphas averages)."""
-    f = m.token_stationary.copy()
-    out = []
-    for _ in range(k):
-        f = f * m.alphas
-        out.append(f.sum())
-        f = f @ m.transition
-    return np.array(out)
-
-
-def fit_markov(survival: np.ndarray, p_acc_acc: float, p_acc_rej: float) -> MarkovAcceptance:
-    """Grid search, then a local refinement, for the markov model closest to the measured survival curve and the
-    measured lag-1 conditionals (squared error)."""
-    target = np.concatenate([survival, [p_acc_acc, p_acc_rej]])
-
-    def loss(params: tuple[float, float, float, float]) -> float:
-        ae, ah, peh, phe = params
-        if not (0 <= ah <= ae <= 1 and 0 < peh <= 1 and 0 < phe <= 1):
-            return np.inf
-        m = MarkovAcceptance(ae, ah, peh, phe)
-        pi, T, a = m.token_stationary, m.transition, m.alphas
-        both = float((pi * a) @ T @ a)
-        mean = float(pi @ a)
-        acc_acc = both / mean if mean > 0 else 0.0
-        acc_rej = (mean - both) / (1 - mean) if mean < 1 else 0.0
-        pred = np.concatenate([markov_stationary_survival(m, len(survival)), [acc_acc, acc_rej]])
-        return float(((pred - target) ** 2).sum())
-
-    grid_a = np.linspace(0.05, 0.99, 12)
-    grid_p = np.array([0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.9])
-    best = min(((ae, ah, peh, phe) for ae, ah in itertools.product(grid_a, grid_a) if ah <= ae
-                for peh, phe in itertools.product(grid_p, grid_p)), key=loss)
-    step = np.array([0.04, 0.04, 0.03, 0.03])
-    cur, cur_loss = np.array(best), loss(best)
-    for _ in range(6):  # coordinate search with shrinking steps
-        for _ in range(20):
-            improved = False
-            for i in range(4):
-                for sgn in (1, -1):
-                    trial = cur.copy()
-                    trial[i] = np.clip(trial[i] + sgn * step[i], 1e-3, 1.0)
-                    tl = loss(tuple(trial))
-                    if tl < cur_loss:
-                        cur, cur_loss, improved = trial, tl, True
-            if not improved:
-                break
-        step /= 2
-    return MarkovAcceptance(*map(float, cur))
 
 
 def greedy_yields(matches: np.ndarray, lookahead: int = 16) -> list[int]:
@@ -165,15 +101,15 @@ def measure_acceptance(target: Decoder, draft: Decoder, prompts: Sequence[Sequen
     p_acc_acc = both / float(firsts.mean())
     p_acc_rej = (float(firsts.mean()) - both) / (1 - float(firsts.mean()))
     lag1 = (both - float(firsts.mean()) * mean) / max(mean * (1 - mean), 1e-12)
-    survival = survival_from_alphas(alphas, K_MAX)
-    per_prompt = np.array([a.mean() for a in alphas])
-    var = float(per_prompt.var(ddof=1)) if len(per_prompt) > 1 else 0.0
-    if var > 0:
-        nu = mean * (1 - mean) / var - 1
-        beta = {"a": mean * nu, "b": (1 - mean) * nu} if nu > 0 else None
-    else:
-        beta = None
-    markov = fit_markov(survival, p_acc_acc, p_acc_rej)
+    yields = [np.asarray(greedy_yields(m)) for m in matches]
+    data = (AcceptanceData(tuple(alphas), source="calibration prompts") if temperature > 0
+            else AcceptanceData.from_yields(yields, "calibration prompts"))
+    # Every variant `measured` can mean, judged on prompts it was not fitted to; `measured` is then the best.
+    report = cross_validate(data, KS, folds=min(5, len(prompts)), models=VARIANTS, seed=seed)
+    fitted = report.models
+    positional = fitted["positional"]
+    survival = np.cumprod(positional.conditional(K_MAX))  # P(A >= i) over replayed steps, i = 1..K_MAX
+    beta, markov = fitted["beta"], fitted["markov"]
     return {
         "temperature": temperature,
         "prompts": len(prompts),
@@ -181,12 +117,16 @@ def measure_acceptance(target: Decoder, draft: Decoder, prompts: Sequence[Sequen
         "alpha": mean,
         "greedy_match": float(np.concatenate(matches).mean()),
         "survival": survival.tolist(),
-        "conditional_alpha": (survival[0:1].tolist() + (survival[1:] / np.maximum(survival[:-1], 1e-12)).tolist()),
+        "conditional_alpha": list(positional.conditional(K_MAX)),
         "ranks": ranks.tolist(),
         "lag1": {"p_accept_after_accept": p_acc_acc, "p_accept_after_reject": p_acc_rej, "correlation": lag1},
-        "beta": beta,
+        "beta": {"a": beta.a, "b": beta.b},
         "markov": {"alpha_easy": markov.alpha_easy, "alpha_hard": markov.alpha_hard,
                    "p_easy_to_hard": markov.p_easy_to_hard, "p_hard_to_easy": markov.p_hard_to_easy},
+        "heldout": {e.name: {"tokens_err_by_k": list(e.tokens_err_by_k), "tv_by_k": list(e.tv_by_k)}
+                    for e in report.errors},
+        "heldout_folds": report.folds,
+        "chosen": report.chosen,
         "trace": {"alpha": [np.round(a, 5).tolist() for a in alphas],
-                  "greedy_yields": [greedy_yields(m) for m in matches]},
+                  "greedy_yields": [y.tolist() for y in yields]},
     }

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from simulator import SpecsimError
 from simulator.specs import ModelSpec
 from simulator.trees import Tree
 
@@ -178,6 +179,8 @@ def exactness_cases(draft_kind: str, ks: Sequence[int], trees: Sequence[Tree], s
     cuda[:N])."""
     from .device import resolve_device
 
+    if draft_kind == "ngram" and trees:
+        raise SpecsimError("prompt lookup proposes one continuation: drop --tree with --draft ngram (pass --tree '')")
     dev = resolve_device(device)
 
     def report(r: TestResult, kind: str) -> None:

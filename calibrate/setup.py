@@ -8,17 +8,23 @@ error saying how to get one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from scenarios import load_hardware, load_model
 from scenarios.acceptance import acceptance_from_spec, split_trace_spec
+from scenarios.engine_metrics import ENGINE_KINDS
+from scenarios.files import atomic_write_text, cache_dir, read_json
 from scenarios.traces import load_acceptance_trace
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance, IIDAcceptance, iid_from_mean_length
+from simulator.acceptance_fit import MODELS, AcceptanceData, FitReport, cross_validate, fit_in_sample, fit_record
 from simulator.cost import CostModel
 from simulator.roofline import RooflinePoint, measured_points, modelled_points
 from simulator.specs import ModelSpec
@@ -91,9 +97,81 @@ def resolve_profile(path: Path | None) -> tuple[Profile, list[str]]:
     return profile, notes
 
 
+def fit_source(source: str, profile_path: Path | None = None) -> AcceptanceData | dict[int, np.ndarray]:
+    """What `acceptance fit` fits: per-request data from a greedy trace (``trace:FILE[:eagle|ngram]`` or the file
+    itself) or from a profile's measurement (``measured[:PROFILE]``); or, from an engine's counters, only the step
+    distribution they imply (a dict k -> P(A = a))."""
+    kind, _, body = source.strip().partition(":")
+    kind = kind.lower()
+    if kind in ENGINE_KINDS:
+        counters = acceptance_from_spec(source)
+        k = getattr(counters, "k", None) or 8
+        return {kk: counters.chain_pmf(kk) for kk in range(1, k + 1)}
+    if kind == "measured":
+        profile, _ = resolve_profile(Path(body) if body else profile_path)
+        if profile.acceptance is None:
+            raise SpecsimError(f"profile {profile.path} has no measured acceptance to fit")
+        a = profile.acceptance
+        if a.temperature == 0:
+            return AcceptanceData.from_yields(a.greedy_yields, f"measured ({profile.path})")
+        return AcceptanceData(a.trace_alpha, source=f"measured ({profile.path})")
+    if kind == "trace" or Path(split_trace_spec(source)[0]).is_file():
+        path, column = split_trace_spec(body if kind == "trace" else source)
+        trace = load_acceptance_trace(path, column)
+        return AcceptanceData.from_yields(trace.yields, f"{path}:{column}")
+    raise SpecsimError(f"{source!r} is not a source to fit: give trace:FILE[:eagle|ngram] (a greedy trace), "
+                       "measured[:PROFILE] (a calibration's measurement) or an engine's counters (vllm-metrics:FILE, "
+                       "sglang:FILE@K, trtllm:FILE[@K])")
+
+
+def fit_acceptance(source: str, ks: Sequence[int], folds: int, models: Sequence[str], seed: int,
+                   profile_path: Path | None = None, progress: Callable[[str, int], Any] | None = None) -> FitReport:
+    """Every model fitted to the source and judged on held-out requests (in-sample for an engine's counters). The
+    source is read (and refused) before any progress shows."""
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        raise SpecsimError(f"unknown model {unknown[0]!r} for --models; choose from {', '.join(MODELS)}")
+    data = fit_source(source, profile_path)
+    if isinstance(data, dict):
+        return fit_in_sample({k: v for k, v in data.items() if k in set(ks)} or data, source, models, seed)
+    if progress is None:
+        return cross_validate(data, ks, folds, models, seed)
+    with progress("fitting (cross-validation folds)", min(folds, len(data))) as bar:
+        return cross_validate(data, ks, folds, models, seed, tick=lambda: bar.update(1))
+
+
+def fitted_acceptance(body: str, profile: Profile | None) -> Acceptance:
+    """``fit:FILE.json`` (what `acceptance fit --out` wrote): its chosen model; ``fit:SOURCE``: fit it now (cached
+    by the source file's identity, so the next command is instant) and take the chosen model."""
+    path = Path(body)
+    if path.suffix == ".json" and path.is_file():
+        record = read_json(path, "acceptance fit")
+        if not isinstance(record, dict) or "spec" not in record or "chosen" not in record:
+            raise SpecsimError(f"{path} is not what `specsim acceptance fit --out` writes")
+        return acceptance_from_spec(str(record["spec"]))
+    key = body
+    src = Path(split_trace_spec(body.partition(":")[2] if body.startswith("trace:") else body)[0])
+    if src.is_file():
+        st = src.stat()
+        key = f"{src.resolve()}|{st.st_size}|{st.st_mtime_ns}|{body}"
+    cache = cache_dir() / "fits" / (hashlib.sha256(key.encode()).hexdigest()[:20] + ".json")
+    if cache.is_file():
+        return acceptance_from_spec(str(read_json(cache, "cached fit")["spec"]))
+    report = fit_acceptance(body, range(1, 9), 5, MODELS, 0, profile.path if profile else None)
+    spec = report.models[report.chosen].spec
+    if not spec.startswith("trace:"):
+        atomic_write_text(cache, json.dumps(fit_record(report), indent=1))
+    return report.best
+
+
 def resolve_acceptance(spec: str, profile: Profile | None) -> Acceptance:
-    """``measured[:VARIANT]`` from the profile's measurement; anything else as `scenarios.acceptance_from_spec`."""
+    """``measured[:VARIANT]`` from the profile's measurement; ``fit:SOURCE`` the best model fitted to a source;
+    anything else as `scenarios.acceptance_from_spec`."""
     kind, _, variant = spec.strip().partition(":")
+    if kind.lower() == "fit":
+        if not variant:
+            raise SpecsimError("fit needs a source: fit:trace:FILE, fit:FILE.json (from acceptance fit --out), ...")
+        return fitted_acceptance(variant, profile)
     if kind.lower() == "measured":
         if profile is None:
             raise SpecsimError("--acceptance measured needs a calibration profile (of the built-in pair)")
@@ -116,7 +194,8 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
                            "vllm-metrics:FILE, ...)")
     if hardware:
         hw = load_hardware(hardware)
-        needs_profile = bool(acceptance_spec) and acceptance_spec.strip().lower().startswith("measured")
+        spec_lower = (acceptance_spec or "").strip().lower()
+        needs_profile = spec_lower.startswith(("measured", "fit:measured"))
         profile, notes = resolve_profile(profile_path) if needs_profile else (None, [])
         acceptance = resolve_acceptance(acceptance_spec, profile) if acceptance_spec else None
         return Setup(CostModel.from_hardware(hw, dtype), load_model(target or DEFAULT_TARGET, dtype),

@@ -219,11 +219,17 @@ def predicted_curves(profile: Profile, candidates: Sequence[Candidate], batches:
             [(b, f(b, c, context).speedup) for b in batches] for c in candidates}
 
 
-def run_validation(profile: Profile, batches: Sequence[int], ks: Sequence[int], trees: Sequence[Tree],
-                   repeats: int, new_tokens: int, seed: int,
-                   progress: Callable[[str, int], Any]) -> tuple[ValidationReport, dict[str, list[tuple[int, float]]]]:
+def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence[int] | None, trees: Sequence[Tree],
+                   repeats: int | None, new_tokens: int | None, seed: int, progress: Callable[[str, int], Any],
+                   quick: bool = False) -> tuple[ValidationReport, dict[str, list[tuple[int, float]]]]:
     """Run the built-in pair for real on the held-out prompts over batch x (k or tree), interleaved and repeated, and
-    compare every predictor with it. Returns the report and the predicted curves for the plot."""
+    compare every predictor with it. Returns the report and the predicted curves for the plot. Unset sizes take the
+    defaults (quick: batch 1, 4, 8, k 1, 4, 3 repeats of 48 tokens; else batch 1..32:x2, k 1, 2, 4, 6, 5 repeats of
+    64 tokens)."""
+    batches = batches or ([1, 4, 8] if quick else [1, 2, 4, 8, 16, 32])
+    ks = ks or ([1, 4] if quick else [1, 2, 4, 6])
+    repeats = repeats or (3 if quick else 5)
+    new_tokens = new_tokens or (48 if quick else 64)
     if profile.acceptance is None or profile.target.name != "specsim-target":
         raise SpecsimError(f"profile {profile.path} is not a calibration of the built-in pair with measured "
                            "acceptance; run `specsim calibrate` (default target and draft) first")

@@ -5,10 +5,12 @@ text written all or nothing after every output path was checked. `specsim.py` de
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +109,12 @@ def progress(label: str, total: int) -> Iterator[Any]:
         yield LogBar(label, total)
 
 
+def say(*lines: str) -> None:
+    """Notes for the user, on stderr (stdout stays the command's result)."""
+    for line in lines:
+        click.echo(line, err=True)
+
+
 def say_notes(setup: Any) -> Any:
     for note in setup.notes:
         click.echo(note, err=True)
@@ -151,12 +159,46 @@ def option_group(*decorators: Any) -> Any:
     return apply
 
 
+def packed(name: str, make: Callable[..., Any], *decorators: Any) -> Any:
+    """Options that a command receives as one object: the options' values are passed to `make` and the command gets
+    the result as its `name` argument."""
+    keys = [d(lambda: None).__click_params__[0].name for d in decorators]  # each decorator adds one parameter
+
+    def decorate(f: Any) -> Any:
+        @functools.wraps(f)
+        def wrapper(*args: Any, **kw: Any) -> Any:
+            kw[name] = make(**{k: kw.pop(k) for k in keys})
+            return f(*args, **kw)
+        return option_group(*decorators)(wrapper)
+    return decorate
+
+
+@dataclass(frozen=True)
+class SetupOptions:
+    """What `setup_options` read: a preset or a profile, the models, the dtype, the acceptance."""
+
+    acceptance_spec: str | None
+    hardware: str | None
+    profile_path: Path | None
+    target: str | None
+    draft: str | None
+    dtype: str
+
+    def resolve(self, need_acceptance: bool = True) -> Any:
+        """The `calibrate.setup.Setup` these options name; its notes said on stderr."""
+        from calibrate.setup import resolve_setup
+
+        return say_notes(resolve_setup(self.hardware, self.profile_path, self.target, self.draft, self.dtype,
+                                       self.acceptance_spec, need_acceptance))
+
+
 ACCEPTANCE_HELP = ("Acceptance model: iid:A, positional:A1,A2,..., beta:a,b, markov:AE,AH,PEH,PHE, "
                     "trace:FILE[:eagle|ngram], ranks:R1,R2,..., an engine's counters (vllm-metrics:FILE, "
                     "sglang:FILE@K, trtllm:FILE[@K], accept-length:L@K), or "
                     "measured[:positional|iid|beta|markov|trace|ranks] "
                     "[default: the profile's measured acceptance; a preset needs it].")
-setup_options = option_group(
+setup_options = packed(
+    "setup", SetupOptions,
     click.option("--acceptance", "acceptance_spec", metavar="SPEC", default=None, help=ACCEPTANCE_HELP),
     click.option("--hardware", metavar="NAME", help="Hardware preset, e.g. h100-sxm [default: a calibration profile]."),
     click.option("--profile", "profile_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -171,8 +213,8 @@ setup_options = option_group(
 
 
 
-
-serving_options = option_group(
+serving_options = packed(
+    "serving", lambda **kw: _serving(**kw),
     click.option("--policy", "policy_text", default="off,fixed:4,adaptive", show_default=True, metavar="P1,P2,...",
                  help="Speculation policies: off, fixed:K, tree:B1,B2,..., threshold:K@BATCH, adaptive[:KMAX]."),
     click.option("--requests", "n_requests", type=click.IntRange(1, 10_000_000), default=2000, show_default=True,
@@ -204,6 +246,10 @@ serving_options = option_group(
 )
 
 
+def _serving(**kw: Any) -> Any:
+    from scenarios.serving import ServingOptions
+
+    return ServingOptions(**kw)
 
 
 out_option = click.option("--out", "out_paths", multiple=True, required=True,
@@ -211,27 +257,29 @@ out_option = click.option("--out", "out_paths", multiple=True, required=True,
                            help="Figure file: .png, .svg or .pdf (repeat for several).")
 
 
+def figure_out(f: Any) -> Any:
+    """A figure command: adds the repeatable --out, checks every path before the command's work, and writes the
+    Figure the command returns to all of them (or to none)."""
+    @functools.wraps(f)
+    def wrapper(*args: Any, out_paths: tuple[Path, ...], **kw: Any) -> None:
+        paths = check_figures(out_paths)
+        write_figures(dict.fromkeys(paths, f(*args, **kw)))
+    return out_option(wrapper)
+
+
 # -- from options to the library's inputs ----------------------------------------------------------------------------
 
-def setup_from(acceptance_spec: str | None, hardware: str | None, profile_path: Path | None, target: str | None,
-               draft: str | None, dtype: str, need_acceptance: bool = True) -> Any:
-    """`setup_options` resolved into a `calibrate.setup.Setup`, its notes said on stderr."""
-    from calibrate.setup import resolve_setup
+def scenario_from(setup: Any, serving: Any) -> tuple[Any, list]:
+    """A setup and `serving_options` resolved into a serving scenario and its policies."""
+    from scenarios.serving import build_scenario
 
-    return say_notes(resolve_setup(hardware, profile_path, target, draft, dtype, acceptance_spec, need_acceptance))
-
-
-def scenario_from(setup: Any, serving: dict[str, Any]) -> tuple[Any, list]:
-    """`serving_options` and a setup resolved into a serving scenario and its policies."""
-    from scenarios.serving import ServingOptions, build_scenario
-
-    return build_scenario(setup.cost, setup.target, setup.draft, setup.acceptance, ServingOptions(**serving))
+    return build_scenario(setup.cost, setup.target, setup.draft, setup.acceptance, serving)
 
 
-def simulate_from(setup: Any, rates: list[float] | None, engines: int, router: str, serving: dict[str, Any]) -> tuple:
+def simulate_from(setup: Any, rates: list[float] | None, engines: int, serving: Any) -> tuple:
     """The scenario, and every policy simulated at every rate with a progress bar."""
     from scenarios.serving import simulate_rates
 
     scenario, policies = scenario_from(setup, serving)
-    trace = serving["arrivals"].startswith("trace:")
-    return scenario, simulate_rates(scenario, policies, rates, engines, router, trace, progress)
+    return scenario, simulate_rates(scenario, policies, rates, engines, serving.router, serving.timed_trace,
+                                    progress)

@@ -99,7 +99,7 @@ def vllm_metrics(path: str) -> Acceptance:
     if not per_pos:
         model = iid_from_mean_length(1.0 + accepted / drafts, k)
         return _Measured(model, f"vllm-metrics:{path} (no per-position counters: iid alpha {model.alpha:.3f} at "
-                                f"k = {k})")
+                                f"k = {k})", k)
     positions = sorted(per_pos)
     if positions != list(range(len(positions))):
         raise SpecsimError(f"vLLM metrics {path}: per-position counters must cover positions 0..{len(positions) - 1} "
@@ -112,7 +112,7 @@ def vllm_metrics(path: str) -> Acceptance:
     conditional = np.divide(survival, prev, out=np.zeros_like(survival), where=prev > 0)
     model = PositionalAcceptance(tuple(float(min(a, 1.0)) for a in conditional))
     return _Measured(model, f"vllm-metrics:{path} (positional, mean acceptance length {1 + accepted / drafts:.2f}"
-                            f" at k = {k})")
+                            f" at k = {k})", k)
 
 
 def sglang(path: str, k: int) -> Acceptance:
@@ -127,7 +127,7 @@ def sglang(path: str, k: int) -> Acceptance:
                            "(run the server with speculative decoding and keep the responses' meta_info)")
     length = completion / verify
     return _Measured(iid_from_mean_length(length, k), f"sglang:{path} (mean acceptance length {length:.2f} at "
-                                                      f"k = {k})")
+                                                      f"k = {k})", k)
 
 
 def trtllm(path: str, k: int | None) -> Acceptance:
@@ -152,14 +152,14 @@ def trtllm(path: str, k: int | None) -> Acceptance:
         k = int(round(drafted / weight))
     length = weighted / weight
     return _Measured(iid_from_mean_length(length, k), f"trtllm:{path} (mean acceptance length {length:.2f} at "
-                                                      f"k = {k})")
+                                                      f"k = {k})", k)
 
 
 class _Measured(Acceptance):
-    """A model fitted to an engine's counters; its spec names the source."""
+    """A model fitted to an engine's counters, measured with k drafts per step; its spec names the source."""
 
-    def __init__(self, model: Acceptance, spec: str) -> None:
-        self.model, self._spec = model, spec
+    def __init__(self, model: Acceptance, spec: str, k: int) -> None:
+        self.model, self._spec, self.k = model, spec, k
 
     @property
     def spec(self) -> str:  # type: ignore[override]
@@ -198,5 +198,5 @@ def engine_acceptance(spec: str) -> Acceptance:
         except ValueError:
             raise SpecsimError(f"accept-length:{body}: {text!r} is not a number (tokens per verification)") from None
         model = iid_from_mean_length(length, k)
-        return _Measured(model, f"accept-length:{length:g}@{k} (iid alpha {model.alpha:.3f})")
+        return _Measured(model, f"accept-length:{length:g}@{k} (iid alpha {model.alpha:.3f})", k)
     raise SpecsimError(f"unknown engine acceptance {kind!r}; use {', '.join(ENGINE_KINDS)}")

@@ -36,6 +36,7 @@ class ServingOptions:
     max_batch: int = 256
     max_prefill_tokens: int = 8192
     draft_sync: str = "lazy"
+    router: str = "least-loaded"  # how a fleet spreads requests over its engines
     slo_tpot_s: float | None = None
     slo_ttft_s: float | None = None
     seed: int = 0

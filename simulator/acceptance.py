@@ -12,6 +12,7 @@ Spec strings (``parse_acceptance``):
 - ``beta:a,b`` - each sequence has its own alpha ~ Beta(a, b).
 - ``markov:AE,AH,PEH,PHE`` - a hidden easy/hard state per token: alpha AE in the easy state, AH in the hard one,
   P(easy -> hard) = PEH and P(hard -> easy) = PHE between consecutive tokens.
+- ``hmm:A1,..,AS/ROW1/../ROWS`` - the same with S hidden states: their alphas, then the transition matrix by rows.
 - ``trace:FILE[:COLUMN]`` - replay a greedy acceptance trace (the per-request lines of ``data/acceptance-traces``:
   per position, the tokens one step starting there yields; COLUMN ``eagle`` (default) or ``ngram``). This package
   reads no files:
@@ -181,14 +182,130 @@ def _geometric_capped(alpha: np.ndarray, k: int, rng: np.random.Generator) -> np
     return np.where(accepted.all(axis=1), k, np.argmin(accepted, axis=1)) if k else np.zeros(alpha.size, int)
 
 
-@dataclass(frozen=True, repr=False)
-class MarkovAcceptance(Acceptance):
-    """Hidden easy (0) / hard (1) state per token position, persisting across tokens and steps.
+def stationary(M: np.ndarray) -> np.ndarray:
+    """The stationary distribution pi = pi M of a row-stochastic matrix (least squares with sum(pi) = 1)."""
+    S = M.shape[0]
+    A = np.vstack([M.T - np.eye(S), np.ones((1, S))])
+    b = np.concatenate([np.zeros(S), [1.0]])
+    pi = np.linalg.lstsq(A, b, rcond=None)[0].clip(min=0.0)
+    return pi / pi.sum()
 
-    A token in state s is accepted with probability alphas[s]; between consecutive positions the state moves by
-    ``transition``. A step's first drafted token has the step-start distribution: the stationary distribution of
-    the chain of step starts (the position after the last token a step emits), which the forward algorithm gives.
-    """
+
+class HiddenChain(Acceptance):
+    """A hidden state per token position that persists across tokens and steps: a token in state s is accepted with
+    probability ``alphas[s]``; between consecutive positions the state moves by ``transition`` (row-stochastic).
+
+    A step's first drafted token has the step-start distribution: the stationary distribution of the chain of step
+    starts (the position after the last token a step emits), which the forward algorithm gives. This is what a real
+    step sees: it starts right after the last rejection or bonus token, not at an average position."""
+
+    @property
+    def alphas(self) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def transition(self) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def n_states(self) -> int:
+        return len(self.alphas)
+
+    @property
+    def token_stationary(self) -> np.ndarray:
+        return stationary(self.transition)
+
+    @property
+    def alpha(self) -> float:
+        """Per-token acceptance averaged over the token-level stationary distribution."""
+        return float(self.token_stationary @ self.alphas)
+
+    def _forward(self, start: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """From the state distribution of the first drafted token: (pmf of A, distribution of the next step's
+        first drafted token). Rows of ``start`` are separate start distributions."""
+        alphas, T = self.alphas, self.transition
+        f = np.atleast_2d(start).astype(float)  # f[:, s] = P(all earlier accepted, current token in state s)
+        pmf = np.zeros((f.shape[0], k + 1))
+        next_start = np.zeros_like(f)
+        for i in range(k):
+            rejected = f * (1.0 - alphas)
+            pmf[:, i] = rejected.sum(axis=1)
+            next_start += rejected @ T  # resampled token sits at the rejected position; next draft one further
+            f = (f * alphas) @ T
+        pmf[:, k] = f.sum(axis=1)
+        next_start += f @ T  # f is now the bonus token's position
+        return pmf, next_start
+
+    def step_start_distribution(self, k: int) -> np.ndarray:
+        """Stationary distribution of the state at the first drafted token of a step of k drafts."""
+        if _check_k(k) == 0:
+            return self.token_stationary
+        _, M = self._forward(np.eye(self.n_states), k)
+        return stationary(M)
+
+    def chain_pmf(self, k: int) -> np.ndarray:
+        k = _check_k(k)
+        if k == 0:
+            return np.ones(1)
+        pmf, _ = self._forward(self.step_start_distribution(k), k)
+        return pmf[0]
+
+    def chain_pmfs(self, ks: Sequence[int]) -> dict[int, np.ndarray]:
+        """`chain_pmf` for several k in one forward pass up to max(ks), from every start state at once."""
+        alphas, T, S = self.alphas, self.transition, self.n_states
+        f = np.eye(S)  # f[s0, s]: from start state s0, all drafts so far accepted, current token in state s
+        rejected = []  # per position i: mass rejected there, by start state and state (S, S)
+        out: dict[int, np.ndarray] = {}
+        want = set(ks)
+        for i in range(max(ks) + 1):
+            if i in want and i > 0:
+                R = np.stack(rejected)  # (i, S, S)
+                M = R.sum(axis=0) @ T + f @ T  # step-level chain: start state -> next step's start state
+                pi = stationary(M)
+                out[i] = np.concatenate([np.einsum("s,isq->i", pi, R), [float(pi @ f.sum(axis=1))]])
+            elif i == 0 and 0 in want:
+                out[0] = np.ones(1)
+            rejected.append(f * (1.0 - alphas))
+            f = (f * alphas) @ T
+        return out
+
+    def _next_state(self, s: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        cum = np.cumsum(self.transition, axis=1)
+        return (rng.random(len(s))[:, None] >= cum[s]).sum(axis=1).clip(max=self.n_states - 1)
+
+    def sample_chain(self, k: int, rng: np.random.Generator, size: int) -> np.ndarray:
+        k = _check_k(k)
+        start = np.cumsum(self.step_start_distribution(k))
+        state = (rng.random(size)[:, None] >= start).sum(axis=1).clip(max=self.n_states - 1)
+        out = np.zeros(size, dtype=int)
+        alive = np.ones(size, dtype=bool)
+        for _ in range(k):
+            ok = alive & (rng.random(size) < self.alphas[state])
+            out += ok
+            alive = ok
+            state = self._next_state(state, rng)
+        return out
+
+    def stream(self, rng: np.random.Generator) -> AcceptanceStream:
+        alphas = self.alphas
+        pi = np.cumsum(self.token_stationary)
+        state = [int(min((rng.random() >= pi).sum(), self.n_states - 1))]
+
+        def step(k: int) -> int:
+            s, accepted = state[0], 0
+            while accepted < k and rng.random() < alphas[s]:
+                accepted += 1
+                s = int(self._next_state(np.array([s]), rng)[0])
+            # The emitted token (resampled or bonus) sits at position s; the next step drafts one further.
+            state[0] = int(self._next_state(np.array([s]), rng)[0])
+            return accepted
+
+        return step
+
+
+@dataclass(frozen=True, repr=False)
+class MarkovAcceptance(HiddenChain):
+    """Two hidden states, easy (0) and hard (1): alpha AE in the easy one, AH in the hard one."""
 
     alpha_easy: float
     alpha_hard: float
@@ -219,71 +336,39 @@ class MarkovAcceptance(Acceptance):
         e, h = self.p_easy_to_hard, self.p_hard_to_easy
         return np.array([h, e]) / (e + h)
 
+
+@dataclass(frozen=True, repr=False)
+class HiddenStateAcceptance(HiddenChain):
+    """Any number of hidden states: ``hmm:A1,A2,A3/P11,P12,P13/P21,P22,P23/P31,P32,P33`` (the alphas, then each row of
+    the transition matrix)."""
+
+    alphas_: tuple[float, ...]
+    transition_: tuple[tuple[float, ...], ...]
+
+    def __post_init__(self) -> None:
+        S = len(self.alphas_)
+        if S < 1 or len(self.transition_) != S or any(len(r) != S for r in self.transition_):
+            raise SpecsimError(f"hmm: {S} alphas need {S} transition rows of {S} values each")
+        for i, a in enumerate(self.alphas_, 1):
+            _check_prob(f"hmm alpha {i}", a)
+        for i, row in enumerate(self.transition_, 1):
+            for p in row:
+                _check_prob(f"hmm transition row {i}", p)
+            if abs(sum(row) - 1.0) > 1e-6:
+                raise SpecsimError(f"hmm: transition row {i} sums to {sum(row):g}, not 1")
+
     @property
-    def alpha(self) -> float:
-        """Per-token acceptance averaged over the token-level stationary distribution."""
-        return float(self.token_stationary @ self.alphas)
+    def spec(self) -> str:  # type: ignore[override]
+        rows = "/".join(",".join(f"{p:.4g}" for p in row) for row in self.transition_)
+        return "hmm:" + ",".join(f"{a:.4g}" for a in self.alphas_) + "/" + rows
 
-    def _forward(self, start: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """From the state distribution of the first drafted token: (pmf of A, distribution of the next step's
-        first drafted token). Rows of ``start`` are separate start distributions."""
-        alphas, T = self.alphas, self.transition
-        f = np.atleast_2d(start).astype(float)  # f[:, s] = P(all earlier accepted, current token in state s)
-        pmf = np.zeros((f.shape[0], k + 1))
-        next_start = np.zeros_like(f)
-        for i in range(k):
-            rejected = f * (1.0 - alphas)
-            pmf[:, i] = rejected.sum(axis=1)
-            next_start += rejected @ T  # resampled token sits at the rejected position; next draft one further
-            f = (f * alphas) @ T
-        pmf[:, k] = f.sum(axis=1)
-        next_start += f @ T  # f is now the bonus token's position
-        return pmf, next_start
+    @property
+    def alphas(self) -> np.ndarray:
+        return np.asarray(self.alphas_, dtype=float)
 
-    def step_start_distribution(self, k: int) -> np.ndarray:
-        """Stationary distribution of the state at the first drafted token of a step."""
-        _, M = self._forward(np.eye(2), _check_k(k))
-        if k == 0:
-            return self.token_stationary
-        # Stationary vector of the 2x2 step-level chain M.
-        m01, m10 = M[0, 1], M[1, 0]
-        return self.token_stationary if m01 + m10 == 0 else np.array([m10, m01]) / (m01 + m10)
-
-    def chain_pmf(self, k: int) -> np.ndarray:
-        k = _check_k(k)
-        if k == 0:
-            return np.ones(1)
-        pmf, _ = self._forward(self.step_start_distribution(k), k)
-        return pmf[0]
-
-    def sample_chain(self, k: int, rng: np.random.Generator, size: int) -> np.ndarray:
-        k = _check_k(k)
-        start = self.step_start_distribution(k)
-        state = (rng.random(size) >= start[0]).astype(int)
-        out = np.zeros(size, dtype=int)
-        alive = np.ones(size, dtype=bool)
-        T = self.transition
-        for _ in range(k):
-            ok = alive & (rng.random(size) < self.alphas[state])
-            out += ok
-            alive = ok
-            state = np.where(rng.random(size) < T[state, 1], 1, 0)
-        return out
-
-    def stream(self, rng: np.random.Generator) -> AcceptanceStream:
-        T, alphas = self.transition, self.alphas
-        state = [int(rng.random() >= self.token_stationary[0])]
-
-        def step(k: int) -> int:
-            s, accepted = state[0], 0
-            while accepted < k and rng.random() < alphas[s]:
-                accepted += 1
-                s = int(rng.random() < T[s, 1])
-            # The emitted token (resampled or bonus) sits at position s; the next step drafts one further.
-            state[0] = int(rng.random() < T[s, 1])
-            return accepted
-
-        return step
+    @property
+    def transition(self) -> np.ndarray:
+        return np.asarray(self.transition_, dtype=float)
 
 
 @dataclass(frozen=True, repr=False, eq=False)
@@ -369,23 +454,25 @@ class ProbabilityTraceAcceptance(Acceptance):
         k = _check_k(k)
         if k in self._pmf_cache:
             return self._pmf_cache[k]
+        # All requests at once, padded: start[r, t] = P(a step of request r starts at position t).
+        n = np.array([len(a) for a in self.alphas])
+        width = int(n.max()) + k + 2
+        a = np.zeros((len(n), width))
+        for r, x in enumerate(self.alphas):
+            a[r, :len(x)] = x
+        start = np.zeros((len(n), width))
+        start[:, 0] = 1.0
         total = np.zeros(k + 1)
-        for a in self.alphas:
-            n = len(a)
-            start = np.zeros(n + k + 2)  # P(a step starts at t)
-            start[0] = 1.0
-            for t in range(max(n - k, 0)):  # only steps whose k drafts lie inside the trace
-                w = start[t]
-                if w == 0.0:
-                    continue
-                alive = 1.0
-                for j in range(k):
-                    stop = alive * (1.0 - a[t + j])
-                    total[j] += w * stop
-                    start[t + j + 1] += w * stop
-                    alive *= a[t + j]
-                total[k] += w * alive
-                start[t + k + 1] += w * alive
+        for t in range(max(int(n.max()) - k, 0)):
+            w = start[:, t] * (t < n - k)  # only steps whose k drafts lie inside the trace
+            alive = np.ones(len(n))
+            for j in range(k):
+                stop = w * alive * (1.0 - a[:, t + j])
+                total[j] += stop.sum()
+                start[:, t + j + 1] += stop
+                alive = alive * a[:, t + j]
+            total[k] += (w * alive).sum()
+            start[:, t + k + 1] += w * alive
         pmf = total / total.sum() if total.sum() > 0 else np.eye(k + 1)[0]
         self._pmf_cache[k] = pmf
         return pmf
@@ -485,7 +572,7 @@ def parse_acceptance(spec: str) -> Acceptance:
     """Build an acceptance model from its spec string (see the module docstring)."""
     kind, sep, body = spec.partition(":")
     kind = kind.strip().lower()
-    if not sep and kind not in ("iid", "positional", "beta", "markov", "trace", "ranks"):
+    if not sep and kind not in ("iid", "positional", "beta", "markov", "hmm", "trace", "ranks"):
         raise SpecsimError(f"acceptance {spec!r} is not KIND:VALUES; use iid:0.7, positional:0.8,0.7, beta:7,3, "
                            "markov:0.9,0.3,0.1,0.3, trace:FILE[:eagle|ngram] or ranks:0.6,0.15,0.05")
     if kind == "iid":
@@ -501,9 +588,14 @@ def parse_acceptance(spec: str) -> Acceptance:
                                          "markov:ALPHA_EASY,ALPHA_HARD,P_EASY_TO_HARD,P_HARD_TO_EASY"))
     if kind == "ranks":
         return RanksAcceptance(_floats("ranks", body, "ranks:0.6,0.15,0.05"))
+    if kind == "hmm":
+        groups = [_floats("hmm", g, "hmm:0.9,0.3/0.9,0.1/0.3,0.7") for g in body.split("/")]
+        if len(groups) < 2:
+            raise SpecsimError("hmm acceptance is ALPHAS/ROW1/ROW2/..., e.g. hmm:0.9,0.3/0.9,0.1/0.3,0.7")
+        return HiddenStateAcceptance(groups[0], tuple(groups[1:]))
     if kind == "trace":
         raise SpecsimError("trace:FILE reads a file; resolve it with scenarios.acceptance_from_spec")
-    raise SpecsimError(f"unknown acceptance model {kind!r}; use iid, positional, beta, markov, trace or ranks")
+    raise SpecsimError(f"unknown acceptance model {kind!r}; use iid, positional, beta, markov, hmm, trace or ranks")
 
 
 def _expect(values: Sequence[float], n: int, example: str) -> Sequence[float]:

@@ -7,7 +7,7 @@ fixed k, converges to its ``chain_pmf``):
 
 - stateless models (iid, positional, ranks, measured probability traces): independent draws from ``chain_pmf(k)``;
 - ``beta``: an alpha per sequence, drawn when the sequence is admitted;
-- ``markov``: the easy/hard state per sequence, carried across steps;
+- ``markov`` and ``hmm``: the hidden state per sequence, carried across steps;
 - greedy ``trace``: a (request, position) cursor per sequence walking a real trace.
 
 Trees draw from the per-rank model (every node's j-th ranked child accepted with probability r_j, exclusive), which
@@ -21,7 +21,7 @@ import numpy as np
 from .acceptance import (
     Acceptance,
     BetaAcceptance,
-    MarkovAcceptance,
+    HiddenChain,
     TraceAcceptance,
     WithRanks,
 )
@@ -116,24 +116,25 @@ class BetaSampler(BatchSampler):
         return np.minimum(np.nan_to_num(a, nan=0.0, posinf=k), k).astype(np.int64)
 
 
-class MarkovSampler(BatchSampler):
-    """The hidden easy (0) / hard (1) state per sequence, moving one token position at a time (as
-    ``MarkovAcceptance.stream``: the emitted token sits at the last examined position; the next step's first
-    draft is one position further)."""
+class HiddenChainSampler(BatchSampler):
+    """The hidden state per sequence, moving one token position at a time (as ``HiddenChain.stream``: the emitted
+    token sits at the last examined position; the next step's first draft is one position further)."""
 
-    def __init__(self, acceptance: MarkovAcceptance, slots: int, rng: np.random.Generator,
+    def __init__(self, acceptance: HiddenChain, slots: int, rng: np.random.Generator,
                  ranks_from: Acceptance | None = None) -> None:
         super().__init__(ranks_from or acceptance, slots, rng)
         self.model = acceptance
         self.state = np.zeros(slots, dtype=np.int64)
         self.alphas = acceptance.alphas
-        self.to_hard = acceptance.transition[:, 1]  # P(next state is hard | current state)
+        self.cum = np.cumsum(acceptance.transition, axis=1)  # next state: first column whose cumsum exceeds u
+        self.pi = np.cumsum(acceptance.token_stationary)
+        self.top = acceptance.n_states - 1
 
     def admit(self, slots: np.ndarray) -> None:
-        self.state[slots] = self.rng.random(len(slots)) >= self.model.token_stationary[0]
+        self.state[slots] = (self.rng.random(len(slots))[:, None] >= self.pi).sum(axis=1).clip(max=self.top)
 
     def _advance(self, s: np.ndarray) -> np.ndarray:
-        return (self.rng.random(len(s)) < self.to_hard[s]).astype(np.int64)
+        return (self.rng.random(len(s))[:, None] >= self.cum[s]).sum(axis=1).clip(max=self.top)
 
     def draw(self, slots: np.ndarray, k: int) -> np.ndarray:
         s = self.state[slots]
@@ -182,8 +183,8 @@ def batch_sampler(acceptance: Acceptance, slots: int, rng: np.random.Generator) 
     chain = acceptance.chain if isinstance(acceptance, WithRanks) else acceptance
     if isinstance(chain, BetaAcceptance):
         return BetaSampler(chain, slots, rng, acceptance)
-    if isinstance(chain, MarkovAcceptance):
-        return MarkovSampler(chain, slots, rng, acceptance)
+    if isinstance(chain, HiddenChain):
+        return HiddenChainSampler(chain, slots, rng, acceptance)
     if isinstance(chain, TraceAcceptance):
         return TraceSampler(chain, slots, rng, acceptance)
     return BatchSampler(acceptance, slots, rng)

@@ -1,0 +1,388 @@
+"""Acceptance models fitted to data, and judged by the error they make on requests they were not fitted to.
+
+Data (`AcceptanceData`): per request, per generated position, the probability that a token drafted there is accepted
+(0/1 for a greedy trace, sum_x min(p, q) for a sampled measurement), and for greedy traces the exact yields, so a
+held-out request's steps can be replayed exactly at every k.
+
+What is fitted to what:
+
+- ``iid``: alpha = the mean per-position acceptance (the Leviathan et al. model, "the same mean alpha");
+- ``positional``: the conditional acceptance per draft position measured on replayed steps (steps start right after
+  the last rejection or bonus token, as a real engine's do, not at an average position);
+- ``beta``, ``markov`` (two hidden states) and ``hmm3`` (three): the parameters whose accepted-length distributions
+  at k = 1..K come closest (least squares) to the replayed steps' - a fit to what the model must predict, by
+  Nelder-Mead over unconstrained parameters, from several starting points.
+
+Judging: K-fold cross-validation over requests. Each model is fitted on the other folds and predicts the held-out
+requests' replay: the relative error of tokens per step E[A + 1] at each k, and the total-variation distance of the
+accepted-length distribution. The chosen model is the simplest (fewest parameters) whose mean tokens-per-step error
+is within 2 % (relative) of the lowest: a model with more states must earn its place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from . import SpecsimError
+from .acceptance import (
+    Acceptance,
+    BetaAcceptance,
+    HiddenChain,
+    HiddenStateAcceptance,
+    IIDAcceptance,
+    MarkovAcceptance,
+    PositionalAcceptance,
+    ProbabilityTraceAcceptance,
+    TraceAcceptance,
+)
+
+KS = tuple(range(1, 9))
+MODELS = ("iid", "positional", "beta", "markov", "hmm3")
+N_PARAMS = {"iid": 1, "positional": 8, "beta": 2, "markov": 4, "hmm3": 9, "trace": 10**9}
+CHOICE_SLACK = 1.02
+MIN_TRANSITION = 1e-4  # keeps a fitted chain ergodic (a state nobody leaves has no unique stationary law)
+
+
+@dataclass(frozen=True, eq=False)
+class AcceptanceData:
+    """Per request: the acceptance probability at each generated position, and (greedy traces) the yields."""
+
+    alphas: tuple[np.ndarray, ...]
+    yields: tuple[np.ndarray, ...] | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.alphas or all(len(a) == 0 for a in self.alphas):
+            raise SpecsimError(f"{self.source or 'acceptance data'} holds no positions to fit")
+
+    @classmethod
+    def from_yields(cls, yields: Sequence[np.ndarray], source: str = "") -> AcceptanceData:
+        """A greedy trace: the drafted token at t is accepted exactly when a step starting at t yields 2 or more."""
+        ys = tuple(np.asarray(y, dtype=np.int64) for y in yields)
+        return cls(tuple((y >= 2).astype(float) for y in ys), ys, source)
+
+    def __len__(self) -> int:
+        return len(self.alphas)
+
+    def take(self, idx: Sequence[int]) -> AcceptanceData:
+        return AcceptanceData(tuple(self.alphas[i] for i in idx),
+                              None if self.yields is None else tuple(self.yields[i] for i in idx), self.source)
+
+    @cached_property
+    def replay(self) -> Acceptance:
+        """The exact distribution of real steps over these requests: greedy replay, or the probability replay."""
+        if self.yields is not None:
+            return TraceAcceptance(self.yields, source=self.source or "trace")
+        return ProbabilityTraceAcceptance(self.alphas, source=self.source or "measured")
+
+    @property
+    def max_k(self) -> int:
+        return self.replay.max_k if isinstance(self.replay, TraceAcceptance) else 64
+
+    def pmfs(self, ks: Sequence[int]) -> dict[int, np.ndarray]:
+        return {k: self.replay.chain_pmf(k) for k in ks}
+
+
+# -- fitting -----------------------------------------------------------------------------------------------------
+
+def nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, step: float = 0.5, iters: int = 400,
+                tol: float = 1e-12) -> tuple[np.ndarray, float]:
+    """Minimise f from x0 (Nelder and Mead 1965, the usual coefficients 1, 2, 0.5, 0.5)."""
+    n = len(x0)
+    pts = [np.asarray(x0, dtype=float)] + [np.asarray(x0, dtype=float) + step * np.eye(n)[i] for i in range(n)]
+    vals = [f(p) for p in pts]
+    for _ in range(iters):
+        order = np.argsort(vals)
+        pts, vals = [pts[i] for i in order], [vals[i] for i in order]
+        if abs(vals[-1] - vals[0]) < tol:
+            break
+        centroid = np.mean(pts[:-1], axis=0)
+        reflected = centroid + (centroid - pts[-1])
+        fr = f(reflected)
+        if fr < vals[0]:
+            expanded = centroid + 2 * (centroid - pts[-1])
+            fe = f(expanded)
+            pts[-1], vals[-1] = (expanded, fe) if fe < fr else (reflected, fr)
+        elif fr < vals[-2]:
+            pts[-1], vals[-1] = reflected, fr
+        else:
+            contracted = centroid + 0.5 * (pts[-1] - centroid)
+            fc = f(contracted)
+            if fc < vals[-1]:
+                pts[-1], vals[-1] = contracted, fc
+            else:
+                pts = [pts[0]] + [pts[0] + 0.5 * (p - pts[0]) for p in pts[1:]]
+                vals = [vals[0]] + [f(p) for p in pts[1:]]
+    best = int(np.argmin(vals))
+    return pts[best], float(vals[best])
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(x, -30, 30)))
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-4), 1 - 1e-4)
+    return float(np.log(p / (1 - p)))
+
+
+def pmf_loss(pmfs: Mapping[int, np.ndarray], targets: Mapping[int, np.ndarray]) -> float:
+    """Squared distance between accepted-length distributions, summed over k, plus the squared relative error of
+    tokens per step (the quantity predictions use)."""
+    loss = 0.0
+    for k, t in targets.items():
+        p = pmfs[k]
+        a = np.arange(1, k + 2)
+        loss += float(((p - t) ** 2).sum()) + float((np.dot(a, p) / np.dot(a, t) - 1.0) ** 2)
+    return loss
+
+
+def hidden_pmfs(alphas: np.ndarray, T: np.ndarray, ks: Sequence[int]) -> dict[int, np.ndarray]:
+    """Every k's accepted-length distribution of a hidden chain in one forward pass up to max(ks)."""
+    return HiddenStateAcceptance(tuple(alphas), tuple(map(tuple, T))).chain_pmfs(ks)
+
+
+def _hidden_from(x: np.ndarray, S: int) -> tuple[np.ndarray, np.ndarray]:
+    alphas = _sigmoid(x[:S])
+    logits = np.concatenate([x[S:].reshape(S, S - 1), np.zeros((S, 1))], axis=1)  # last column fixed at 0
+    T = np.exp(logits - logits.max(axis=1, keepdims=True))
+    T = T / T.sum(axis=1, keepdims=True)
+    return alphas, T * (1 - S * MIN_TRANSITION) + MIN_TRANSITION  # every state reachable: one stationary law
+
+
+def fit_hidden(targets: Mapping[int, np.ndarray], S: int, mean_alpha: float,
+               rng: np.random.Generator) -> HiddenChain:
+    """The S-state hidden chain whose step distributions best match `targets`, from several starts (easy states
+    above the mean alpha, hard ones below, sticky transitions)."""
+    ks = sorted(targets)
+    best: tuple[float, np.ndarray] | None = None
+    starts = 3
+    for i in range(starts):
+        spread = np.linspace(0.97, 0.15, S) if i == 0 else np.sort(rng.uniform(0.05, 0.99, S))[::-1]
+        stick = 0.85 if i == 0 else rng.uniform(0.6, 0.97)
+        off = (1 - stick) / (S - 1)
+        logits = np.zeros((S, S - 1))  # log(T[s, j] / T[s, S - 1]) for j < S - 1
+        for s in range(S):
+            for j in range(S - 1):
+                logits[s, j] = np.log((stick if j == s else off) / (stick if s == S - 1 else off))
+        x0 = np.concatenate([[_logit(a) for a in spread], logits.ravel()])
+
+        def loss(x: np.ndarray) -> float:
+            a, T = _hidden_from(x, S)
+            return pmf_loss(hidden_pmfs(a, T, ks), targets)
+
+        x, value = nelder_mead(loss, x0, step=0.6, iters=150 * S * S)
+        x, value = nelder_mead(loss, x, step=0.15, iters=100 * S * S)  # restart: Nelder-Mead stalls otherwise
+        if best is None or value < best[0]:
+            best = (value, x)
+    assert best is not None
+    alphas, T = _hidden_from(best[1], S)
+    order = np.argsort(-alphas)  # easiest state first
+    alphas, T = alphas[order], T[np.ix_(order, order)]
+    if S == 2:
+        return MarkovAcceptance(float(alphas[0]), float(alphas[1]), float(T[0, 1]), float(T[1, 0]))
+    return HiddenStateAcceptance(tuple(float(a) for a in alphas), tuple(tuple(float(p) for p in r) for r in T))
+
+
+def fit_beta(targets: Mapping[int, np.ndarray], mean_alpha: float) -> BetaAcceptance:
+    def loss(x: np.ndarray) -> float:
+        m = BetaAcceptance(float(np.exp(x[0])), float(np.exp(x[1])))
+        return pmf_loss({k: m.chain_pmf(k) for k in targets}, targets)
+
+    nu = 4.0
+    x, _ = nelder_mead(loss, np.log([mean_alpha * nu + 1e-3, (1 - mean_alpha) * nu + 1e-3]), step=0.7)
+    return BetaAcceptance(float(np.exp(x[0])), float(np.exp(x[1])))
+
+
+def fit_positional(targets: Mapping[int, np.ndarray]) -> PositionalAcceptance:
+    """Conditional acceptance per draft position, from the replayed steps with the longest k."""
+    k = max(targets)
+    survival = np.cumsum(targets[k][::-1])[::-1]  # P(A >= a), a = 0..k
+    cond = np.divide(survival[1:], survival[:-1], out=np.zeros(k), where=survival[:-1] > 0)
+    return PositionalAcceptance(tuple(float(min(max(c, 0.0), 1.0)) for c in cond))
+
+
+def fit_models(data: AcceptanceData, ks: Sequence[int] = KS, models: Sequence[str] = MODELS,
+               seed: int = 0) -> dict[str, Acceptance]:
+    """Every model in `models`, fitted to all of `data`."""
+    targets = data.pmfs(ks)
+    mean_alpha = float(np.concatenate(data.alphas).mean())
+    rng = np.random.default_rng(seed)
+    out: dict[str, Acceptance] = {}
+    for name in models:
+        if name == "iid":
+            out[name] = IIDAcceptance(min(max(mean_alpha, 0.0), 1.0))
+        elif name == "positional":
+            out[name] = fit_positional(targets)
+        elif name == "beta":
+            out[name] = fit_beta(targets, mean_alpha)
+        elif name == "markov":
+            out[name] = fit_hidden(targets, 2, mean_alpha, rng)
+        elif name == "hmm3":
+            out[name] = fit_hidden(targets, 3, mean_alpha, rng)
+        elif name == "trace":
+            out[name] = data.replay
+        else:
+            raise SpecsimError(f"unknown acceptance model {name!r}; fit one of {', '.join(MODELS)}")
+    return out
+
+
+# -- judging -----------------------------------------------------------------------------------------------------
+
+def errors_against(model: Acceptance, truth: Mapping[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(|tokens per step error| relative, total-variation distance) of `model` per k of `truth`."""
+    tok, tv = [], []
+    for k, t in truth.items():
+        p = model.chain_pmf(k)
+        a = np.arange(1, k + 2)
+        tok.append(abs(np.dot(a, p) / np.dot(a, t) - 1.0))
+        tv.append(0.5 * float(np.abs(p - t).sum()))
+    return np.asarray(tok), np.asarray(tv)
+
+
+@dataclass(frozen=True)
+class ModelError:
+    """One model's held-out errors per k (mean over folds)."""
+
+    name: str
+    spec: str  # fitted on all the data
+    tokens_err_by_k: tuple[float, ...]
+    tv_by_k: tuple[float, ...]
+
+    @property
+    def tokens_err(self) -> float:
+        return float(np.mean(self.tokens_err_by_k))
+
+    @property
+    def tv(self) -> float:
+        return float(np.mean(self.tv_by_k))
+
+
+@dataclass(frozen=True)
+class FitReport:
+    source: str
+    ks: tuple[int, ...]
+    folds: int
+    requests: int
+    errors: tuple[ModelError, ...]
+    chosen: str
+    models: Mapping[str, Acceptance] = field(default_factory=dict, compare=False)
+
+    @property
+    def best(self) -> Acceptance:
+        return self.models[self.chosen]
+
+    def error(self, name: str) -> ModelError:
+        return next(e for e in self.errors if e.name == name)
+
+
+def choose(errors: Sequence[ModelError]) -> str:
+    """The simplest model whose mean tokens-per-step error is within CHOICE_SLACK of the lowest."""
+    lowest = min(e.tokens_err for e in errors)
+    fine = [e for e in errors if e.tokens_err <= lowest * CHOICE_SLACK + 1e-12]
+    return min(fine, key=lambda e: (N_PARAMS.get(e.name, 99), e.tokens_err)).name
+
+
+def cross_validate(data: AcceptanceData, ks: Sequence[int] = KS, folds: int = 5, models: Sequence[str] = MODELS,
+                   seed: int = 0, tick: Callable[[], None] | None = None) -> FitReport:
+    """K-fold cross-validation over requests (see the module docstring); the models are then fitted to all the
+    data."""
+    ks = tuple(k for k in ks if k <= data.max_k)
+    if not ks:
+        raise SpecsimError(f"{data.source}: the data record no lookahead long enough for k = 1")
+    n = len(data)
+    folds = min(folds, n)
+    if folds < 2:
+        raise SpecsimError(f"{data.source}: cross-validation needs at least 2 requests, got {n}")
+    # Stratified by length: requests sorted by their number of positions are dealt round-robin to the folds, so a
+    # few very long requests (a trace's runaway generations) land in different folds instead of deciding one.
+    rng = np.random.default_rng(seed)
+    lengths = np.array([len(a) for a in data.alphas])
+    order = np.lexsort((rng.random(n), lengths))
+    parts = [order[i::folds] for i in range(folds)]
+    tok = {m: [] for m in models}
+    tvs = {m: [] for m in models}
+    for i, held in enumerate(parts):
+        train = data.take(np.concatenate([p for j, p in enumerate(parts) if j != i]))
+        test = data.take(held)
+        truth = test.pmfs(ks)
+        for name, model in fit_models(train, ks, models, seed + i).items():
+            t, v = errors_against(model, truth)
+            tok[name].append(t)
+            tvs[name].append(v)
+        if tick:
+            tick()
+    fitted = fit_models(data, ks, models, seed)
+    errs = tuple(ModelError(m, fitted[m].spec, tuple(np.mean(tok[m], axis=0)), tuple(np.mean(tvs[m], axis=0)))
+                 for m in models)
+    return FitReport(data.source, ks, folds, n, errs, choose(errs), fitted)
+
+
+def transfer(train: AcceptanceData, tests: Mapping[str, AcceptanceData], ks: Sequence[int],
+             models: Sequence[str] = MODELS, seed: int = 0) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Fit every model on `train`, predict each test set's replay: model -> test name -> (tokens err, TV) per k."""
+    fitted = fit_models(train, ks, models, seed)
+    return {m: {name: errors_against(fitted[m], test.pmfs(ks)) for name, test in tests.items()} for m in models}
+
+
+def fit_in_sample(targets: Mapping[int, np.ndarray], source: str, models: Sequence[str] = MODELS,
+                  seed: int = 0) -> FitReport:
+    """Models fitted to step distributions alone (an engine's counters: no per-request data to hold out), with
+    their in-sample errors; ``folds`` is 0 to say so. i.i.d. has the same tokens per step at the longest k."""
+    from .acceptance import iid_from_mean_length
+
+    ks = tuple(sorted(targets))
+    k = ks[-1]
+    mean_len = float(np.dot(np.arange(1, k + 2), targets[k]))
+    rng = np.random.default_rng(seed)
+    fitted: dict[str, Acceptance] = {}
+    for name in models:
+        if name == "iid":
+            fitted[name] = iid_from_mean_length(min(max(mean_len, 1.0), k + 1.0), k)
+        elif name == "positional":
+            fitted[name] = fit_positional(targets)
+        elif name == "beta":
+            fitted[name] = fit_beta(targets, (mean_len - 1) / k)
+        elif name in ("markov", "hmm3"):
+            fitted[name] = fit_hidden(targets, 2 if name == "markov" else 3, (mean_len - 1) / k, rng)
+        else:
+            raise SpecsimError(f"model {name!r} cannot be fitted to step counts alone")
+    errs = []
+    for name, model in fitted.items():
+        tok, tv = errors_against(model, targets)
+        errs.append(ModelError(name, model.spec, tuple(tok), tuple(tv)))
+    return FitReport(source, ks, 0, 0, tuple(errs), choose(errs), fitted)
+
+
+def fit_record(report: FitReport) -> dict:
+    """The report as plain data (what `acceptance fit --out` writes and `--acceptance fit:FILE` reads)."""
+    from . import __version__
+
+    return {"specsim_version": __version__, "source": report.source, "ks": list(report.ks), "folds": report.folds,
+            "requests": report.requests, "held_out": report.folds > 0, "chosen": report.chosen,
+            "spec": report.models[report.chosen].spec,
+            "models": {e.name: {"spec": e.spec, "tokens_err": e.tokens_err, "tv": e.tv,
+                                "tokens_err_by_k": list(e.tokens_err_by_k), "tv_by_k": list(e.tv_by_k)}
+                       for e in report.errors}}
+
+
+def format_fit_report(report: FitReport) -> str:
+    how = (f"{report.folds}-fold cross-validation over {report.requests} requests: errors on held-out requests"
+           if report.folds else "in-sample errors (step counts only: nothing to hold out)")
+    lines = [f"acceptance fit of {report.source}: {how}",
+             f"  {'model':11s} |tokens per step error| by k = {', '.join(map(str, report.ks))}"]
+    for e in report.errors:
+        by_k = " ".join(f"{100 * x:5.1f}" for x in e.tokens_err_by_k)
+        mark = "  <- chosen" if e.name == report.chosen else ""
+        lines.append(f"  {e.name:11s} {by_k}   mean {100 * e.tokens_err:5.1f} %, TV {100 * e.tv:4.1f} %{mark}")
+    lines.append("  (errors in %; TV: total-variation distance of the accepted-length distribution, mean over k)")
+    lines.append("fitted on all of it:")
+    for e in report.errors:
+        lines.append(f"  {e.name:11s} {e.spec}")
+    lines.append(f"chosen: {report.chosen} (the simplest model within {100 * (CHOICE_SLACK - 1):.0f} % of the lowest "
+                 f"mean error): {report.models[report.chosen].spec}")
+    return "\n".join(lines)

@@ -1,0 +1,115 @@
+"""Fitting acceptance models to data and judging them on held-out requests: known models recovered from their own
+step distributions, cross-validation on synthetic traces drawn from a known model, the choice rule, and the CLI."""
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import trace_path
+
+from simulator.acceptance import HiddenStateAcceptance, IIDAcceptance, MarkovAcceptance
+from simulator.acceptance_fit import (
+    AcceptanceData,
+    ModelError,
+    choose,
+    cross_validate,
+    fit_hidden,
+    fit_positional,
+    nelder_mead,
+)
+from specsim import cli
+
+KS = range(1, 9)
+
+
+def test_nelder_mead_finds_a_known_minimum():
+    x, value = nelder_mead(lambda x: float(((x - np.array([1.0, -2.0])) ** 2).sum()), np.zeros(2), iters=500)
+    assert np.allclose(x, [1.0, -2.0], atol=1e-4) and value < 1e-8
+
+
+def test_hidden_chain_pmfs_in_one_pass_equal_the_per_k_forward():
+    h = HiddenStateAcceptance((0.95, 0.6, 0.1), ((0.9, 0.08, 0.02), (0.1, 0.8, 0.1), (0.05, 0.15, 0.8)))
+    for k, pmf in h.chain_pmfs([1, 3, 8]).items():
+        assert np.allclose(pmf, h.chain_pmf(k), atol=1e-12)
+
+
+def test_a_markov_model_is_recovered_from_its_own_step_distributions():
+    truth = MarkovAcceptance(0.92, 0.35, 0.08, 0.25)
+    fitted = fit_hidden({k: truth.chain_pmf(k) for k in KS}, 2, truth.alpha, np.random.default_rng(0))
+    for k in KS:
+        assert np.allclose(fitted.chain_pmf(k), truth.chain_pmf(k), atol=2e-3)
+
+
+def test_positional_fit_reads_the_replayed_steps():
+    pmf8 = MarkovAcceptance(0.9, 0.3, 0.1, 0.3).chain_pmf(8)
+    model = fit_positional({8: pmf8})
+    assert np.allclose(model.chain_pmf(8), pmf8, atol=1e-12)
+
+
+def _markov_trace(model: MarkovAcceptance, requests: int, length: int, rng) -> AcceptanceData:
+    """Greedy traces drawn from a known hidden chain: per position the run of accepted drafts, capped at 16."""
+    yields = []
+    for _ in range(requests):
+        s = int(rng.random() >= model.token_stationary[0])
+        ok = np.zeros(length, dtype=bool)
+        for t in range(length):
+            ok[t] = rng.random() < model.alphas[s]
+            s = int(rng.random() < model.transition[s, 1])
+        run = np.zeros(length + 1, dtype=int)
+        for t in range(length - 1, -1, -1):
+            run[t] = run[t + 1] + 1 if ok[t] else 0
+        yields.append(1 + np.minimum(run[:length], 16))
+    return AcceptanceData.from_yields(yields, "synthetic markov")
+
+
+def test_cross_validation_prefers_the_model_the_data_came_from():
+    """Data drawn from a sticky two-state chain: the markov model's held-out error is far below i.i.d.'s."""
+    truth = MarkovAcceptance(0.95, 0.3, 0.05, 0.15)
+    data = _markov_trace(truth, 60, 300, np.random.default_rng(1))
+    report = cross_validate(data, ks=(1, 2, 4, 6), folds=4, models=("iid", "positional", "markov"))
+    err = {e.name: e.tokens_err for e in report.errors}
+    assert err["markov"] < 0.5 * err["iid"] and report.chosen in ("markov", "positional")
+    assert report.requests == 60 and report.folds == 4 and report.ks == (1, 2, 4, 6)
+
+
+def test_choice_is_the_simplest_within_two_percent():
+    def e(name, err):
+        return ModelError(name, name, (err,), (0.0,))
+
+    assert choose([e("iid", 0.100), e("markov", 0.0995), e("hmm3", 0.090)]) == "hmm3"
+    assert choose([e("iid", 0.100), e("markov", 0.0985), e("hmm3", 0.0980)]) == "markov"
+
+
+def test_iid_data_choose_iid():
+    rng = np.random.default_rng(2)
+    data = AcceptanceData(tuple(np.full(400, 0.7) for _ in range(10)), source="constant")
+    report = cross_validate(data, ks=(1, 3), folds=3, models=("iid", "markov"), seed=3)
+    assert report.chosen == "iid" and report.error("iid").tokens_err < 1e-9
+    assert IIDAcceptance(0.7).expected_tokens(3) == pytest.approx(report.best.expected_tokens(3))
+    del rng
+
+
+def test_acceptance_fit_cli_on_a_production_trace(tmp_path):
+    path = trace_path("gsm8k")
+    out = tmp_path / "fit.json"
+    r = CliRunner().invoke(cli, ["acceptance", "fit", f"trace:{path}:eagle", "--k", "1..6", "--folds", "3",
+                                 "--models", "iid,positional,markov", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "held-out" in r.stdout and "chosen:" in r.stdout
+    record = json.loads(out.read_text())
+    assert record["chosen"] in ("iid", "positional", "markov") and record["spec"].startswith(record["chosen"][:3])
+    # --acceptance fit:FILE uses the written fit at once.
+    r = CliRunner().invoke(cli, ["predict", "--hardware", "h100-sxm", "--acceptance", f"fit:{out}", "--batch", "1,2",
+                                 "--k", "0..3", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["acceptance"].startswith(record["chosen"][:3])
+
+
+def test_acceptance_fit_bad_sources(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    for source, fragment in ((f"trace:{empty}", "no usable positions"), ("trace:/no/such.jsonl", "cannot read"),
+                             ("iid:0.7", "not a source")):
+        r = CliRunner().invoke(cli, ["acceptance", "fit", source])
+        assert r.exit_code == 2 and fragment in r.output and len(r.output.strip().splitlines()) == 1, r.output
