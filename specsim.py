@@ -125,12 +125,13 @@ def predict(alpha: float | None, setup: ui.SetupOptions, ks: list[int], cost_rat
               help="Cached tokens per sequence in the grid [default: 64,512, quick 64,384].")
 @click.option("--quick", is_flag=True, help="A smaller grid and shorter time caps (about a minute on a laptop CPU).")
 @click.option("--eager", is_flag=True, help="On CUDA, time eager passes instead of CUDA graphs (the CPU is eager).")
+@click.option("--busy", is_flag=True, help="A machine others are using: 3x the time, more samples, interleaved.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Profile file [default: $XDG_CACHE_HOME/specsim/profile-<device>-<time>.json].")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole profile as JSON instead of the summary.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random weights and the split.")
 def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: list[int] | None,
-              contexts: list[int] | None, quick: bool, eager: bool, out_path: Path | None, as_json: bool,
+              contexts: list[int] | None, quick: bool, eager: bool, busy: bool, out_path: Path | None, as_json: bool,
               seed: int) -> None:
     """Measure this device and real draft/verify passes; fit the cost model; write a profile.
 
@@ -143,7 +144,7 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
 
     command = "specsim " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "specsim calibrate"
     options = {k: str(v) if isinstance(v, Path) else v for k, v in click.get_current_context().params.items()}
-    profile, path = calibrate_device(target, draft, dtype, device_name, batches, contexts, quick, eager, seed,
+    profile, path = calibrate_device(target, draft, dtype, device_name, batches, contexts, quick, eager, busy, seed,
                                      out_path, command, options, ui.progress)
     click.echo(json.dumps(profile.to_dict(), indent=1) if as_json else format_summary(profile, path))
 

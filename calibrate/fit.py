@@ -120,33 +120,38 @@ def fit_cost_model(points: Sequence[PassPoint], specs: Mapping[str, ModelSpec], 
                    smoothness: float = SMOOTHNESS) -> FitResult:
     """Least-squares fit of overheads and the per-row-count linear rate to `points`.
 
-    Adjacent knots of s(rows) are tied by a penalty of weight `smoothness` (in units of relative error of the
-    largest model's pass per relative step in s): knots that few points touch follow their neighbours, while a jump
-    that many points support (one row to two on a CPU) survives.
+    The time per byte s(rows) is constrained to be non-decreasing in rows (a pass over more rows never costs less:
+    an engine could always pad to the cheaper shape), by fitting its increments between knots, all non-negative.
+    Increments are penalised with weight `smoothness` (in units of relative error of the largest model's pass per
+    relative step in s): knots that few points touch follow their neighbours, while a step that many points
+    support (a GEMV turning into a GEMM) survives.
     """
     knots = choose_knots([p.rows for p in points])
+    K = len(knots)
     times = np.array([p.time_s for p in points])
     A = np.array([design_row(specs[p.model], p, knots) for p in points]) / times[:, None]
+    cumulative = np.tril(np.ones((K, K)))  # s = cumulative @ increments
+    A[:, N_FIXED:N_FIXED + K] = A[:, N_FIXED:N_FIXED + K] @ cumulative
     b = np.ones(len(points))
-    if len(knots) > 1 and smoothness > 0:
+    if K > 1 and smoothness > 0:
         big = max(points, key=lambda p: specs[p.model].weight_bytes_per_pass)
         w_ref = specs[big.model].weight_bytes_per_pass / big.time_s
-        D = np.zeros((len(knots) - 1, A.shape[1]))
-        for i in range(len(knots) - 1):
-            D[i, N_FIXED + i], D[i, N_FIXED + i + 1] = w_ref * smoothness, -w_ref * smoothness
-        A, b = np.vstack([A, D]), np.concatenate([b, np.zeros(len(knots) - 1)])
+        D = np.zeros((K - 1, A.shape[1]))
+        for i in range(K - 1):
+            D[i, N_FIXED + i + 1] = w_ref * smoothness
+        A, b = np.vstack([A, D]), np.concatenate([b, np.zeros(K - 1)])
     scale = np.abs(A).max(axis=0)
     scale[scale == 0] = 1.0
     x = nnls(A / scale, b) / scale
     pass_s, layer_s, row_s, sequence_layer_s = x[:N_FIXED]
-    s = x[N_FIXED:-2]
+    s = cumulative @ x[N_FIXED:N_FIXED + K]
     h, g = x[-2], x[-1]
     # Rates from s(rows): bandwidth 1 / s at every knot; the compute rate is the GEMM peak while s is flat, and the
     # rate implied at the largest knot once s has clearly risen (compute-bound there), so that extrapolating past
     # the grid grows linearly with rows instead of staying flat. Each knot keeps FLOP/s >= its implied rate, so the
     # roofline max(bytes / bw, flops / flop_rate) reproduces W s(rows) at every knot.
     bpp = next(iter(specs.values())).bytes_per_param
-    s = np.maximum(s, 1.0 / (10 * stream_bw_bytes_per_s))  # guard a knot the data could not pin down
+    s = np.maximum.accumulate(np.maximum(s, 1.0 / (10 * stream_bw_bytes_per_s)))  # guard knots nothing pinned
     implied = 2.0 * np.asarray(knots) / (bpp * s)
     compute_rate = implied[-1] if s[-1] > 1.3 * s.min() else gemm_peak_flops_per_s
     bws = 1.0 / s
@@ -173,3 +178,44 @@ def errors(cost: CostModel, points: Sequence[PassPoint], specs: Mapping[str, Mod
     a = np.abs(errs) if errs else np.zeros(1)
     return {"n": len(points), "median_abs_err": float(np.median(a)), "p90_abs_err": float(np.percentile(a, 90)),
             "max_abs_err": float(a.max()), "points": per_point}
+
+
+def pool_adjacent_violators(y: Sequence[float]) -> np.ndarray:
+    """The non-decreasing sequence closest to y in least squares (Ayer et al. 1955): violating neighbours are
+    replaced by their mean."""
+    blocks: list[list[float]] = []  # [sum, count]
+    for v in y:
+        blocks.append([float(v), 1.0])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            total, count = blocks.pop()
+            blocks[-1][0] += total
+            blocks[-1][1] += count
+    return np.concatenate([np.full(int(c), t / c) for t, c in blocks])
+
+
+def monotone_times(times: Mapping[tuple[str, int, int, int], float]) -> dict[tuple[str, int, int, int], float]:
+    """Measured pass times made non-decreasing in new tokens and in batch size (per model and context), by
+    alternating isotonic regressions along each axis until neither is violated: a noisy point, or a CPU's one-row
+    GEMV slower than a two-row GEMM, cannot make a speculative step predict cheaper than a plain one."""
+    out = dict(times)
+    groups: dict[tuple[str, int], set[tuple[int, int]]] = {}
+    for model, b, n, c in times:
+        groups.setdefault((model, c), set()).add((b, n))
+    for (model, c), shape in groups.items():
+        for _ in range(20):
+            changed = False
+            for axis in (0, 1):
+                lines: dict[int, list[tuple[int, int]]] = {}
+                for bn in shape:
+                    lines.setdefault(bn[1 - axis], []).append(bn)
+                for members in lines.values():
+                    members.sort(key=lambda bn: bn[axis])
+                    keys = [(model, b, n, c) for b, n in members]
+                    fixed = pool_adjacent_violators([out[k] for k in keys])
+                    for k, v in zip(keys, fixed):
+                        if abs(out[k] - v) > 1e-15 * max(abs(v), 1.0):
+                            changed = True
+                        out[k] = float(v)
+            if not changed:
+                break
+    return out

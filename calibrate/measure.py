@@ -4,7 +4,7 @@ every raw sample with its spread."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -80,3 +80,54 @@ class Timer:
             if time.perf_counter() - t_start > max_time_s and len(samples) >= min_reps:
                 break
         return Timing(tuple(samples))
+
+
+@dataclass(frozen=True)
+class Effort:
+    """How hard to measure: the time budget per measured point, spent in interleaved rounds, and when a point is done
+    (enough samples and an interquartile range below `rel_tol` of the median, or `max_samples`)."""
+
+    per_point_s: float
+    min_samples: int
+    max_samples: int
+    rel_tol: float
+
+    @classmethod
+    def of(cls, quick: bool, busy: bool) -> Effort:
+        """Quick: a minute on a laptop; busy: a machine others are using (three times the time, more samples, and
+        every point measured in every round, so interference hits all of them alike)."""
+        base = cls(0.35, 5, 60, 0.05) if quick else cls(1.2, 7, 200, 0.03)
+        return cls(base.per_point_s * 3, 15, base.max_samples * 3, base.rel_tol) if busy else base
+
+
+def interleaved(points: Mapping[Hashable, Callable[[], object]], timer: Timer, effort: Effort,
+                rng: np.random.Generator) -> dict[Hashable, Timing]:
+    """Time every point in rounds, each round in a new random order, until every point is done or the budget
+    (`effort.per_point_s` per point) is spent: drift of a noisy machine and warm-up effects hit all points alike
+    instead of whichever was measured first. Each point is warmed up twice first (a CUDA graph is captured then)."""
+    keys = list(points)
+    for key in keys:
+        for _ in range(2):
+            points[key]()
+    timer.sync()
+    samples: dict[Hashable, list[float]] = {k: [] for k in keys}
+    budget = effort.per_point_s * len(keys)
+    t0 = time.perf_counter()
+
+    def done(k: Hashable) -> bool:
+        s = samples[k]
+        if len(s) >= effort.max_samples:
+            return True
+        if len(s) < effort.min_samples:
+            return False
+        q1, med, q3 = np.percentile(s, [25, 50, 75])
+        return (q3 - q1) / med <= effort.rel_tol
+
+    while True:
+        todo = [k for k in keys if not done(k)]
+        over = time.perf_counter() - t0 > budget and all(len(samples[k]) >= effort.min_samples for k in keys)
+        if not todo or over:
+            break
+        for i in rng.permutation(len(todo)):
+            samples[todo[i]].append(timer.once(points[todo[i]]))
+    return {k: Timing(tuple(v)) for k, v in samples.items()}

@@ -72,10 +72,10 @@ def call_overhead(timer: Timer, max_time_s: float) -> dict[str, Any]:
     return {"per_call_s": t.median_s / reps, "timing": t.to_dict()}
 
 
-def run_microbenchmarks(timer: Timer, quick: bool, tick: Callable[[], None]) -> dict[str, Any]:
+def run_microbenchmarks(timer: Timer, quick: bool, tick: Callable[[], None], time_scale: float = 1.0) -> dict[str, Any]:
     """All micro-benchmarks; `tick` is called once per finished measurement (for a progress bar)."""
     gpu = timer.device.type == "cuda"
-    cap = 0.4 if quick else 1.5
+    cap = (0.4 if quick else 1.5) * time_scale
     out: dict[str, Any] = {}
     out["bandwidth"] = bandwidth(timer, (2048 if gpu else (256 if quick else 512)) * MIB, cap)
     tick()

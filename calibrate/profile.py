@@ -484,7 +484,9 @@ class Profile:
     def cost_model(self, with_measurements: bool = True) -> CostModel:
         """The calibrated cost model: fitted rates and overheads, plus every measured pass (which wins where it
         exists and anchors the shapes around it)."""
-        measured = {p.key: p.median_s for p in self.passes if p.median_s} if with_measurements else {}
+        from .fit import monotone_times
+
+        measured = monotone_times({p.key: p.median_s for p in self.passes if p.median_s}) if with_measurements else {}
         return CostModel(hardware=self.hardware, linear_rates=self.fit.linear_rates,
                          attention_rates=self.fit.attention_rates, overheads=self.fit.overheads, measured=measured,
                          label="calibrated", draft_catchup_tokens=self.fit.draft_catchup_tokens,

@@ -75,38 +75,46 @@ class MeasuredConfig:
 
 
 def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Sequence[Config], new_tokens: int,
-            repeats: int, temperature: float = 1.0, seed: int = 0,
-            tick: Callable[[], None] | None = None) -> list[MeasuredConfig]:
-    """Every configuration and the plain run at each batch, `repeats` times in a shuffled order per repeat. With
-    CUDA graphs, a first untimed round captures the shapes (steps that still capture later are left out)."""
+            repeats: int, temperature: float = 1.0, seed: int = 0, tick: Callable[[], None] | None = None,
+            min_sequences: int = 1) -> list[MeasuredConfig]:
+    """Every configuration and the plain run at each batch, `repeats` times in a shuffled order per repeat. A run at
+    batch B decodes ceil(min_sequences / B) groups of B prompts one after the other, so that small batches are
+    measured over as many prompts as large ones (acceptance varies from prompt to prompt). With CUDA graphs, a
+    first untimed round captures the shapes (steps that still capture later are left out)."""
     rng = np.random.default_rng(seed)
     gen = torch.Generator(device=engine.device).manual_seed(seed)
     batches = sorted({c.batch for c in configs})
     plain = {b: Config(b) for b in batches}
     runs = list(dict.fromkeys(list(plain.values()) + list(configs)))
     samples: dict[Config, list[dict[str, float]]] = {c: [] for c in runs}
-    offset = 0
+    groups = {b: -(-min_sequences // b) for b in batches}
+    per_repeat = max(b * groups[b] for b in batches)
     if engine.runner.mode == "graph":
         for cfg in runs:
             engine.generate([prompts[i % len(prompts)] for i in range(cfg.batch)], new_tokens,
                             cfg.decoding(temperature), gen, until="first")
-    for _ in range(repeats):
+    for r in range(repeats):
         order = list(runs)
         rng.shuffle(order)
-        chosen = {b: [prompts[(offset + i) % len(prompts)] for i in range(b)] for b in batches}
-        offset += max(batches)
+        base = r * per_repeat
         for cfg in order:
-            res = engine.generate(chosen[cfg.batch], new_tokens, cfg.decoding(temperature), gen, until="first")
-            timed = res.timed_steps  # steps that captured a CUDA graph are not steady-state timings
-            n_steps = len(timed)
-            if not n_steps:
+            b = cfg.batch
+            steps = []
+            for g in range(groups[b]):
+                chosen = [prompts[(base + g * b + i) % len(prompts)] for i in range(b)]
+                res = engine.generate(chosen, new_tokens, cfg.decoding(temperature), gen, until="first")
+                steps += res.steps
+            timed = [s for s in steps if not s.captured]  # a step that captured a CUDA graph is not steady state
+            if not timed:
                 continue
+            n_steps, decode_s = len(timed), sum(s.phases.total_s for s in timed)
             samples[cfg].append({
                 # Every emitted token counts (also past max_new_tokens): a continuously batched engine refills a
                 # finished sequence's slot, so its throughput is the mean rate, not the slowest sequence's.
-                "emitted_per_s": res.emitted_per_s,
-                "tokens_per_pass": res.tokens_per_pass,
-                "step_s": res.decode_s / n_steps,
+                "emitted_per_s": sum(a + 1 for s in timed for a in s.accepted) / decode_s,
+                "tokens_per_pass": (sum(a + 1 for s in steps for a in s.accepted)
+                                    / sum(len(s.accepted) for s in steps)),
+                "step_s": decode_s / n_steps,
                 "draft_s": sum(s.phases.draft_s for s in timed) / n_steps,
                 "verify_s": sum(s.phases.verify_s for s in timed) / n_steps,
                 "accept_s": sum(s.phases.accept_s for s in timed) / n_steps,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -20,7 +21,7 @@ from simulator.sweep import Candidate, StepPhases, step_time
 from .device import device_identity, device_state
 from .fit import PassPoint, errors, fit_cost_model
 from .host import host_summary
-from .measure import Timer
+from .measure import Effort, Timer, interleaved
 from .microbench import n_microbenchmarks, run_microbenchmarks
 from .model import KEY_ALIGN, Window, build_decoder, causal_window, round_keys
 from .profile import SCHEMA, SCHEMA_VERSION, Microbenchmarks, Profile, assess_trust, rates_to_dict, spec_to_dict
@@ -87,31 +88,29 @@ def _is_oom(e: BaseException) -> bool:
 
 
 def time_passes(spec: ModelSpec, device: torch.device, timer: Timer, runner: PassRunner, batches: Sequence[int],
-                new_tokens: Sequence[int], contexts: Sequence[int], bar: Bar, quick: bool,
+                new_tokens: Sequence[int], contexts: Sequence[int], bar: Bar, effort: Effort,
                 seed: int = 0) -> list[dict[str, Any]]:
     """Time one decoding pass per grid point with random weights drawn on the device, as the runner runs it (a
     CUDA graph replayed, on a GPU): the pass over B sequences x n new tokens on c cached ones, the probabilities at
-    its last position and one sample. An out-of-memory point is recorded and skipped. The model is built once; the
-    cache once per batch."""
+    its last position and one sample. The model is built once, the cache once per batch, and a batch's points are
+    measured interleaved (`measure.interleaved`). An out-of-memory point is recorded and skipped."""
     max_len = max(contexts) + max(new_tokens) + 1
     records: list[dict[str, Any]] = []
     gen = torch.Generator(device=device).manual_seed(seed)
+    rng = np.random.default_rng(seed)
 
-    def out_of_memory(batch_sizes: Sequence[int]) -> None:
-        for b in batch_sizes:
-            for n in new_tokens:
-                for c in contexts:
-                    records.append({"model": spec.name, "batch": b, "new_tokens": n, "context": c, "oom": True})
-                    bar.update(1)
+    def record(b: int, n: int, c: int, /, **fields: Any) -> None:
+        records.append({"model": spec.name, "batch": b, "new_tokens": n, "context": c, **fields})
+        bar.update(1)
 
     try:
         model = build_decoder(spec, max_len, device=device, seed=seed)
     except Exception as e:  # noqa: BLE001 - any failure to even build the model is an OOM candidate
         if not _is_oom(e):
             raise
-        out_of_memory(batches)
+        for b, n, c in itertools.product(batches, new_tokens, contexts):
+            record(b, n, c, oom=True)
         return records
-    cap = 0.35 if quick else 1.2
     key_bucket = 64 if runner.mode == "graph" else KEY_ALIGN
     for b in batches:
         runner.reset()
@@ -120,29 +119,32 @@ def time_passes(spec: ModelSpec, device: torch.device, timer: Timer, runner: Pas
         except Exception as e:  # noqa: BLE001
             if not _is_oom(e):
                 raise
-            out_of_memory([b])
+            for n, c in itertools.product(new_tokens, contexts):
+                record(b, n, c, oom=True)
             continue
-        for c in contexts:
+        steps: dict[tuple[int, int], Callable[[], torch.Tensor]] = {}
+        for c, n in itertools.product(contexts, new_tokens):
             start = torch.full((b,), c, dtype=torch.long, device=device)
-            for n in new_tokens:
-                rec: dict[str, Any] = {"model": spec.name, "batch": b, "new_tokens": n, "context": c}
-                tokens = torch.randint(0, spec.vocab_size, (b, n), device=device, generator=gen)
-                window = causal_window(start, n, round_keys(c + n, max_len, key_bucket))
+            tokens = torch.randint(0, spec.vocab_size, (b, n), device=device, generator=gen)
+            window = causal_window(start, n, round_keys(c + n, max_len, key_bucket))
 
-                def step(tokens: torch.Tensor = tokens, window: Window = window, n: int = n) -> torch.Tensor:
-                    # What a decoding step runs: the pass, the probabilities at its last position, one sample.
-                    logits = runner(model, tokens, window, ("causal", n))
-                    return sample(distribution(logits[:, -1], 1.0), gen)
+            def step(tokens: torch.Tensor = tokens, window: Window = window, n: int = n) -> torch.Tensor:
+                # What a decoding step runs: the pass, the probabilities at its last position, one sample.
+                logits = runner(model, tokens, window, ("causal", n))
+                return sample(distribution(logits[:, -1], 1.0), gen)
 
-                try:
-                    with torch.inference_mode():
-                        rec.update(timer.measure(step, max_time_s=cap).to_dict())
-                except Exception as e:  # noqa: BLE001
-                    if not _is_oom(e):
-                        raise
-                    rec["oom"] = True
-                records.append(rec)
-                bar.update(1)
+            try:
+                with torch.inference_mode():
+                    step()  # the first call allocates (and captures): an OOM shows here, point by point
+                steps[(c, n)] = step
+            except Exception as e:  # noqa: BLE001
+                if not _is_oom(e):
+                    raise
+                record(b, n, c, oom=True)
+        with torch.inference_mode():
+            timings = interleaved(steps, timer, effort, rng)
+        for (c, n), t in timings.items():
+            record(b, n, c, **t.to_dict())
         runner.reset()
         model.free_cache()  # before the next batch's cache is allocated
     if device.type == "cuda":
@@ -152,15 +154,16 @@ def time_passes(spec: ModelSpec, device: torch.device, timer: Timer, runner: Pas
 
 def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: Grid, quick: bool, command: str,
               progress: Progress = no_progress, seed: int = 0,
-              options: Mapping[str, Any] | None = None, eager: bool = True) -> CalibrationResult:
+              options: Mapping[str, Any] | None = None, eager: bool = True, busy: bool = False) -> CalibrationResult:
     """Measure this device, time the grid, fit the cost model on part of it and check it on the rest."""
     timer = Timer(device)
+    effort = Effort.of(quick, busy)
     identity = device_identity(device)
     state_start = device_state(device)
     created = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
     with progress("micro-benchmarks", n_microbenchmarks(device)) as bar:
-        micro = run_microbenchmarks(timer, quick, lambda: bar.update(1))
+        micro = run_microbenchmarks(timer, quick, lambda: bar.update(1), time_scale=3.0 if busy else 1.0)
 
     probes = [probe_spec(target, n) for n in grid.probe_layers]
     specs = {target.name: target, draft.name: draft, **{p.name: p for p in probes}}
@@ -169,14 +172,14 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     n_target = len(grid.batches) * len(grid.target_new_tokens) * len(grid.contexts)
     with progress(f"target passes ({target.name})", n_target) as bar:
         passes += time_passes(target, device, timer, runner, grid.batches, grid.target_new_tokens, grid.contexts,
-                              bar, quick, seed)
+                              bar, effort, seed)
     n_draft = len(grid.batches) * len(grid.draft_new_tokens) * len(grid.contexts)
     with progress(f"draft passes ({draft.name})", n_draft) as bar:
         passes += time_passes(draft, device, timer, runner, grid.batches, grid.draft_new_tokens, grid.contexts, bar,
-                              quick, seed)
+                              effort, seed)
     with progress("overhead probes", len(probes) * len(grid.contexts)) as bar:
         for p in probes:
-            passes += time_passes(p, device, timer, runner, (1,), (1,), grid.contexts, bar, quick, seed)
+            passes += time_passes(p, device, timer, runner, (1,), (1,), grid.contexts, bar, effort, seed)
 
     points = [PassPoint(r["model"], r["batch"], r["new_tokens"], r["context"], r["median_s"])
               for r in passes if not r.get("oom")]
@@ -365,8 +368,9 @@ def verify_ratio_check(cost: CostModel, points: Sequence[PassPoint], target: Mod
 
 
 def calibrate_device(target: str, draft: str, dtype: str, device_name: str, batches: Sequence[int] | None,
-                     contexts: Sequence[int] | None, quick: bool, eager: bool, seed: int, out: Path | None,
-                     command: str, options: Mapping[str, Any], progress: Progress) -> tuple[Profile, Path]:
+                     contexts: Sequence[int] | None, quick: bool, eager: bool, busy: bool, seed: int,
+                     out: Path | None, command: str, options: Mapping[str, Any],
+                     progress: Progress) -> tuple[Profile, Path]:
     """`specsim calibrate`: the output checked first (a calibration is minutes of work), the models, the device,
     the grid; then the whole calibration, and the profile written. Returns the profile and where it went."""
     from scenarios import load_model
@@ -379,5 +383,5 @@ def calibrate_device(target: str, draft: str, dtype: str, device_name: str, batc
     target_spec, draft_spec = load_model(target, dtype), load_model(draft, dtype)
     device = resolve_device(device_name)
     result = calibrate(target_spec, draft_spec, device, Grid.default(quick, batches, contexts), quick, command,
-                       progress=progress, seed=seed, options=options, eager=eager)
+                       progress=progress, seed=seed, options=options, eager=eager, busy=busy)
     return result.profile, save_profile(result.profile, out)

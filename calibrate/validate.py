@@ -29,6 +29,7 @@ from .profile import Profile
 from .realruns import MeasuredConfig
 
 PRIMARY = "calibrated"
+MIN_SEQUENCES = 4  # a real run decodes at least this many prompts (batch 1: four in turn), for acceptance's sake
 
 
 @dataclass(frozen=True)
@@ -257,8 +258,10 @@ def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence
             for b in batches:
                 f(b, cand, context)
     with progress("real runs (interleaved)", repeats * (len(configs) + len(batches))) as bar:
-        measured = measure(engine, held, configs, new_tokens, repeats, 1.0, seed, tick=lambda: bar.update(1))
+        measured = measure(engine, held, configs, new_tokens, repeats, 1.0, seed, tick=lambda: bar.update(1),
+                           min_sequences=MIN_SEQUENCES)
     settings = {"profile": str(profile.path), "new_tokens": new_tokens, "repeats": repeats, "batches": list(batches),
+                "sequences_per_run": MIN_SEQUENCES,
                 "ks": list(ks), "trees": [t.label for t in trees], "torch_threads": torch.get_num_threads(),
                 "engine_mode": profile.engine_mode}
     report = compare(profile, measured, trees, context, batches, settings)
