@@ -214,12 +214,13 @@ def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int]
     specsim validate --batch 1,2,4,8,16,32 --k 1,2,4,6 --tree 2,2,1 --repeats 5 --json > validation.json
     """
     from calibrate.setup import resolve_profile
-    from calibrate.validate import run_validation
+    from calibrate.validate import check_validatable, run_validation
     from simulator.trees import parse_branching
 
     plots = ui.check_figures([plot_dir / f"validation-{n}.png" for n in ("scatter", "batch")]) if plot_dir else []
     shapes = [parse_branching(t) for t in trees if t.strip()]
     profile, notes = resolve_profile(profile_path)
+    check_validatable(profile)
     ui.say(*notes)
     report, curves = run_validation(profile, batches, ks, shapes, repeats, new_tokens, seed, ui.progress, quick)
     if plots:
@@ -333,12 +334,10 @@ def policy(setup: ui.SetupOptions, fmt: str, batches: list[int], ks: list[int], 
     specsim policy --hardware h100-sxm --acceptance iid:0.7 --format vllm
     specsim policy --hardware h100-sxm --acceptance vllm-metrics:metrics.txt --format json --out policy.json
     """
-    from scenarios.files import check_output
     from simulator.serving_report import policy_record
     from simulator.sweep import chains, sweep
 
-    if out_path:
-        check_output(out_path, "--out")
+    ui.check_out(out_path)
     s = setup.resolve()
     result = sweep(s.cost, s.target, s.draft, s.acceptance, batches, chains(sorted(set(ks) | {0})), [context])
     ranges, record = policy_record(result, batches, s.caption, context)
@@ -381,11 +380,9 @@ def acceptance_fit(source: str, ks: list[int], folds: int, models: str, profile_
     specsim acceptance fit trace:../shared/data/acceptance-traces/llama3.1-8b-instruct_cnn.jsonl:ngram
     """
     from calibrate.setup import fit_acceptance
-    from scenarios.files import check_output
     from simulator.acceptance_fit import fit_record, format_fit_report
 
-    if out_path:
-        check_output(out_path, "--out")
+    ui.check_out(out_path)
     report = fit_acceptance(source, ks, folds, models.split(","), seed, profile_path, ui.progress)
     record = json.dumps(fit_record(report), indent=1)
     if out_path:

@@ -65,7 +65,7 @@ class Setup:
                 "mode": "profile" if self.profile else "hardware", "hardware": self.cost.hardware.name,
                 "target": self.target.name, "draft": self.draft.name, "dtype": self.target.dtype,
                 "cost_model": self.cost.label,
-                "engine": self.profile.engine_mode if self.profile else "graph (preset overheads)",
+                "engine": self.profile.engine_mode if self.profile else f"graph ({self.where.split(', ')[-1]})",
                 "trusted": self.profile.trust.trusted if self.profile else None}
 
     @property
@@ -183,7 +183,7 @@ def resolve_acceptance(spec: str, profile: Profile | None) -> Acceptance:
 
 
 def resolve_setup(hardware: str | None, profile_path: Path | None, target: str | None, draft: str | None,
-                  dtype: str, acceptance_spec: str | None, need_acceptance: bool = True) -> Setup:
+                  dtype: str, acceptance_spec: str | None, need_acceptance: bool = True, engine: str = "vllm") -> Setup:
     """The cost model (a preset's roofline, or a profile's calibration), the models, and the acceptance.
 
     Without --acceptance a profile's measured acceptance is used; a preset needs --acceptance."""
@@ -193,14 +193,14 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
         raise SpecsimError("say how often drafts are accepted: --acceptance iid:0.7 (or markov:..., trace:FILE, "
                            "vllm-metrics:FILE, ...)")
     if hardware:
-        hw = load_hardware(hardware)
+        hw = load_hardware(hardware, engine)
         spec_lower = (acceptance_spec or "").strip().lower()
         needs_profile = spec_lower.startswith(("measured", "fit:measured"))
         profile, notes = resolve_profile(profile_path) if needs_profile else (None, [])
         acceptance = resolve_acceptance(acceptance_spec, profile) if acceptance_spec else None
         return Setup(CostModel.from_hardware(hw, dtype), load_model(target or DEFAULT_TARGET, dtype),
                      load_model(draft or DEFAULT_DRAFT, dtype), acceptance,
-                     f"{hw.name}, {dtype}, uncalibrated preset roofline", None, tuple(notes))
+                     f"{hw.name}, {dtype}, {engine} preset", None, tuple(notes))
     profile, notes = resolve_profile(profile_path)
     spec = acceptance_spec or ("measured" if profile.acceptance is not None else None)
     if spec is None and need_acceptance:

@@ -220,6 +220,13 @@ def predicted_curves(profile: Profile, candidates: Sequence[Candidate], batches:
             [(b, f(b, c, context).speedup) for b in batches] for c in candidates}
 
 
+def check_validatable(profile: Profile) -> None:
+    """A profile validation can use: the built-in pair's, with measured acceptance."""
+    if profile.acceptance is None or profile.target.name != "specsim-target":
+        raise SpecsimError(f"profile {profile.path} is not a calibration of the built-in pair with measured "
+                           "acceptance; run `specsim calibrate` (default target and draft) first")
+
+
 def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence[int] | None, trees: Sequence[Tree],
                    repeats: int | None, new_tokens: int | None, seed: int, progress: Callable[[str, int], Any],
                    quick: bool = False) -> tuple[ValidationReport, dict[str, list[tuple[int, float]]]]:
@@ -231,9 +238,7 @@ def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence
     ks = ks or ([1, 4] if quick else [1, 2, 4, 6])
     repeats = repeats or (3 if quick else 5)
     new_tokens = new_tokens or (48 if quick else 64)
-    if profile.acceptance is None or profile.target.name != "specsim-target":
-        raise SpecsimError(f"profile {profile.path} is not a calibration of the built-in pair with measured "
-                           "acceptance; run `specsim calibrate` (default target and draft) first")
+    check_validatable(profile)
     import torch
 
     from .builtin import encode, load_pair, prompts

@@ -1,12 +1,14 @@
 """Presets as TOML data, loaded into the model's frozen dataclasses.
 
-``load_hardware(name)`` and ``load_model(name_or_config_json)`` are the only entry points; an unknown name gets a
-one-line error that suggests the closest preset names.
+``load_hardware(name, engine)``, ``load_engine(name)`` and ``load_model(name_or_config_json)`` are the entry points;
+an unknown name gets a one-line error that suggests the closest preset names, a non-finite number in a preset a
+one-line error naming it.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 import sys
 from functools import cache
 from pathlib import Path
@@ -48,28 +50,63 @@ def _unknown(kind: str, name: str, known: list[str], hint: str) -> SpecsimError:
     return SpecsimError(f"unknown {kind} {name!r}; {suggestion}known: {', '.join(known)}{hint}")
 
 
-def load_hardware(name: str) -> HardwareSpec:
+def engine_names() -> list[str]:
+    return list(_table("engines"))
+
+
+def load_engine(name: str) -> tuple[EngineOverheads, Overheads, str]:
+    """An engine preset: its per-step costs (as `EngineOverheads`), its per-pass and per-layer costs, its source."""
+    table = _table("engines")
+    key = name.lower()
+    if key not in table:
+        raise _unknown("engine", name, engine_names(), "")
+    d = table[key]
+    step = PerStep(_finite(d, "step_overhead_us", key) * MICRO)
+    accept = PerStep(_finite(d, "accept_overhead_us", key) * MICRO)
+    engine = EngineOverheads(plain=step, verify=step, chain_accept=accept, tree_accept=accept)
+    passes = Overheads(pass_s=_finite(d, "pass_overhead_us", key) * MICRO,
+                       layer_s=_finite(d, "layer_overhead_us", key) * MICRO, engine=engine)
+    return engine, passes, str(d.get("source", ""))
+
+
+def _finite(d: dict[str, Any], key: str, where: str, positive: bool = False) -> float:
+    """A number from a preset, refused (one line) if it is not finite and non-negative (or positive)."""
+    v = d.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 or (positive and v == 0):
+        raise SpecsimError(f"preset {where!r}: {key} = {v!r} must be a finite number {'> 0' if positive else '>= 0'}")
+    return float(v)
+
+
+def load_hardware(name: str, engine: str = "vllm") -> HardwareSpec:
+    """A GPU preset, with the per-step costs of `engine` (engines.toml) around its passes."""
     table = _table("hardware")
     key = name.lower()
     if key not in table or key == "defaults":
         raise _unknown("hardware", name, hardware_names(), "")
     d = {**table["defaults"], **table[key]}
+    _, overheads, engine_source = load_engine(engine)
+    curve: tuple[tuple[int, float, float], ...] = ()
+    if "rate_curve_rows" in d:
+        rows, bw, fl = d["rate_curve_rows"], d["rate_curve_bw"], d["rate_curve_flops"]
+        if not (len(rows) == len(bw) == len(fl) >= 1):
+            raise SpecsimError(f"preset {key!r}: rate_curve_rows, _bw and _flops must be equally long")
+        curve = tuple((int(r), float(b), float(f)) for r, b, f in zip(rows, bw, fl))
+    ridge = d["ridge_p"]
     return HardwareSpec(
         name=key,
-        mem_bw_bytes_per_s=d["mem_bw_GB_per_s"] * GIGA,
-        peak_flops_per_s=tuple((dt, v * TERA) for dt, v in d["peak_TFLOP_per_s"].items()),
-        mem_capacity_bytes=d["mem_GB"] * GIGA,
-        bw_efficiency=d["bw_efficiency"],
-        flops_efficiency=d["flops_efficiency"],
-        usable_memory_fraction=d["usable_memory_fraction"],
-        overheads=Overheads(
-            pass_s=d["pass_overhead_us"] * MICRO,
-            layer_s=d["layer_overhead_us"] * MICRO,
-            row_s=d["row_overhead_us"] * MICRO,
-            engine=EngineOverheads(chain_accept=PerStep(d["accept_overhead_us"] * MICRO),
-                                   tree_accept=PerStep(d["accept_overhead_us"] * MICRO)),
-        ),
+        mem_bw_bytes_per_s=_finite(d, "mem_bw_GB_per_s", key, True) * GIGA,
+        peak_flops_per_s=tuple((dt, _finite(d["peak_TFLOP_per_s"], dt, key, True) * TERA)
+                               for dt in d["peak_TFLOP_per_s"]),
+        mem_capacity_bytes=_finite(d, "mem_GB", key, True) * GIGA,
+        bw_efficiency=_finite(d, "bw_efficiency", key, True),
+        flops_efficiency=_finite(d, "flops_efficiency", key, True),
+        usable_memory_fraction=_finite(d, "usable_memory_fraction", key, True),
+        overheads=overheads,
         source=d["source"],
+        attention_bw_efficiency=_finite(d, "attention_bw_efficiency", key, True),
+        ridge_p=float("inf") if ridge == "inf" else _finite(d, "ridge_p", key, True),
+        rate_curve=curve,
+        rates_source=f"{d['rates_source']}; engine {engine}: {engine_source}",
     )
 
 

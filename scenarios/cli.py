@@ -140,6 +140,14 @@ def write_figures(figs: dict[Path, Any]) -> None:
         click.echo(f"plot written to {path}", err=True)
 
 
+def check_out(path: Path | None) -> None:
+    """An --out file, if given, checked before the command's work."""
+    if path is not None:
+        from scenarios.files import check_output
+
+        check_output(path, "--out")
+
+
 def echo_or_write(path: Path | None, text: str, what: str) -> None:
     if path is None:
         click.echo(text, nl=False)
@@ -183,13 +191,14 @@ class SetupOptions:
     target: str | None
     draft: str | None
     dtype: str
+    engine: str = "vllm"
 
     def resolve(self, need_acceptance: bool = True) -> Any:
         """The `calibrate.setup.Setup` these options name; its notes said on stderr."""
         from calibrate.setup import resolve_setup
 
         return say_notes(resolve_setup(self.hardware, self.profile_path, self.target, self.draft, self.dtype,
-                                       self.acceptance_spec, need_acceptance))
+                                       self.acceptance_spec, need_acceptance, self.engine))
 
 
 ACCEPTANCE_HELP = ("Acceptance model: iid:A, positional:A1,A2,..., beta:a,b, markov:AE,AH,PEH,PHE, "
@@ -209,6 +218,8 @@ setup_options = packed(
                  help="Draft model [default: the profile's, else llama-3.2-1b]."),
     click.option("--dtype", type=click.Choice(DTYPES), default="bf16", show_default=True,
                  help="Weight and KV-cache dtype (presets and config.json models)."),
+    click.option("--engine", default="vllm", show_default=True, metavar="vllm|gpt-fast|tensorrt-llm",
+                 help="Serving engine whose per-step costs a preset adds (scenarios/engines.toml)."),
 )
 
 

@@ -7,8 +7,10 @@ A pass processes B sequences x n new tokens on top of c cached tokens per sequen
 - ``attention``: each sequence reads its own KV cache, (c + n) tokens per layer, and writes n; FLOPs
   4 x layers x (heads x head_dim) x B x n x (c + n) (QK^T and PV).
 
-Roofline: per operator, compute and memory traffic overlap, so its time is ``max(bytes / bw, flops / flop_rate)``;
-the operators run one after the other, so their times add; overheads add on top.  Achieved bandwidth and FLOP/s may
+Roofline: per operator, the memory time bytes / bw and the compute time flops / flop_rate combine as
+``(t_mem^p + t_compute^p)^(1/p)`` (`ridge_combine`): p = inf is the textbook max (perfect overlap), p = 1 their sum;
+presets take p from measured engines (real GEMMs near the ridge reach neither peak). The operators run one after the
+other, so their times add; overheads add on top.  Achieved bandwidth and FLOP/s may
 depend on the number of rows in the matmul (B x n): a one-row GEMV and a five-row GEMM run different kernels.
 """
 
@@ -92,12 +94,26 @@ class PassCost:
         return self.flops / max(self.weight_bytes + self.kv_bytes + self.act_bytes, 1.0)
 
 
+def ridge_combine(t_mem_s: float, t_compute_s: float, p: float) -> float:
+    """An operator's time from its memory and compute times: (t_mem^p + t_compute^p)^(1/p). p = inf is the hard
+    roofline max (perfect overlap), p = 1 adds them (no overlap); in between, the transition through the ridge is
+    smooth, as real kernels' is: near the ridge a GEMM reaches neither peak."""
+    if p == float("inf"):
+        return max(t_mem_s, t_compute_s)
+    if p == 1.0:
+        return t_mem_s + t_compute_s
+    hi = max(t_mem_s, t_compute_s)
+    if hi == 0.0:
+        return 0.0
+    return hi * ((t_mem_s / hi) ** p + (t_compute_s / hi) ** p) ** (1.0 / p)
+
+
 def _operator(name: str, flops: float, nbytes: float, bw: float, flop_rate: float,
-              overlap: bool = True) -> OperatorCost:
-    """One operator's roofline: memory traffic and compute overlap (max) or, where measured so, add."""
+              p: float = float("inf")) -> OperatorCost:
+    """One operator's roofline with the ridge exponent p (`ridge_combine`)."""
     t_mem, t_compute = nbytes / bw, flops / flop_rate
-    time_s = max(t_mem, t_compute) if overlap else t_mem + t_compute
-    return OperatorCost(name, flops, nbytes, time_s, "memory" if t_mem >= t_compute else "compute")
+    return OperatorCost(name, flops, nbytes, ridge_combine(t_mem, t_compute, p),
+                        "memory" if t_mem >= t_compute else "compute")
 
 
 def activation_bytes(model: ModelSpec, rows: int) -> float:
@@ -130,6 +146,7 @@ class CostModel:
     label: str = "roofline"
     measured_models: tuple[ModelSpec, ...] = ()  # the shapes the measurements belong to (for the ratio grid)
     attention_overlap: bool = True  # attention's KV reads and FLOPs overlap (max); False: they add (eager CPU)
+    linear_ridge_p: float = float("inf")  # how the linear layers' memory and compute times combine (ridge_combine)
     draft_catchup_tokens: int = 1  # tokens in a step's first draft pass: 1 if the draft cache is always current;
     # specsim's own engine re-caches [previous, current] at the start of each draft phase, so 2
 
@@ -212,10 +229,18 @@ class CostModel:
 
         ``datasheet=True`` is the pure roofline (100 % of peak, no overheads) used as a baseline.
         """
-        bw_frac, fl_frac = (1.0, 1.0) if datasheet else (hardware.bw_efficiency, hardware.flops_efficiency)
-        rates = RateTable.constant(hardware.mem_bw_bytes_per_s * bw_frac, hardware.peak_flops(dtype) * fl_frac)
-        overheads = Overheads() if datasheet else hardware.overheads
-        return cls(hardware, rates, rates, overheads, label="datasheet" if datasheet else "preset")
+        bw, peak = hardware.mem_bw_bytes_per_s, hardware.peak_flops(dtype)
+        if datasheet:
+            rates = RateTable.constant(bw, peak)
+            return cls(hardware, rates, rates, Overheads(), label="datasheet")
+        if hardware.rate_curve:  # achieved fractions of the datasheet by matmul rows, measured
+            rows, bw_f, fl_f = zip(*hardware.rate_curve)
+            linear = RateTable(tuple(rows), tuple(bw * f for f in bw_f), tuple(peak * f for f in fl_f))
+        else:
+            linear = RateTable.constant(bw * hardware.bw_efficiency, peak * hardware.flops_efficiency)
+        attention = RateTable.constant(bw * hardware.attention_bw_efficiency, peak * hardware.flops_efficiency)
+        return cls(hardware, linear, attention, hardware.overheads, label="preset",
+                   linear_ridge_p=hardware.ridge_p)
 
     def pass_cost(self, model: ModelSpec, batch: int, new_tokens: int, context: int) -> PassCost:
         """Cost of one pass of `model` over `batch` sequences x `new_tokens` tokens on `context` cached ones."""
@@ -226,14 +251,16 @@ class CostModel:
         weight_bytes = model.weight_bytes_per_pass
         act_bytes = activation_bytes(model, rows)
         bw, flop_rate = self.linear_rates.at(rows)
-        linear = _operator("linear", 2.0 * model.matmul_params * rows, weight_bytes + act_bytes, bw, flop_rate)
+        linear = _operator("linear", 2.0 * model.matmul_params * rows, weight_bytes + act_bytes, bw, flop_rate,
+                           self.linear_ridge_p)
 
         attended = context + new_tokens
         kv_read = batch * attended * model.kv_bytes_per_token
         kv_write = batch * new_tokens * model.kv_bytes_per_token
         attn_flops = 4.0 * model.n_layers * model.n_heads * model.head_dim * rows * attended
         bw_a, flop_rate_a = self.attention_rates.at(rows)
-        attention = _operator("attention", attn_flops, kv_read + kv_write, bw_a, flop_rate_a, self.attention_overlap)
+        attention = _operator("attention", attn_flops, kv_read + kv_write, bw_a, flop_rate_a,
+                              float("inf") if self.attention_overlap else 1.0)
 
         o = self.overheads
         overhead = (o.pass_s + o.layer_s * model.n_layers + o.row_s * rows

@@ -85,6 +85,10 @@ class HardwareSpec:
     usable_memory_fraction: float = 0.9  # the rest goes to the runtime, activations, fragmentation
     overheads: Overheads = field(default_factory=Overheads)
     source: str = ""
+    attention_bw_efficiency: float = 0.8  # achieved / peak bandwidth reading the KV cache (fused attention kernels)
+    ridge_p: float = float("inf")  # how weight streaming and matmul compute combine (simulator.cost.ridge_combine)
+    rate_curve: tuple[tuple[int, float, float], ...] = ()  # (rows, bandwidth fraction, FLOP/s fraction), measured
+    rates_source: str = ""  # where the efficiencies, the curve and p come from
 
     def peak_flops(self, dtype: str) -> float:
         """Dense peak FLOP/s for `dtype`; fp16 falls back to bf16 and vice versa."""

@@ -1,6 +1,7 @@
 """The pass-cost roofline: one point by hand, and the properties the essay rests on."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -17,35 +18,63 @@ def test_llama_3_1_8b_parameter_count():
 
 
 def test_one_pass_by_hand():
-    """H100 SXM preset, Llama-3.1-8B bf16, batch 1, one new token on 128 cached ones, worked out by hand.
+    """H100 SXM preset (vLLM engine), Llama-3.1-8B bf16, batch 1, one new token on 128 cached ones, by hand.
 
     matmul params: per layer q,o 2*4096*4096 = 33,554,432; k,v 2*4096*1024 = 8,388,608; SwiGLU 3*4096*14336 =
     176,160,768 -> 218,103,808; x32 = 6,979,321,856; plus the head 128256*4096 = 525,336,576 -> 7,504,658,432.
     Weight bytes = (7,504,658,432 + 65*4096 norm gains) * 2 = 15,009,849,344. Activations for one row: per layer
     4096+6144+4096+4096+4096+28672+14336+4096 = 69,632, x32 + (4096 + 128256) = 2,360,576 elements = 4,721,152 B.
-    Linear: 15,014,570,496 B / (3350e9 * 0.8) = 5.60245e-3 s (memory; compute 1.5e10 FLOP / 692.3e12 = 2.2e-5 s).
-    KV: 131,072 B per token; read 129 tokens + write 1 = 17,039,360 B / 2.68e12 = 6.358e-6 s.
-    Overheads: 150 us + 32 * 4 us = 278 us.  Total 5.88681e-3 s.
+    Linear, memory and compute added (ridge p = 1): 15,014,570,496 B / (3350e9 * 0.76) = 5.897318e-3 s plus
+    2 * 7,504,658,432 FLOP / (989e12 * 0.72) = 2.1078e-5 s.
+    KV: 131,072 B per token; read 129 tokens + write 1 = 17,039,360 B / (3350e9 * 0.99) = 5.1378e-6 s (its FLOPs,
+    6.8e7 / 7.1e14, overlap). The vLLM engine adds no per-pass cost (its 1.2 ms is per step). Total 5.923533e-3 s.
     """
     cost = CostModel.from_hardware(load_hardware("h100-sxm"))
     p = cost.pass_cost(load_model("llama-3.1-8b"), batch=1, new_tokens=1, context=128)
     assert p.weight_bytes == 15_009_849_344
     assert p.act_bytes == 4_721_152
     assert p.kv_bytes == 17_039_360
-    assert p.operators[0].time_s == pytest.approx(15_014_570_496 / 2.68e12)
-    assert p.time_s == pytest.approx(15_014_570_496 / 2.68e12 + 17_039_360 / 2.68e12 + 278e-6)
-    assert p.time_s == pytest.approx(5.88681e-3, rel=1e-5)
+    linear = 15_014_570_496 / (3350e9 * 0.76) + 2 * 7_504_658_432 / (989e12 * 0.72)
+    assert p.operators[0].time_s == pytest.approx(linear)
+    assert p.time_s == pytest.approx(linear + 17_039_360 / (3350e9 * 0.99))
+    assert p.time_s == pytest.approx(5.923533e-3, rel=1e-6)
     assert p.bound == "memory"
+    assert cost.plain_step_s(load_model("llama-3.1-8b"), 1, 128) == pytest.approx(p.time_s + 1.207e-3)
 
 
-def test_verify_costs_about_one_pass_when_memory_bound_and_scales_when_compute_bound():
+def test_ridge_combination():
+    from simulator.cost import ridge_combine
+
+    assert ridge_combine(3.0, 4.0, float("inf")) == 4.0
+    assert ridge_combine(3.0, 4.0, 1.0) == 7.0
+    assert ridge_combine(3.0, 4.0, 2.0) == pytest.approx(5.0)
+    assert ridge_combine(0.0, 0.0, 2.0) == 0.0
+
+
+def test_verify_costs_little_more_than_one_pass_when_memory_bound_and_scales_when_compute_bound():
+    """Batch 1: five tokens cost the weight read plus four more tokens' compute (the additive ridge of the vLLM
+    fit): under 1 % more. Batch 256: compute dominates and 8 tokens cost nearly twice 4."""
     cost = CostModel.from_hardware(load_hardware("h100-sxm"))
     m = load_model("llama-3.1-8b")
     t1 = cost.pass_time_s(m, 1, 1, 512)
-    assert cost.pass_time_s(m, 1, 5, 512) / t1 < 1.02
+    assert 1.0 < cost.pass_time_s(m, 1, 5, 512) / t1 < 1.02
     big = cost.pass_cost(m, 256, 8, 512)
     assert big.bound == "compute"
-    assert big.time_s / cost.pass_time_s(m, 256, 4, 512) > 1.7
+    assert big.time_s / cost.pass_time_s(m, 256, 4, 512) > 1.6
+
+
+def test_preset_against_published_engine_step_times():
+    """scenarios/references.toml: vLLM on an H100 (SpecDecode-Bench's fit of measured step times, batch 1..64,
+    plain and verify steps) and gpt-fast on an A100 (Llama-2-7B, 104.9 tok/s at batch 1). The presets' rates were
+    derived from these same sources, so this checks that the cost model's form reproduces them across batch, k and
+    context, not an independent prediction."""
+    from scenarios.references import compare_presets
+
+    rows = compare_presets()
+    h100 = [r for r in rows if r.reference == "llama-3.1-8b-h100-vllm"]
+    assert len(h100) == 2 * 5 * 4 and max(abs(r.rel_error) for r in h100) < 0.15
+    a100 = next(r for r in rows if r.reference == "llama-2-7b-a100-gpt-fast")
+    assert 1 / a100.predicted_s == pytest.approx(104.9, rel=0.10)
 
 
 def test_kv_reads_grow_per_sequence():
@@ -107,8 +136,7 @@ def test_measurements_anchor_other_contexts_and_shapes():
     base = CostModel.from_hardware(load_hardware("l4"))
     measured = {("llama-68m", b, n, c): 2.0 * base.pass_time_s(m, b, n, c) for b in (1, 4) for n in (1, 4)
                 for c in (16, 64)}
-    cost = CostModel(base.hardware, base.linear_rates, base.attention_rates, base.overheads, measured,
-                     measured_models=(m,))
+    cost = replace(base, measured=measured, measured_models=(m,))
     assert cost.pass_time_s(m, 1, 4, 40) == pytest.approx(2.0 * base.pass_time_s(m, 1, 4, 40), rel=0.02)
     assert cost.pass_time_s(m, 2, 2, 40) == pytest.approx(2.0 * base.pass_time_s(m, 2, 2, 40), rel=1e-9)
     assert cost.pass_time_s(m, 64, 8, 40) == pytest.approx(2.0 * base.pass_time_s(m, 64, 8, 40), rel=1e-9)

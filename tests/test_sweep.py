@@ -9,7 +9,7 @@ from simulator.sweep import Candidate, chains, disable_above, formula_sweep, lev
 
 
 def h100_sweep(context, batches=tuple(range(1, 257)), ks=range(0, 9), acceptance=None):
-    cost = CostModel.from_hardware(load_hardware("h100-sxm"))
+    cost = CostModel.from_hardware(load_hardware("h100-sxm", "gpt-fast"))
     return sweep(cost, load_model("llama-3.1-8b"), load_model("llama-3.2-1b"), acceptance or IIDAcceptance(0.6),
                  list(batches), chains(ks), [context])
 
