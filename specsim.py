@@ -37,19 +37,19 @@ def cli() -> None:
 # -- predict ---------------------------------------------------------------------------------------------------------
 
 @cli.command()
-@click.option("--alpha", type=click.FloatRange(0.0, 1.0), help="i.i.d. acceptance rate (same as --acceptance iid:A).")
+@click.option("--alpha", type=ui.Finite(0.0, 1.0), help="i.i.d. acceptance rate (same as --acceptance iid:A).")
 @ui.setup_options
-@click.option("--k", "ks", type=ui.IntRange(0), default="0..8", show_default=True,
+@click.option("--k", "ks", type=ui.KS, default="0..8", show_default=True,
               help="Draft lengths to sweep (0 = plain decoding), e.g. 1..8 or 0,2,4.")
-@click.option("--c", "cost_ratio", type=click.FloatRange(0.0, 1e3), default=None,
+@click.option("--c", "cost_ratio", type=ui.Finite(0.0, 1e3), default=None,
               help="Formula mode: cost of a draft pass relative to a target pass (Leviathan et al.'s c).")
 @click.option("--tree", "trees", multiple=True, metavar="B1,B2,...",
               help="Tree draft by branching per depth, e.g. 4,2,2,1 (repeat to compare shapes).")
 @click.option("--tree-budget", type=click.IntRange(1, 4096), default=None,
               help="Add the best tree of N drafted nodes for the ranks vector (Sequoia's DP).")
-@click.option("--batch", "batches", type=ui.IntRange(1), default="1..256", show_default=True,
+@click.option("--batch", "batches", type=ui.BATCHES, default="1..256", show_default=True,
               help="Batch sizes (sequences decoded together), e.g. 1..256 or 1..256:x2.")
-@click.option("--context", "contexts", type=ui.IntRange(0), default="1024", show_default=True,
+@click.option("--context", "contexts", type=ui.CONTEXTS, default="1024", show_default=True,
               help="Cached tokens per sequence, e.g. 128,1024,8192.")
 @click.option("--json", "as_json", is_flag=True, help="Print every row as JSON.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print every row as CSV.")
@@ -119,9 +119,9 @@ def predict(alpha: float | None, setup: ui.SetupOptions, ks: list[int], cost_rat
               help="Draft model shape (timed with random weights).")
 @click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32"]), default="bf16", show_default=True,
               help="Weight dtype of the timed passes.")
-@click.option("--batch", "batches", type=ui.IntRange(1), default=None,
+@click.option("--batch", "batches", type=ui.IntRange(1, 4096), default=None,
               help="Batch sizes of the pass grid [default: 1..32:x2, quick 1..8:x2].")
-@click.option("--context", "contexts", type=ui.IntRange(0), default=None,
+@click.option("--context", "contexts", type=ui.IntRange(0, 131_072), default=None,
               help="Cached tokens per sequence in the grid [default: 64,512, quick 64,384].")
 @click.option("--quick", is_flag=True, help="A smaller grid and shorter time caps (about a minute on a laptop CPU).")
 @click.option("--eager", is_flag=True, help="On CUDA, time eager passes instead of CUDA graphs (the CPU is eager).")
@@ -129,7 +129,7 @@ def predict(alpha: float | None, setup: ui.SetupOptions, ks: list[int], cost_rat
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Profile file [default: $XDG_CACHE_HOME/specsim/profile-<device>-<time>.json].")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole profile as JSON instead of the summary.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random weights and the split.")
+@click.option("--seed", type=ui.SEED, default=0, show_default=True, help="Seed of the random weights and the split.")
 def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: list[int] | None,
               contexts: list[int] | None, quick: bool, eager: bool, busy: bool, out_path: Path | None, as_json: bool,
               seed: int) -> None:
@@ -153,16 +153,16 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
 @click.option("--draft", "draft_kind", type=click.Choice(["poor", "built-in", "ngram"]), default="poor",
               show_default=True, help="poor: a random model against a small-vocabulary target; built-in: the "
               "trained byte-level pair (first 2 tokens); ngram: prompt lookup.")
-@click.option("--k", "ks", type=ui.IntRange(1), default="1,4", show_default=True, help="Chain draft lengths.")
+@click.option("--k", "ks", type=ui.IntRange(1, 16), default="1,4", show_default=True, help="Chain draft lengths.")
 @click.option("--tree", "trees", multiple=True, metavar="B1,B2,...", default=("2,2",), show_default=True,
               help="Tree shapes (repeatable; '' for none; not with --draft ngram).")
 @click.option("--samples", type=click.IntRange(100, 10_000_000), default=20000, show_default=True,
               help="Completions drawn per case.")
 @click.option("--tokens", "m", type=click.IntRange(1, 4), default=None,
               help="Joint distribution of the first m tokens [default: 3, or 2 for built-in].")
-@click.option("--temperature", type=click.FloatRange(0.05, 10.0), default=1.0, show_default=True,
+@click.option("--temperature", type=ui.Finite(0.05, 10.0), default=1.0, show_default=True,
               help="Sampling temperature.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every random draw.")
+@click.option("--seed", type=ui.SEED, default=0, show_default=True, help="Seed of every random draw.")
 @click.option("--device", "device_name", default="cpu", show_default=True, metavar="auto|cpu|cuda[:N]",
               help="Where the models run.")
 def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: int, m: int | None,
@@ -190,9 +190,9 @@ def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: i
 @cli.command()
 @click.option("--profile", "profile_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Calibration profile of the built-in pair, measured on this device [default: the latest].")
-@click.option("--batch", "batches", type=ui.IntRange(1), default=None,
+@click.option("--batch", "batches", type=ui.IntRange(1, 1024), default=None,
               help="Batch sizes [default: 1,2,4,8,16,32; quick 1,4,8].")
-@click.option("--k", "ks", type=ui.IntRange(1), default=None, help="Draft lengths [default: 1,2,4,6; quick 1,4].")
+@click.option("--k", "ks", type=ui.IntRange(1, 16), default=None, help="Draft lengths [default: 1,2,4,6; quick 1,4].")
 @click.option("--tree", "trees", multiple=True, metavar="B1,B2,...", default=("2,2,1",), show_default=True,
               help="Tree shapes to validate (repeatable; --tree '' for none).")
 @click.option("--repeats", type=click.IntRange(1, 1000), default=None,
@@ -203,7 +203,7 @@ def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: i
 @click.option("--json", "as_json", is_flag=True, help="Print every number as JSON.")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Draw validation-scatter.png and validation-batch.png into this folder.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sampling and the run order.")
+@click.option("--seed", type=ui.SEED, default=0, show_default=True, help="Seed of the sampling and the run order.")
 def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int] | None, trees: tuple[str, ...],
              repeats: int | None, new_tokens: int | None, quick: bool, as_json: bool, plot_dir: Path | None,
              seed: int) -> None:
@@ -282,9 +282,9 @@ def simulate(setup: ui.SetupOptions, serving: ServingOptions, rates: list[float]
 
 @cli.command()
 @ui.setup_options
-@click.option("--load-rps", type=click.FloatRange(0, 1e7, min_open=True), default=None,
+@click.option("--load-rps", type=ui.Finite(0, 1e6, min_open=True), default=None,
               help="Load to size a fleet for (requests/s, all engines together).")
-@click.option("--attainment", type=click.FloatRange(0, 1, min_open=True), default=0.9, show_default=True,
+@click.option("--attainment", type=ui.Finite(0, 1, min_open=True), default=0.9, show_default=True,
               help="Share of requests that must meet the SLO.")
 @ui.serving_options
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
@@ -319,10 +319,10 @@ def plan(setup: ui.SetupOptions, serving: ServingOptions, load_rps: float | None
 @ui.setup_options
 @click.option("--format", "fmt", type=click.Choice(["vllm", "json"]), default="vllm", show_default=True,
               help="vllm: num_speculative_tokens_per_batch_size ranges; json: the same with predicted speed-ups.")
-@click.option("--batch", "batches", type=ui.IntRange(1), default="1..256", show_default=True,
+@click.option("--batch", "batches", type=ui.BATCHES, default="1..256", show_default=True,
               help="Batch sizes to cover (contiguous from 1).")
-@click.option("--k", "ks", type=ui.IntRange(0), default="0..8", show_default=True, help="Draft lengths allowed.")
-@click.option("--context", type=click.IntRange(0, 10_000_000), default=1024, show_default=True,
+@click.option("--k", "ks", type=ui.KS, default="0..8", show_default=True, help="Draft lengths allowed.")
+@click.option("--context", type=click.IntRange(0, 2**29), default=1024, show_default=True,
               help="Cached tokens per sequence the table is made for.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write to this file (atomically) instead of stdout.")
@@ -359,7 +359,7 @@ def acceptance_group() -> None:
 
 @acceptance_group.command(name="fit")
 @click.argument("source")
-@click.option("--k", "ks", type=ui.IntRange(1), default="1..8", show_default=True, help="Draft lengths judged.")
+@click.option("--k", "ks", type=ui.IntRange(1, 64), default="1..8", show_default=True, help="Draft lengths judged.")
 @click.option("--folds", type=click.IntRange(2, 50), default=5, show_default=True,
               help="Cross-validation folds over requests.")
 @click.option("--models", default="iid,positional,beta,markov,hmm3", show_default=True, help="Models to fit.")
@@ -368,7 +368,7 @@ def acceptance_group() -> None:
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the fits as JSON (atomically); --acceptance fit:FILE then uses the chosen one.")
 @click.option("--json", "as_json", is_flag=True, help="Print the fits as JSON.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the folds and the fits' starts.")
+@click.option("--seed", type=ui.SEED, default=0, show_default=True, help="Seed of the folds and the fits' starts.")
 def acceptance_fit(source: str, ks: list[int], folds: int, models: str, profile_path: Path | None,
                    out_path: Path | None, as_json: bool, seed: int) -> None:
     """Fit every acceptance model to SOURCE; judge each on held-out requests; choose the best.
@@ -407,10 +407,10 @@ def plot_group() -> None:
 
 @plot_group.command(name="speedup")
 @ui.setup_options
-@click.option("--batch", "batches", type=ui.IntRange(1), default="1..256", show_default=True, help="Batch sizes.")
-@click.option("--k", "ks", type=ui.IntRange(0), default="0..8", show_default=True, help="Draft lengths.")
+@click.option("--batch", "batches", type=ui.BATCHES, default="1..256", show_default=True, help="Batch sizes.")
+@click.option("--k", "ks", type=ui.KS, default="0..8", show_default=True, help="Draft lengths.")
 @click.option("--tree", "trees", multiple=True, metavar="B1,B2,...", help="Tree shapes too (repeatable).")
-@click.option("--context", "contexts", type=ui.IntRange(0), default="128,1024", show_default=True,
+@click.option("--context", "contexts", type=ui.CONTEXTS, default="128,1024", show_default=True,
               help="Contexts, one panel each.")
 @ui.figure_out
 def plot_speedup(setup: ui.SetupOptions, batches: list[int], ks: list[int], trees: tuple[str, ...],
@@ -427,10 +427,10 @@ def plot_speedup(setup: ui.SetupOptions, batches: list[int], ks: list[int], tree
 
 @plot_group.command(name="best-k")
 @ui.setup_options
-@click.option("--batch", "batches", type=ui.IntRange(1), default="1..256:x2", show_default=True,
+@click.option("--batch", "batches", type=ui.BATCHES, default="1..256:x2", show_default=True,
               help="Batch sizes (columns).")
-@click.option("--k", "ks", type=ui.IntRange(0), default="0..8", show_default=True, help="Draft lengths allowed.")
-@click.option("--context", "contexts", type=ui.IntRange(0), default="128,512,1024,2048,4096,8192,16384",
+@click.option("--k", "ks", type=ui.KS, default="0..8", show_default=True, help="Draft lengths allowed.")
+@click.option("--context", "contexts", type=ui.CONTEXTS, default="128,512,1024,2048,4096,8192,16384",
               show_default=True, help="Contexts (rows).")
 @ui.figure_out
 def plot_best_k(setup: ui.SetupOptions, batches: list[int], ks: list[int], contexts: list[int]) -> Any:
@@ -462,7 +462,7 @@ def plot_tpot(setup: ui.SetupOptions, serving: ServingOptions, rates: list[float
 
 @plot_group.command(name="roofline")
 @ui.setup_options
-@click.option("--context", type=click.IntRange(0, 10_000_000), default=1024, show_default=True,
+@click.option("--context", type=click.IntRange(0, 2**29), default=1024, show_default=True,
               help="Context of the modelled passes (presets).")
 @ui.figure_out
 def plot_roofline(setup: ui.SetupOptions, context: int) -> Any:

@@ -111,18 +111,24 @@ def load_hardware(name: str, engine: str = "vllm") -> HardwareSpec:
 
 
 def _model_from_dict(name: str, d: dict[str, Any], dtype: str) -> ModelSpec:
+    def count(key: str, default: Any = None) -> int:
+        v = d.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v) or v < 1:
+            raise SpecsimError(f"model {name!r}: {key} = {v!r} must be a whole number >= 1")
+        return int(v)
+
     try:
         return ModelSpec(
             name=name,
-            n_layers=int(d["n_layers"]),
-            d_model=int(d["d_model"]),
-            n_heads=int(d["n_heads"]),
-            n_kv_heads=int(d.get("n_kv_heads", d["n_heads"])),
-            d_ff=int(d["d_ff"]),
-            vocab_size=int(d["vocab_size"]),
+            n_layers=count("n_layers"),
+            d_model=count("d_model"),
+            n_heads=count("n_heads"),
+            n_kv_heads=count("n_kv_heads", d.get("n_heads")),
+            d_ff=count("d_ff"),
+            vocab_size=count("vocab_size"),
             tied_embeddings=bool(d.get("tied_embeddings", False)),
             dtype=dtype,
-            head_dim=int(d.get("head_dim", 0) or 0),
+            head_dim=count("head_dim") if d.get("head_dim") else 0,
             source=str(d.get("source", "")),
         )
     except ValueError as e:

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from simulator import SpecsimError
+from simulator import SpecsimError, limits
 from simulator.ranges import parse_int_range, parse_latency_s, parse_positive_floats
 
 DTYPES = ["bf16", "fp16", "fp32", "fp8"]
@@ -38,9 +38,39 @@ class _Parsed(click.ParamType):
             self.fail(str(e), param, ctx)
 
 
-def IntRange(minimum: int = 0) -> _Parsed:  # noqa: N802 - reads like click.IntRange
-    """``1..256``, ``1..64:x2``, ``0..16:2`` or ``1,2,4``: a sorted list of integers >= minimum."""
-    return _Parsed("RANGE", lambda v, what: parse_int_range(v, minimum, what=what))
+def IntRange(minimum: int = 0, maximum: int | None = None, why: str = "") -> _Parsed:  # noqa: N802
+    """``1..256``, ``1..64:x2``, ``0..16:2`` or ``1,2,4``: a sorted list of integers in [minimum, maximum] (`why`
+    the maximum; `simulator.limits`)."""
+    return _Parsed("RANGE", lambda v, what: parse_int_range(v, minimum, what, maximum, why))
+
+
+KS = IntRange(0, limits.MAX_DRAFT_TOKENS, limits.WHY_DRAFT)  # draft lengths
+SEED = click.IntRange(0, 2**63 - 1)  # what numpy's and torch's generators take
+BATCHES = IntRange(1, limits.MAX_BATCH, limits.WHY_BATCH)
+CONTEXTS = IntRange(0, limits.MAX_CONTEXT, limits.WHY_CONTEXT)
+
+
+class Finite(click.ParamType):
+    """A finite number in [lo, hi] (open at lo with `min_open`): NaN and infinities refused, unlike click's
+    FloatRange, which lets NaN through."""
+
+    name = "NUMBER"
+
+    def __init__(self, lo: float, hi: float, min_open: bool = False, why: str = "") -> None:
+        self.lo, self.hi, self.min_open, self.why = lo, hi, min_open, why
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if v != v or v in (float("inf"), float("-inf")):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if v < self.lo or (self.min_open and v == self.lo):
+            self.fail(f"{value!r} must be {'>' if self.min_open else '>='} {self.lo:g}", param, ctx)
+        if v > self.hi:
+            self.fail(f"{value!r} is above the largest, {self.hi:g}{': ' + self.why if self.why else ''}", param, ctx)
+        return v
 
 
 RATES = _Parsed("RATES", lambda v, what: parse_positive_floats(v, "request rate"))
@@ -228,7 +258,8 @@ serving_options = packed(
     "serving", lambda **kw: _serving(**kw),
     click.option("--policy", "policy_text", default="off,fixed:4,adaptive", show_default=True, metavar="P1,P2,...",
                  help="Speculation policies: off, fixed:K, tree:B1,B2,..., threshold:K@BATCH, adaptive[:KMAX]."),
-    click.option("--requests", "n_requests", type=click.IntRange(1, 10_000_000), default=2000, show_default=True,
+    click.option("--requests", "n_requests", type=click.IntRange(1, limits.MAX_REQUESTS), default=2000,
+                 show_default=True,
                  help="Requests simulated per run."),
     click.option("--arrivals", default="poisson", show_default=True, metavar="poisson|gamma:CV|trace:FILE",
                  help="Arrival process: Poisson, gamma gaps with coefficient of variation CV (> 1 is bursty), or a "
@@ -240,7 +271,7 @@ serving_options = packed(
     click.option("--lengths-from", type=click.Path(dir_okay=False, path_type=Path), default=None,
                  help="Resample (prompt, output) pairs from a CSV/JSONL with prompt_tokens/output_tokens or "
                       "prompt_len/generated_len (e.g. the acceptance traces)."),
-    click.option("--max-batch", type=click.IntRange(1, 65536), default=256, show_default=True,
+    click.option("--max-batch", type=click.IntRange(1, 65_536), default=256, show_default=True,
                  help="Sequences an engine decodes together."),
     click.option("--max-prefill-tokens", type=click.IntRange(1, 10_000_000), default=8192, show_default=True,
                  help="Prompt tokens one prefill step may take."),
@@ -253,7 +284,7 @@ serving_options = packed(
                  help="Time-per-output-token limit, e.g. 50 (ms)."),
     click.option("--slo-ttft-ms", "slo_ttft_s", type=Latency(3600.0), default=None,
                  help="Time-to-first-token limit, e.g. 2000 (ms)."),
-    click.option("--seed", type=int, default=0, show_default=True, help="Seed of the workload and every draw."),
+    click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the workload and every draw."),
 )
 
 

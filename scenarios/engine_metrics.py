@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 
@@ -71,8 +72,22 @@ def parse_prometheus(text: str) -> dict[tuple[str, str | None], float]:
 def _counter(samples: dict[tuple[str, str | None], float], name: str) -> float | None:
     for key in (f"{VLLM}{name}_total", f"{VLLM}{name}"):
         if (key, None) in samples:
-            return samples[(key, None)]
+            v = samples[(key, None)]
+            if not np.isfinite(v) or v < 0:
+                raise SpecsimError(f"vLLM metrics: {key} = {v} is not a count (finite, >= 0)")
+            return v
     return None
+
+
+def _count(v: Any, path: str) -> float:
+    """A non-negative finite number from an engine's statistics, or a one-line error."""
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise SpecsimError(f"{path}: {v!r} is not a number") from None
+    if not np.isfinite(x) or x < 0:
+        raise SpecsimError(f"{path}: {v!r} is not a count (finite, >= 0)")
+    return x
 
 
 def vllm_metrics(path: str) -> Acceptance:
@@ -92,6 +107,8 @@ def vllm_metrics(path: str) -> Acceptance:
     for (name, position), v in samples.items():
         if position is not None and name in (f"{VLLM}num_accepted_tokens_per_pos_total",
                                              f"{VLLM}num_accepted_tokens_per_pos"):
+            if not np.isfinite(v) or v < 0:
+                raise SpecsimError(f"vLLM metrics {path}: {name}{{position=\"{position}\"}} = {v} is not a count")
             try:
                 per_pos[int(position)] = per_pos.get(int(position), 0.0) + v
             except ValueError:
@@ -120,8 +137,9 @@ def sglang(path: str, k: int) -> Acceptance:
     for rec in read_records(path, "SGLang responses"):
         info = rec.get("meta_info", rec) if isinstance(rec, dict) else {}
         if "completion_tokens" in info and "spec_verify_ct" in info:
-            completion += float(info["completion_tokens"])
-            verify += float(info["spec_verify_ct"])
+            c, v = _count(info["completion_tokens"], path), _count(info["spec_verify_ct"], path)
+            completion += c
+            verify += v
     if verify <= 0:
         raise SpecsimError(f"SGLang {path}: no response with meta_info.completion_tokens and meta_info.spec_verify_ct "
                            "(run the server with speculative decoding and keep the responses' meta_info)")
@@ -136,12 +154,12 @@ def trtllm(path: str, k: int | None) -> Acceptance:
         stats = rec.get("specDecodingStats") if isinstance(rec, dict) else None
         if not stats or "acceptanceLength" not in stats:
             continue
-        w = float(stats.get("numRequestsWithDraftTokens", 1.0))
+        w = _count(stats.get("numRequestsWithDraftTokens", 1.0), path)
         if w <= 0:
             continue
-        weighted += w * float(stats["acceptanceLength"])
+        weighted += w * _count(stats["acceptanceLength"], path)
         weight += w
-        drafted += float(stats.get("numDraftTokens", 0.0))
+        drafted += _count(stats.get("numDraftTokens", 0.0), path)
     if weight <= 0:
         raise SpecsimError(f"TensorRT-LLM stats {path}: no iteration with specDecodingStats.acceptanceLength and "
                            "requests with draft tokens")

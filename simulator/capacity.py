@@ -16,6 +16,7 @@ import numpy as np
 
 from . import SpecsimError
 from .acceptance import Acceptance
+from .limits import MAX_ENGINES, WHY_ENGINES
 from .metrics import SLO, ServingMetrics, summarize
 from .policies import Policy
 from .serving import EngineConfig, ServingRun, StepCosts, simulate
@@ -132,6 +133,8 @@ def engines_for_load(scenario: Scenario, policy: Policy, load_per_s: float, per_
     if per_engine.rate_per_s <= 0:
         return FleetPlan(policy.label, load_per_s, 0, 0, None)
     estimate = max(1, math.ceil(load_per_s / per_engine.rate_per_s - 1e-9))
+    if estimate > MAX_ENGINES:  # no fleet simulation: too many engines (the plan says so)
+        return FleetPlan(policy.label, load_per_s, 0, estimate, None)
     n = max(1, estimate - 1)
     last = None
     while n <= estimate + max_extra:
@@ -145,10 +148,24 @@ def engines_for_load(scenario: Scenario, policy: Policy, load_per_s: float, per_
     return FleetPlan(policy.label, load_per_s, 0, estimate, last)
 
 
+def check_load(scenario: Scenario, policies: Sequence[Policy], load_per_s: float) -> None:
+    """Refuse, before any simulation, a load no fleet of MAX_ENGINES engines could carry even if every step were the
+    cheapest step there is (one sequence, no context) and emitted every drafted token for a full batch."""
+    costs, w = scenario.costs, scenario.workload
+    fastest_step_s = costs.cost.plain_step_s(costs.target, 1, 0)
+    tokens_per_step = max(c.shape.verify_tokens for p in policies for c in p.candidates)
+    per_engine = scenario.config.max_batch * tokens_per_step / fastest_step_s / float(np.mean(w.output_tokens))
+    if load_per_s > MAX_ENGINES * per_engine:
+        raise SpecsimError(f"--load-rps {load_per_s:g} needs more than {MAX_ENGINES:,} engines even at the fastest "
+                           f"step ({per_engine:,.0f} req/s per engine at most): {WHY_ENGINES}")
+
+
 def capacity_plan(scenario: Scenario, policies: Sequence[Policy], attainment: float, load_per_s: float | None,
                   router: str, progress: Callable[[str, int], Any]) -> tuple[list[MaxRate], list[FleetPlan]]:
     """Per policy: the highest rate one engine sustains within the SLO, and (given a load) the fleet it needs.
     `progress(label, total)` gives a context manager with ``update(n)``, ticked once per simulation."""
+    if load_per_s:
+        check_load(scenario, policies, load_per_s)
     caps: list[MaxRate] = []
     fleets: list[FleetPlan] = []
     per_policy = 14 + (3 if load_per_s else 0)  # a typical search: doublings, bisection, fleet checks

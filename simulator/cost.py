@@ -49,6 +49,17 @@ class RateTable:
     def constant(cls, mem_bw_bytes_per_s: float, flops_per_s: float) -> RateTable:
         return cls((1,), (mem_bw_bytes_per_s,), (flops_per_s,))
 
+    def at_many(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`at` for an array of row counts."""
+        rows = np.asarray(rows, dtype=float)
+        if len(self.rows) == 1:
+            return np.full(rows.shape, self.mem_bw_bytes_per_s[0]), np.full(rows.shape, self.flops_per_s[0])
+        x = np.log2(np.asarray(self.rows, dtype=float))
+        xq = np.log2(np.maximum(rows, 1.0))
+        bw = 1.0 / np.interp(xq, x, 1.0 / np.asarray(self.mem_bw_bytes_per_s))
+        fl = 1.0 / np.interp(xq, x, 1.0 / np.asarray(self.flops_per_s))
+        return bw, fl
+
     def at(self, rows: int) -> tuple[float, float]:
         """(bandwidth bytes/s, FLOP/s) achieved by a matmul over `rows` rows."""
         if len(self.rows) == 1:
@@ -105,6 +116,16 @@ def ridge_combine(t_mem_s: float, t_compute_s: float, p: float) -> float:
     hi = max(t_mem_s, t_compute_s)
     if hi == 0.0:
         return 0.0
+    return hi * ((t_mem_s / hi) ** p + (t_compute_s / hi) ** p) ** (1.0 / p)
+
+
+def ridge_combine_many(t_mem_s: np.ndarray, t_compute_s: np.ndarray, p: float) -> np.ndarray:
+    """`ridge_combine` for arrays."""
+    if p == float("inf"):
+        return np.maximum(t_mem_s, t_compute_s)
+    if p == 1.0:
+        return t_mem_s + t_compute_s
+    hi = np.maximum(np.maximum(t_mem_s, t_compute_s), 1e-300)
     return hi * ((t_mem_s / hi) ** p + (t_compute_s / hi) ** p) ** (1.0 / p)
 
 
@@ -290,6 +311,75 @@ class CostModel:
 
     def pass_time_s(self, model: ModelSpec, batch: int, new_tokens: int, context: int) -> float:
         return self.pass_cost(model, batch, new_tokens, context).time_s
+
+    def formula_times(self, model: ModelSpec, batch: np.ndarray, new_tokens: np.ndarray | int,
+                      context: int) -> tuple[np.ndarray, np.ndarray]:
+        """The formula's pass time (no measurements) for arrays of batch and new tokens at one context, and what
+        bounds each pass (0 memory, 1 compute, 2 overhead): `pass_cost`'s arithmetic, vectorised."""
+        b, n = np.broadcast_arrays(np.asarray(batch, dtype=float), np.asarray(new_tokens, dtype=float))
+        rows = b * n
+        bw, fl = self.linear_rates.at_many(rows)
+        lin_mem = (model.weight_bytes_per_pass + activation_bytes(model, rows)) / bw
+        lin_comp = 2.0 * model.matmul_params * rows / fl
+        lin = ridge_combine_many(lin_mem, lin_comp, self.linear_ridge_p)
+        attended = context + n
+        kv = (b * attended + b * n) * model.kv_bytes_per_token
+        bw_a, fl_a = self.attention_rates.at_many(rows)
+        att_mem, att_comp = kv / bw_a, 4.0 * model.n_layers * model.n_heads * model.head_dim * rows * attended / fl_a
+        att = ridge_combine_many(att_mem, att_comp, float("inf") if self.attention_overlap else 1.0)
+        o = self.overheads
+        overhead = o.pass_s + o.layer_s * model.n_layers + o.row_s * rows + o.sequence_layer_s * b * model.n_layers
+        mem_t = np.where(lin_mem >= lin_comp, lin, 0.0) + np.where(att_mem >= att_comp, att, 0.0)
+        comp_t = lin + att - mem_t
+        bound = np.argmax(np.stack([mem_t, comp_t, overhead]), axis=0)
+        return lin + att + overhead, bound
+
+    def pass_times(self, model: ModelSpec, batch: np.ndarray, new_tokens: np.ndarray | int,
+                   context: int) -> np.ndarray:
+        """`pass_time_s` for arrays of batch and new tokens (broadcast) at one context: the same numbers."""
+        formula, _ = self.formula_times(model, batch, new_tokens, context)
+        if not self.measured:
+            return formula
+        b, n = np.broadcast_arrays(np.asarray(batch, dtype=np.int64), np.asarray(new_tokens, dtype=np.int64))
+        out = formula.copy()
+        if self._specs.get(model.name) == model and model.name in self._grids:
+            out = formula * self._ratio(model, b, n, context)
+        else:
+            for bi, ni in set(zip(b.ravel().tolist(), n.ravel().tolist())):
+                t = self._context_interpolated(model, bi, ni, context)
+                if t is not None:
+                    out[(b == bi) & (n == ni)] = t
+        for bi, ni in set(zip(b.ravel().tolist(), n.ravel().tolist())):
+            t = self.measured.get((model.name, bi, ni, context))
+            if t is not None:
+                out[(b == bi) & (n == ni)] = t
+        return out
+
+    def _ratio(self, model: ModelSpec, b: np.ndarray, n: np.ndarray, context: int) -> np.ndarray:
+        """The measured / formula ratio over the measured (batch, new tokens) grid at `context`, bilinear in (log2
+        batch, log2 new tokens) and clamped at the grid's edges (as `_anchored`)."""
+        bs, ns = self._grids[model.name]
+        R = np.array([[self._context_interpolated(model, int(bb), int(nn), context)
+                       / self._formula.pass_time_s(model, int(bb), int(nn), context) for nn in ns] for bb in bs])
+
+        def weights(axis: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            if len(axis) == 1:
+                zero = np.zeros(v.shape, dtype=np.int64)
+                return zero, zero, np.zeros(v.shape)
+            x = np.log2(axis.astype(float))
+            xq = np.clip(np.log2(np.maximum(v, 1)), x[0], x[-1])
+            i = np.clip(np.searchsorted(x, xq, side="right") - 1, 0, len(x) - 2)
+            return i, i + 1, (xq - x[i]) / (x[i + 1] - x[i])
+
+        i0, i1, fb = weights(bs, b)
+        j0, j1, fn = weights(ns, n)
+        top = R[i0, j0] * (1 - fn) + R[i0, j1] * fn
+        bottom = R[i1, j0] * (1 - fn) + R[i1, j1] * fn
+        return top * (1 - fb) + bottom * fb
+
+    def plain_step_times(self, model: ModelSpec, batch: np.ndarray, context: int) -> np.ndarray:
+        e = self.overheads.engine.plain
+        return self.pass_times(model, batch, 1, context) + e.fixed_s + e.per_sequence_s * np.asarray(batch)
 
     def plain_step_s(self, model: ModelSpec, batch: int, context: int) -> float:
         """One step of plain decoding: a one-token pass plus the engine's work around it."""

@@ -22,6 +22,7 @@ import numpy as np
 
 from . import SpecsimError
 from .acceptance import Acceptance
+from .limits import MAX_DRAFT_TOKENS, WHY_DRAFT
 from .sweep import Candidate, tokens_per_pass
 from .trees import parse_branching
 
@@ -178,9 +179,7 @@ def parse_policy(text: str, acceptance: Acceptance) -> Policy:
         if kind == "off" and not body:
             return Off()
         if kind == "fixed":
-            k = int(body)
-            if k < 0:
-                raise ValueError
+            k = _draft_length(int(body), s)
             return Fixed(f"fixed:{k}", Candidate(k)) if k else Off()
         if kind == "tree":
             tree = parse_branching(body)
@@ -190,12 +189,12 @@ def parse_policy(text: str, acceptance: Acceptance) -> Policy:
             return Fixed(f"tree:{tree.label}", Candidate(None, tree))
         if kind == "threshold":
             k_text, at, b_text = body.partition("@")
-            k, b = int(k_text), int(b_text)
+            k, b = _draft_length(int(k_text), s), int(b_text)
             if not at or k < 1 or b < 1:
                 raise ValueError
             return Threshold(f"threshold:{k}@{b}", k, b)
         if kind == "adaptive":
-            k_max = int(body) if body else 8
+            k_max = _draft_length(int(body), s) if body else 8
             if k_max < 1:
                 raise ValueError
             return Adaptive(f"adaptive:{k_max}" if body else "adaptive", k_max, acceptance)
@@ -205,6 +204,14 @@ def parse_policy(text: str, acceptance: Acceptance) -> Policy:
         pass
     raise SpecsimError(f"policy {s!r} is not one of off, fixed:K, tree:B1,B2,..., threshold:K@BATCH or "
                        "adaptive[:KMAX] (K >= 0, BATCH >= 1, KMAX >= 1)")
+
+
+def _draft_length(k: int, spec: str) -> int:
+    if k < 0:
+        raise ValueError
+    if k > MAX_DRAFT_TOKENS:
+        raise SpecsimError(f"policy {spec!r}: k = {k:,} is above the largest, {MAX_DRAFT_TOKENS}: {WHY_DRAFT}")
+    return k
 
 
 def parse_policies(text: str, acceptance: Acceptance) -> list[Policy]:

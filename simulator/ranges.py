@@ -2,26 +2,39 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from . import SpecsimError
+from .limits import MAX_LOAD_RPS, MAX_RANGE_VALUES, WHY_LOAD, WHY_RANGE
 
 _RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*(?::\s*(x?)(\d+))?\s*$")
 
 
-def parse_int_range(text: str, minimum: int = 0, what: str = "value") -> list[int]:
-    """Every integer the range text names, in order, each checked to be >= `minimum`."""
+def parse_int_range(text: str, minimum: int = 0, what: str = "value", maximum: int | None = None,
+                    why: str = "") -> list[int]:
+    """Every integer the range text names, in order, each checked to lie in [minimum, maximum] (`why` says why
+    the maximum), and no more than MAX_RANGE_VALUES of them: both checked before the range is expanded."""
     text = text.strip()
     if not text:
         raise SpecsimError(f"empty {what} range; write e.g. 1..256, 1..64:x2 or 1,2,4")
     values: list[int] = []
+
+    def bounded(v: int) -> int:
+        if maximum is not None and v > maximum:
+            raise SpecsimError(f"{what} {v:,} is above the largest, {maximum:,}{': ' + why if why else ''}")
+        return v
+
     for part in text.split(","):
         m = _RANGE.match(part)
         if m:
-            lo, hi, mult, step_s = int(m[1]), int(m[2]), m[3], m[4]
+            lo, hi, mult, step_s = int(m[1]), bounded(int(m[2])), m[3], m[4]
             if hi < lo:
                 raise SpecsimError(f"{what} range {part.strip()!r} runs backwards; write {hi}..{lo}")
             step = int(step_s) if step_s else 1
+            if not mult and step >= 1 and len(values) + (hi - lo) // step + 1 > MAX_RANGE_VALUES:
+                raise SpecsimError(f"{what} {part.strip()!r} names more than {MAX_RANGE_VALUES:,} values: "
+                                   f"{WHY_RANGE}")
             if mult:
                 if step < 2:
                     raise SpecsimError(f"{what} range {part.strip()!r}: a multiplying step must be x2 or more")
@@ -37,10 +50,12 @@ def parse_int_range(text: str, minimum: int = 0, what: str = "value") -> list[in
                 values.extend(range(lo, hi + 1, step))
         else:
             try:
-                values.append(int(part))
+                values.append(bounded(int(part)))
             except ValueError:
                 raise SpecsimError(f"{what} {part.strip()!r} is not an integer or a range like 1..256, 1..64:x2, "
                                    "1,2,4") from None
+    if len(values) > MAX_RANGE_VALUES:
+        raise SpecsimError(f"{what} names more than {MAX_RANGE_VALUES:,} values: {WHY_RANGE}")
     bad = [v for v in values if v < minimum]
     if bad:
         raise SpecsimError(f"{what} must be >= {minimum}, got {bad[0]}")
@@ -51,8 +66,10 @@ _FLOAT_RANGE = re.compile(r"^\s*([-+]?[\d.]+(?:e[-+]?\d+)?)\s*\.\.\s*([-+]?[\d.]
                           r"(?::\s*(x?)([\d.]+))?\s*$", re.IGNORECASE)
 
 
-def parse_positive_floats(text: str, what: str = "value") -> list[float]:
-    """Positive numbers: ``0.5,1,2``, ``1..64:x2`` (multiplying), ``10..50:10`` (stepping) or ``1..4`` (integers)."""
+def parse_positive_floats(text: str, what: str = "value", maximum: float = MAX_LOAD_RPS,
+                          why: str = WHY_LOAD) -> list[float]:
+    """Positive finite numbers up to `maximum`: ``0.5,1,2``, ``1..64:x2`` (multiplying), ``10..50:10`` (stepping)
+    or ``1..4`` (integers); no more than MAX_RANGE_VALUES of them (checked before a range is expanded)."""
     text = text.strip()
     if not text:
         raise SpecsimError(f"empty {what}; write e.g. 1..64:x2 or 0.5,1,2")
@@ -68,6 +85,12 @@ def parse_positive_floats(text: str, what: str = "value") -> list[float]:
                 if (mult and step <= 1) or step <= 0 or lo <= 0:
                     raise SpecsimError(f"{what} range {part.strip()!r}: start above 0 and step by more than 0 "
                                        "(or multiply by more than 1)")
+                if hi > maximum:
+                    raise SpecsimError(f"{what} {hi:g} is above the largest, {maximum:g}: {why}")
+                count = math.log(hi / lo) / math.log(step) if mult else (hi - lo) / step
+                if len(values) + count + 1 > MAX_RANGE_VALUES:
+                    raise SpecsimError(f"{what} {part.strip()!r} names more than {MAX_RANGE_VALUES:,} values: "
+                                       f"{WHY_RANGE}")
                 v = lo
                 while v <= hi * (1 + 1e-12):
                     values.append(v)
@@ -81,7 +104,9 @@ def parse_positive_floats(text: str, what: str = "value") -> list[float]:
                                "10..50:10") from None
     bad = [v for v in values if not v > 0 or v != v or v == float("inf")]
     if bad:
-        raise SpecsimError(f"{what} must be > 0, got {bad[0]:g}")
+        raise SpecsimError(f"{what} must be > 0 and finite, got {bad[0]:g}")
+    if max(values) > maximum:
+        raise SpecsimError(f"{what} {max(values):g} is above the largest, {maximum:g}: {why}")
     return sorted(set(values))
 
 

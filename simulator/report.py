@@ -23,6 +23,7 @@ def result_to_dict(result: SweepResult, meta: dict[str, Any]) -> dict[str, Any]:
         "disable_above_batch_by_context": [
             {"context": c, "disable_above_batch": v} for c, v in result.disable_above_batch_by_context
         ],
+        "does_not_fit_from_batch": [{"context": c, "batch": b} for c, b in result.unfit_from_batch],
     }
 
 
@@ -62,9 +63,14 @@ def format_hardware_table(result: SweepResult, every_row_hint: str = "") -> str:
     """One block per context: batch, baseline tokens/s, speed-up per k or tree, best choice and bound; a condensed
     table says so and where every row is (`every_row_hint`, e.g. the output options that carry them)."""
     out: list[str] = []
-    contexts = sorted({r.context for r in result.rows})
+    unfit = dict(result.unfit_from_batch)
+    contexts = sorted({r.context for r in result.rows} | set(unfit))
     for context in contexts:
         rows = [r for r in result.rows if r.context == context]
+        if not rows:
+            out += [f"context {context} tokens:", f"  nothing fits: from batch {unfit[context]:,} on (the smallest "
+                    "asked for) the target's weights and KV cache exceed the device's memory", ""]
+            continue
         keys: list[str] = []
         for r in rows:
             key = _candidate_key(r)
@@ -95,6 +101,9 @@ def format_hardware_table(result: SweepResult, every_row_hint: str = "") -> str:
         if len(shown) < len(batches):
             out.append(f"  (condensed: {len(shown)} of {len(batches)} batches shown, the powers of two and the rows "
                        f"around each change of best choice{'; ' + every_row_hint if every_row_hint else ''})")
+        if context in unfit:
+            out.append(f"  from batch {unfit[context]:,} on nothing fits (the target's weights and KV cache exceed "
+                       "the device's memory): those batches are left out")
         by_ctx = dict(result.disable_above_batch_by_context)
         out.append("  " + describe_disable(by_ctx.get(context), batches))
         out.append("")

@@ -80,6 +80,9 @@ def format_plan(caps: Sequence[MaxRate], fleets: Sequence[FleetPlan], slo_label:
                 lines.append(f"  {f.policy:<16} {f.engines:>4} engines (load / per-engine capacity: {f.estimate})")
             elif f.estimate == 0:
                 lines.append(f"  {f.policy:<16}    - (no engine meets the SLO at any rate)")
+            elif f.metrics is None:
+                lines.append(f"  {f.policy:<16}    - (about {f.estimate:,} engines: more than a fleet simulation "
+                             "holds)")
             else:
                 lines.append(f"  {f.policy:<16}    - (not met with up to {f.estimate + 4} engines)")
     return "\n".join(lines) + "\n"

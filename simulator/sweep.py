@@ -18,6 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import numpy as np
+
 from . import SpecsimError
 from .acceptance import Acceptance
 from .cost import CostModel, memory_needed_bytes
@@ -150,22 +152,25 @@ class SweepResult:
     best: tuple[BestRow, ...]
     disable_above_batch: int | None  # see `disable_above`
     disable_above_batch_by_context: tuple[tuple[int, int | None], ...] = field(default=())
+    # (context, smallest batch left out): from that batch on not even plain decoding fits (weights and KV cache)
+    unfit_from_batch: tuple[tuple[int, int], ...] = field(default=())
 
 
-def disable_above(rows: Sequence[SweepRow]) -> int | None:
+def disable_above(rows: Sequence[SweepRow], largest: int | None = None) -> int | None:
     """The batch above which speculation never pays in `rows`: it still pays there; 0 if it never pays; None if it
-    pays at the largest batch swept."""
+    pays at the largest batch swept (`largest`: the largest asked for, fitting or not)."""
     batches = [r.batch for r in rows]
     if not batches:
-        return None
+        return 0 if largest is not None else None
     paying = [r.batch for r in rows if r.fits and (r.k != 0 or r.tree) and r.speedup > PAYS]
     if not paying:
         return 0
     last = max(paying)
-    return None if last == max(batches) else last
+    return None if last == (largest if largest is not None else max(batches)) else last
 
 
-def _best_and_disable(rows: list[SweepRow]) -> SweepResult:
+def _best_and_disable(rows: list[SweepRow], largest: int | None = None, contexts: Sequence[int] = (),
+                      unfit: Sequence[tuple[int, int]] = ()) -> SweepResult:
     best: list[BestRow] = []
     groups: dict[tuple[int, int], list[SweepRow]] = {}
     for r in rows:
@@ -180,35 +185,73 @@ def _best_and_disable(rows: list[SweepRow]) -> SweepResult:
             best.append(BestRow(batch, context, top.k, top.tree, top.speedup))
         else:
             best.append(BestRow(batch, context, 0, None, 1.0))
-    by_context = tuple(
-        (c, disable_above([r for r in rows if r.context == c])) for c in sorted({r.context for r in rows})
-    )
-    return SweepResult(tuple(rows), tuple(best), disable_above(rows), by_context)
+    by_context = tuple((c, disable_above([r for r in rows if r.context == c], largest))
+                       for c in sorted(set(contexts) or {r.context for r in rows}))
+    return SweepResult(tuple(rows), tuple(best), disable_above(rows, largest), by_context, tuple(unfit))
+
+
+BOUNDS = np.array(["memory", "compute", "overhead"])
+
+
+def step_times(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, batches: np.ndarray, context: int,
+               candidate: Candidate) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`step_time` for an array of batch sizes at one context: (draft, verify, accept seconds, bound names)."""
+    b = np.asarray(batches, dtype=np.int64)
+    shape = candidate.shape
+    engine = cost.overheads.engine
+    _, bound = cost.formula_times(target, b, shape.verify_tokens, context)
+    plain = cost.plain_step_times(target, b, context)
+    zeros = np.zeros(b.shape)
+    if shape.n_nodes == 0:
+        return zeros, plain, zeros, BOUNDS[bound]
+    if draft is None:
+        raise SpecsimError("speculation with k > 0 needs a draft model")
+    widths = list(shape.draft_pass_widths)
+    widths[0] = max(widths[0], cost.draft_catchup_tokens)
+    draft_s = sum(cost.pass_times(draft, b, width, context + d) + engine.draft.fixed_s
+                  + engine.draft.per_sequence_s * b for d, width in enumerate(widths))
+    verify = cost.pass_times(target, b, shape.verify_tokens, context) + engine.verify.fixed_s \
+        + engine.verify.per_sequence_s * b
+    accept = engine.tree_accept if candidate.tree is not None else engine.chain_accept
+    return draft_s, np.maximum(verify, plain), accept.fixed_s + accept.per_sequence_s * b, BOUNDS[bound]
 
 
 def sweep(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, acceptance: Acceptance,
           batches: Sequence[int], candidates: Sequence[Candidate], contexts: Sequence[int]) -> SweepResult:
-    """Every (batch, candidate, context): tokens per pass, step time, speed-up, bound and memory fit."""
-    if not batches or not candidates or not contexts:
+    """Every (batch, candidate, context): tokens per pass, step time, speed-up, bound and memory fit. Computed a
+    candidate and a context at a time over all batches at once. Batches where not even plain decoding fits (the
+    target's weights and its KV cache) are left out, and where they start is recorded."""
+    if not len(batches) or not candidates or not contexts:
         raise SpecsimError("a sweep needs at least one batch, one k or tree, and one context")
     tokens = {cand: tokens_per_pass(cand, acceptance) for cand in candidates}
     capacity = cost.hardware.mem_capacity_bytes * cost.hardware.usable_memory_fraction
     rows: list[SweepRow] = []
+    unfit: list[tuple[int, int]] = []
     for context in contexts:
-        for batch in batches:
-            baseline = cost.plain_step_s(target, batch, context)
-            for cand in candidates:
-                st = step_time(cost, target, draft, batch, context, cand)
-                shape = cand.shape
-                draft_for_memory = draft if shape.n_nodes else None
-                fits = memory_needed_bytes(target, draft_for_memory, batch, context + shape.verify_tokens) <= capacity
-                speedup = 1.0 if cand.is_plain else tokens[cand] * baseline / st.total_s
+        b = np.asarray(batches, dtype=np.int64)
+        keep = memory_needed_bytes(target, None, b, context + 1) <= capacity
+        if not keep.all():
+            unfit.append((context, int(b[~keep].min())))
+            b = b[keep]
+        if not len(b):
+            continue
+        baseline = cost.plain_step_times(target, b, context)
+        columns = []
+        for cand in candidates:
+            draft_s, verify_s, accept_s, bound = step_times(cost, target, draft, b, context, cand)
+            total = draft_s + verify_s + accept_s
+            shape = cand.shape
+            need = memory_needed_bytes(target, draft if shape.n_nodes else None, b, context + shape.verify_tokens)
+            speedup = np.ones(b.shape) if cand.is_plain else tokens[cand] * baseline / total
+            columns.append((cand, total, speedup, bound, need <= capacity, draft_s, verify_s))
+        for i, batch in enumerate(b.tolist()):
+            for cand, total, speedup, bound, fits, draft_s, verify_s in columns:
                 rows.append(SweepRow(
                     batch=batch, k=cand.k, tree=cand.tree_label, context=context, tokens_per_pass=tokens[cand],
-                    step_time_s=st.total_s, baseline_time_s=baseline, speedup=speedup, bound=st.bound, fits=fits,
-                    draft_time_s=st.draft_s, verify_time_s=st.verify_s, tree_nodes=shape.n_nodes,
-                ))
-    return _best_and_disable(rows)
+                    step_time_s=float(total[i]), baseline_time_s=float(baseline[i]), speedup=float(speedup[i]),
+                    bound=str(bound[i]), fits=bool(fits[i]), draft_time_s=float(draft_s[i]),
+                    verify_time_s=float(verify_s[i]), tree_nodes=cand.shape.n_nodes))
+    return _best_and_disable(rows, max(batches), contexts, unfit)
 
 
 def leviathan_speedup(alpha: float, k: int, c: float) -> float:

@@ -18,6 +18,7 @@ from functools import cached_property
 import numpy as np
 
 from . import SpecsimError
+from .limits import MAX_TREE_NODES, WHY_TREE
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,13 @@ class Tree:
         if not branching or any(b < 1 for b in branching):
             raise SpecsimError(f"tree branching must be positive integers per depth, e.g. 4,2,2,1; got "
                                f"{','.join(map(str, branching)) or 'nothing'}")
+        nodes, width = 0, 1
+        for b in branching:  # counted before any node is built
+            width *= b
+            nodes += width
+            if nodes > MAX_TREE_NODES:
+                raise SpecsimError(f"tree {','.join(map(str, branching))} has more than {MAX_TREE_NODES:,} nodes: "
+                                   f"{WHY_TREE}")
         parents: list[int] = []
         ranks: list[int] = []
         frontier = [0]
@@ -129,10 +137,7 @@ def parse_branching(text: str) -> Tree:
         branching = [int(x) for x in text.split(",")]
     except ValueError:
         raise SpecsimError(f"tree {text!r} is not comma-separated branching factors per depth, e.g. 4,2,2,1") from None
-    tree = Tree.from_branching(branching)
-    if tree.n_nodes > 4096:
-        raise SpecsimError(f"tree {text!r} has {tree.n_nodes} nodes; keep it under 4096")
-    return tree
+    return Tree.from_branching(branching)
 
 
 def best_tree(ranks: Sequence[float], budget: int, max_depth: int | None = None) -> Tree:

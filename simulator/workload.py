@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import SpecsimError
+from .limits import MAX_CONTEXT, WHY_CONTEXT
 
 
 @dataclass(frozen=True)
@@ -46,23 +47,31 @@ class Lengths:
 
 
 def parse_lengths(text: str, what: str = "length") -> Lengths:
-    """``512``, ``128..1024`` or ``exp:256``; every count at least 1."""
+    """``512``, ``128..1024`` or ``exp:256``; every count at least 1 and at most MAX_CONTEXT."""
     s = text.strip()
+
+    def bounded(n: int) -> int:
+        if n > MAX_CONTEXT:
+            raise SpecsimError(f"{what} {n:,} tokens is above the largest, {MAX_CONTEXT:,}: {WHY_CONTEXT}")
+        return n
+
     try:
         if s.startswith("exp:"):
-            mean = int(s[4:])
+            mean = bounded(int(s[4:]))
             if mean < 1:
                 raise ValueError
             return Lengths("exp", 1, mean)
         if ".." in s:
-            lo, hi = (int(x) for x in s.split("..", 1))
+            lo, hi = (bounded(int(x)) for x in s.split("..", 1))
             if not 1 <= lo <= hi:
                 raise ValueError
             return Lengths("uniform", lo, hi)
-        n = int(s)
+        n = bounded(int(s))
         if n < 1:
             raise ValueError
         return Lengths("fixed", n)
+    except SpecsimError:
+        raise
     except ValueError:
         raise SpecsimError(f"{what} {text!r} is not a token count: use N, A..B (uniform, 1 <= A <= B) or exp:MEAN "
                            "(all at least 1)") from None

@@ -60,12 +60,15 @@ def test_long_context_moves_the_crossover_out_unless_memory_runs_out():
     assert at_1k[256] > at_128[256]
 
 
-def test_rows_that_do_not_fit_are_never_best():
-    result = h100_sweep(8192, batches=(32, 64, 128))
+def test_rows_that_do_not_fit_are_never_best_and_batches_nothing_fits_are_left_out():
+    """8192 cached tokens on an H100: at batch 48 plain decoding fits (the target's 15 GB and its KV cache) but the
+    draft's weights and cache do not; from batch 64 on not even plain decoding fits."""
+    result = h100_sweep(8192, batches=(32, 48, 64, 128))
     unfit = {(r.batch, r.k) for r in result.rows if not r.fits}
-    assert unfit
+    assert {b for b, k in unfit} == {48} and all(k > 0 for _, k in unfit)
     for b in result.best:
         assert (b.batch, b.k) not in unfit or b.k == 0
+    assert {r.batch for r in result.rows} == {32, 48} and result.unfit_from_batch == ((8192, 64),)
 
 
 def test_disable_above_definition():
