@@ -285,6 +285,9 @@ serving_options = packed(
     click.option("--slo-ttft-ms", "slo_ttft_s", type=Latency(3600.0), default=None,
                  help="Time-to-first-token limit, e.g. 2000 (ms)."),
     click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the workload and every draw."),
+    click.option("--step-by-step", is_flag=True,
+                 help="Reference mode: every decode step its own simpy event (slow; the default advances an "
+                      "unchanged batch in bulk, the same in distribution)."),
 )
 
 

@@ -40,6 +40,7 @@ class ServingOptions:
     slo_tpot_s: float | None = None
     slo_ttft_s: float | None = None
     seed: int = 0
+    step_by_step: bool = False  # the simulator's reference mode (one simpy event per decode step)
 
     @property
     def timed_trace(self) -> bool:
@@ -61,7 +62,8 @@ def build_scenario(cost: CostModel, target: ModelSpec, draft: ModelSpec, accepta
     else:
         workload = synthetic(o.arrivals, o.n_requests, parse_lengths(o.prompt_tokens, "--prompt-tokens"),
                              parse_lengths(o.output_tokens, "--output-tokens"), rng)
-    config = EngineConfig(max_batch=o.max_batch, max_prefill_tokens=o.max_prefill_tokens, draft_sync=o.draft_sync)
+    config = EngineConfig(max_batch=o.max_batch, max_prefill_tokens=o.max_prefill_tokens, draft_sync=o.draft_sync,
+                          bulk=not o.step_by_step)
     scenario = Scenario(workload, StepCosts(cost, target, draft), acceptance, config, o.seed,
                         SLO(o.slo_tpot_s, o.slo_ttft_s))
     for policy in policies:

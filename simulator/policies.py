@@ -71,6 +71,13 @@ class Policy:
     def choose(self, state: BatchState, durations: StepDurations) -> Candidate:
         raise NotImplementedError
 
+    def holds(self, state: BatchState, context_means: np.ndarray, durations: StepDurations, draft_lags: bool) -> int:
+        """How many of the coming steps of this batch, at these mean contexts (the first is `state`'s, and they
+        never decrease), make the same choice as ``choose(state)``: the serving simulator advances that many in
+        bulk. `draft_lags`: the choice is plain decoding and the draft's cache falls one token further behind every
+        step. By default the choice depends on the batch size alone."""
+        return len(context_means)
+
 
 @dataclass(frozen=True)
 class Off(Policy):
@@ -132,6 +139,7 @@ class Adaptive(Policy):
     context_step: int = 64
     switch_on_margin: float = 0.3  # 0.05 flip-flops near saturation, 0.5 forgoes the gain at 0.8x capacity
     _table: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, int]] = field(default_factory=dict, repr=False)
+    _loaded: dict[tuple, int] = field(default_factory=dict, repr=False)  # warm choices with a catch-up, by inputs
 
     @cached_property
     def candidates(self) -> tuple[Candidate, ...]:  # type: ignore[override]
@@ -153,16 +161,36 @@ class Adaptive(Policy):
     def choose(self, state: BatchState, durations: StepDurations) -> Candidate:
         tokens, times, best = self._rates(state.batch, state.context_mean, durations)
         if state.draft_missing_mean > 0:
-            rates = tokens / times
             catchup = durations.draft_sync_s(state.batch, state.draft_missing_mean, state.context_mean)
-            if state.draft_warm:
-                loaded = tokens / (times + catchup)
-            else:
-                loaded = tokens / (times + catchup * tokens / max(state.remaining_mean, 1.0))
-                loaded[rates < rates[0] * (1 + self.switch_on_margin)] = 0.0
-            loaded[0] = rates[0]
-            best = _first_best(loaded)
+            if not state.draft_warm:  # depends on the remaining length too: not worth caching
+                return self.candidates[self._best_with_catchup(tokens, times, catchup, state)]
+            key = (id(durations), state.batch, int(state.context_mean // self.context_step), catchup)
+            best = self._loaded.get(key, -1)
+            if best < 0:
+                best = self._loaded[key] = self._best_with_catchup(tokens, times, catchup, state)
         return self.candidates[best]
+
+    def _best_with_catchup(self, tokens: np.ndarray, times: np.ndarray, catchup: float, state: BatchState) -> int:
+        rates = tokens / times
+        if state.draft_warm:
+            loaded = tokens / (times + catchup)
+        else:
+            loaded = tokens / (times + catchup * tokens / max(state.remaining_mean, 1.0))
+            loaded[rates < rates[0] * (1 + self.switch_on_margin)] = 0.0
+        loaded[0] = rates[0]
+        return _first_best(loaded)
+
+    def holds(self, state: BatchState, context_means: np.ndarray, durations: StepDurations, draft_lags: bool) -> int:
+        if state.draft_missing_mean > 0 or draft_lags:
+            return 1  # the catch-up term changes every step
+        cells = context_means // self.context_step
+        if cells[-1] == cells[0]:
+            return len(context_means)
+        best = self._rates(state.batch, state.context_mean, durations)[2]
+        for i in np.flatnonzero(cells[1:] != cells[:-1]) + 1:  # each new cell once
+            if self._rates(state.batch, float(cells[i] * self.context_step), durations)[2] != best:
+                return int(i)
+        return len(context_means)
 
 
 def _first_best(rates: np.ndarray) -> int:

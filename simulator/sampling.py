@@ -12,6 +12,11 @@ fixed k, converges to its ``chain_pmf``):
 
 Trees draw from the per-rank model (every node's j-th ranked child accepted with probability r_j, exclusive), which
 has no state across steps.
+
+``draw_steps`` draws m consecutive steps of the same candidate at once (the serving simulator's bulk advance between
+events that change the batch); ``keep`` then commits the per-sequence state after the first n of them, so that steps
+drawn past a stopping time (a completion, an arrival, a policy switch) leave no trace. The draws after a stopping time
+are independent of those before it, so discarding them leaves every sequence's law unchanged.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from .acceptance import (
     TraceAcceptance,
     WithRanks,
 )
+from .sweep import Candidate
 from .trees import Tree
 
 
@@ -45,21 +51,41 @@ class BatchSampler:
         """A for one step of k drafts, for each sequence in `slots`."""
         if k == 0:
             return np.zeros(len(slots), dtype=np.int64)
+        return np.searchsorted(self._chain_cdf(k), self.rng.random(len(slots)), side="right")
+
+    def _chain_cdf(self, k: int) -> np.ndarray:
         cdf = self._cdf.get(k)
         if cdf is None:
             cdf = np.cumsum(self.acceptance.chain_pmf(k))
             cdf[-1] = np.inf  # rounding never leaves u above the last bin
             self._cdf[k] = cdf
-        return np.searchsorted(cdf, self.rng.random(len(slots)), side="right")
+        return cdf
 
     def draw_tree(self, slots: np.ndarray, tree: Tree) -> np.ndarray:
         """A for one step drafting `tree`: the accepted path's length."""
+        return self._tree_table(tree).draw(len(slots), self.rng)
+
+    def _tree_table(self, tree: Tree) -> _TreeTable:
         table = self._trees.get(tree)
         if table is None:
             if self.acceptance.ranks is None:
                 raise ValueError(f"tree {tree.label} needs per-rank acceptance")
             table = self._trees[tree] = _TreeTable(tree, self.acceptance.ranks)
-        return table.draw(len(slots), self.rng)
+        return table
+
+    def draw_steps(self, slots: np.ndarray, candidate: Candidate, m: int) -> np.ndarray:
+        """A for m consecutive steps drafting `candidate`, shape (m, len(slots)); follow with ``keep``."""
+        if candidate.tree is not None:
+            return self._tree_table(candidate.tree).draw(m * len(slots), self.rng).reshape(m, len(slots))
+        return self._chain_steps(slots, candidate.k or 0, m)
+
+    def _chain_steps(self, slots: np.ndarray, k: int, m: int) -> np.ndarray:
+        if k == 0:
+            return np.zeros((m, len(slots)), dtype=np.int64)
+        return np.searchsorted(self._chain_cdf(k), self.rng.random((m, len(slots))), side="right")
+
+    def keep(self, slots: np.ndarray, n: int) -> None:
+        """Commit the state after the first n steps of the last ``draw_steps`` (stateless: nothing to do)."""
 
 
 class _TreeTable:
@@ -115,6 +141,13 @@ class BetaSampler(BatchSampler):
             a = np.floor(np.log(self.rng.random(len(slots))) / np.log(self.alpha[slots]))
         return np.minimum(np.nan_to_num(a, nan=0.0, posinf=k), k).astype(np.int64)
 
+    def _chain_steps(self, slots: np.ndarray, k: int, m: int) -> np.ndarray:
+        if k == 0:
+            return np.zeros((m, len(slots)), dtype=np.int64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a = np.floor(np.log(self.rng.random((m, len(slots)))) / np.log(self.alpha[slots]))
+        return np.minimum(np.nan_to_num(a, nan=0.0, posinf=k), k).astype(np.int64)
+
 
 class HiddenChainSampler(BatchSampler):
     """The hidden state per sequence, moving one token position at a time (as ``HiddenChain.stream``: the emitted
@@ -129,6 +162,8 @@ class HiddenChainSampler(BatchSampler):
         self.cum = np.cumsum(acceptance.transition, axis=1)  # next state: first column whose cumsum exceeds u
         self.pi = np.cumsum(acceptance.token_stationary)
         self.top = acceptance.n_states - 1
+        self._kernels: dict[int, np.ndarray] = {}
+        self._pending: np.ndarray | None = None  # per-step start states of the last draw_steps
 
     def admit(self, slots: np.ndarray) -> None:
         self.state[slots] = (self.rng.random(len(slots))[:, None] >= self.pi).sum(axis=1).clip(max=self.top)
@@ -148,6 +183,42 @@ class HiddenChainSampler(BatchSampler):
         self.state[slots] = self._advance(s)
         return accepted
 
+    def _kernel(self, k: int) -> np.ndarray:
+        """Per start state, the cdf over the joint outcome (A, next step's start state), flattened as
+        A * n_states + state: the law of one ``draw`` from that state, so that a step is one categorical draw."""
+        table = self._kernels.get(k)
+        if table is None:
+            alphas, T = self.model.alphas, self.model.transition
+            f = np.eye(self.model.n_states)  # f[s0, s]: all drafts so far accepted, current token in state s
+            joint = []
+            for _ in range(k):
+                joint.append((f * (1.0 - alphas)) @ T)  # rejected here; the next step starts one position further
+                f = (f * alphas) @ T
+            joint.append(f @ T)  # all k accepted: the bonus token's position, then one further
+            table = np.cumsum(np.concatenate(joint, axis=1), axis=1)
+            table[:, -1] = np.inf
+            table = self._kernels[k] = table
+        return table
+
+    def _chain_steps(self, slots: np.ndarray, k: int, m: int) -> np.ndarray:
+        if k == 0:
+            return np.zeros((m, len(slots)), dtype=np.int64)
+        cdf, n = self._kernel(k), self.model.n_states
+        u = self.rng.random((m, len(slots)))
+        outcome = np.empty((m, len(slots)), dtype=np.int64)
+        states = np.empty((m + 1, len(slots)), dtype=np.int64)
+        states[0] = s = self.state[slots]
+        for j in range(m):
+            outcome[j] = o = (u[j][:, None] >= cdf[s]).sum(axis=1)
+            states[j + 1] = s = o % n
+        self._pending = states
+        return outcome // n
+
+    def keep(self, slots: np.ndarray, n: int) -> None:
+        if self._pending is not None:
+            self.state[slots] = self._pending[n]
+            self._pending = None
+
 
 class TraceSampler(BatchSampler):
     """Each sequence walks a real greedy trace from a random request's start: a step of k drafts at position t
@@ -163,6 +234,7 @@ class TraceSampler(BatchSampler):
         self.length = lengths[keep]
         self.trace = np.zeros(slots, dtype=np.int64)
         self.pos = np.zeros(slots, dtype=np.int64)
+        self._pending: tuple[np.ndarray, np.ndarray] | None = None  # (trace, position) at each drawn step's start
 
     def admit(self, slots: np.ndarray) -> None:
         self.trace[slots] = self.rng.integers(len(self.length), size=len(slots))
@@ -175,6 +247,20 @@ class TraceSampler(BatchSampler):
         emitted = np.minimum(self.flat[self.start[self.trace[slots]] + self.pos[slots]], k + 1)
         self.pos[slots] += emitted
         return emitted - 1
+
+    def _chain_steps(self, slots: np.ndarray, k: int, m: int) -> np.ndarray:
+        out = np.empty((m, len(slots)), dtype=np.int64)
+        trace, pos = np.empty_like(out), np.empty_like(out)
+        for j in range(m):
+            trace[j], pos[j] = self.trace[slots], self.pos[slots]
+            out[j] = self.draw(slots, k)
+        self._pending = (trace, pos)
+        return out
+
+    def keep(self, slots: np.ndarray, n: int) -> None:
+        if self._pending is not None and n < len(self._pending[0]):
+            self.trace[slots], self.pos[slots] = self._pending[0][n], self._pending[1][n]
+        self._pending = None
 
 
 def batch_sampler(acceptance: Acceptance, slots: int, rng: np.random.Generator) -> BatchSampler:

@@ -62,6 +62,8 @@ class StepCosts(StepDurations):
         self._decode: dict[tuple[int, str, int], float] = {}  # (batch, candidate label, context grid index)
         self._prefill: dict[tuple[int, int, bool], float] = {}
         self._sync: dict[tuple[int, int, int], float] = {}
+        # per (batch, candidate): the grid from cell lo to hi, as (lo, hi, contexts, durations)
+        self._grids: dict[tuple[int, str], tuple[int, int, np.ndarray, np.ndarray]] = {}
 
     def _grid(self, batch: int, candidate: Candidate, i: int) -> float:
         key = (batch, candidate.label, i)
@@ -78,6 +80,20 @@ class StepCosts(StepDurations):
             return t0
         return t0 + (self._grid(batch, candidate, int(i) + 1) - t0) * rest / self.context_step
 
+    def decode_many_s(self, batch: int, context_means: np.ndarray, candidate: Candidate) -> np.ndarray:
+        """``decode_s`` at each of `context_means`, which never decrease (the same linear interpolation between
+        the same grid points)."""
+        lo, hi = int(context_means[0] // self.context_step), int(context_means[-1] // self.context_step) + 1
+        key = (batch, candidate.label)
+        known = self._grids.get(key)
+        if known is None or lo < known[0] or hi > known[1]:
+            if known is not None:
+                lo, hi = min(lo, known[0]), max(hi, known[1])
+            cells = range(lo, hi + 1)
+            known = self._grids[key] = (lo, hi, np.array([i * self.context_step for i in cells], dtype=float),
+                                        np.array([self._grid(batch, candidate, i) for i in cells]))
+        return np.interp(context_means, known[2], known[3])
+
     def draft_sync_s(self, batch: int, tokens_mean: float, context_mean: float) -> float:
         """One draft pass over `tokens_mean` tokens per sequence that the draft's caches miss."""
         tokens = max(1, math.ceil(tokens_mean))
@@ -87,6 +103,10 @@ class StepCosts(StepDurations):
             assert self.draft is not None
             t = self._sync[key] = self.cost.pass_time_s(self.draft, batch, tokens, key[2] * self.context_step)
         return t
+
+    def draft_sync_many_s(self, batch: int, context_means: np.ndarray) -> np.ndarray:
+        """``draft_sync_s`` of one token per sequence at each of `context_means`."""
+        return np.array([self.draft_sync_s(batch, 1, c) for c in context_means.tolist()])
 
     def prefill_s(self, n_requests: int, prompt_tokens_mean: float, with_draft: bool) -> float:
         """One pass of the target (and the draft) over `n_requests` prompts."""
@@ -118,6 +138,7 @@ class EngineConfig:
     max_prefill_tokens: int = 8192  # prompt tokens one prefill step may take (vLLM's max_num_batched_tokens)
     kv_capacity_tokens: int | None = None  # None: what device memory holds after the weights
     draft_sync: str = "lazy"  # "lazy" or "eager": when the draft's KV cache catches up (module docstring)
+    bulk: bool = True  # advance decode steps of an unchanged batch as one event; False: one event per step
 
     def __post_init__(self) -> None:
         if self.max_batch < 1 or self.max_prefill_tokens < 1:
@@ -133,24 +154,34 @@ class _Log:
     first_token_s: np.ndarray
     finish_s: np.ndarray
     engine_of: np.ndarray
-    step_time_s: list[float] = field(default_factory=list)  # end of each decode step
-    step_duration_s: list[float] = field(default_factory=list)
-    step_context: list[float] = field(default_factory=list)  # mean cached tokens per sequence at the step's start
-    step_batch: list[int] = field(default_factory=list)
-    step_drafted: list[int] = field(default_factory=list)  # drafted tokens per sequence (k, or tree nodes)
-    step_tokens: list[int] = field(default_factory=list)  # tokens emitted by the whole batch
+    # per run of decode steps: (ends, durations, mean contexts at the start, tokens emitted by the whole batch), the
+    # batch and the tokens drafted per sequence (k, or tree nodes)
+    steps: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]] = field(default_factory=list)
     prefill_duration_s: list[float] = field(default_factory=list)
     accepted_hist: dict[str, np.ndarray] = field(default_factory=dict)  # per candidate, counts of A per sequence-step
     waiting_at_last_arrival: int = 0
+
+
+BULK_CELLS = 1 << 15  # most (step, sequence) draws one bulk advance makes
+
+
+@dataclass
+class _NextArrival:
+    """When the next request reaches the router (inf after the last): a bulk advance never runs past it while its
+    engine could admit the request."""
+
+    next_s: float = math.inf
 
 
 class Engine:
     """One device serving requests with continuous batching (see the module docstring)."""
 
     def __init__(self, env: simpy.Environment, index: int, workload: Workload, costs: StepCosts, policy: Policy,
-                 sampler: BatchSampler, config: EngineConfig, kv_tokens: int, log: _Log) -> None:
+                 sampler: BatchSampler, config: EngineConfig, kv_tokens: int, log: _Log,
+                 arrivals: _NextArrival) -> None:
         self.env, self.index, self.workload, self.costs = env, index, workload, costs
         self.policy, self.sampler, self.config, self.log = policy, sampler, config, log
+        self.arrivals = arrivals
         self.kv_free = kv_tokens
         self.lookahead = policy.lookahead_tokens
         self.with_draft = policy.uses_draft
@@ -164,6 +195,7 @@ class Engine:
         self.draft_missing = np.empty(0, dtype=np.int64)
         self.reserved = np.empty(0, dtype=np.int64)
         self.draft_warm = True  # the last decode step speculated
+        self.context_total = 0  # cached tokens over the batch, as of the last _state()
         self.free_slots = list(range(config.max_batch - 1, -1, -1))
         self.waiting: deque[int] = deque()
         self.wake = env.event()
@@ -189,10 +221,15 @@ class Engine:
                 yield self.wake
                 continue
             admitted = self._admit()
-            if admitted:
-                yield from self._prefill(*admitted)
-            else:
+            if not admitted:
                 yield from self._decode()
+                continue
+            end = self._prefill(*admitted)
+            if self.config.bulk and not self.waiting and self.arrivals.next_s > end and self.remaining.min() > 0:
+                yield from self._decode_run(end)  # nothing to admit when the prefill ends: decode straight on
+            else:
+                yield env.timeout(end - env.now)
+                self._retire()
 
     def _admit(self) -> tuple[list[int], list[int], list[int]] | None:
         """First come, first served while a slot, the KV cache and the prefill budget allow: (slots, requests,
@@ -216,14 +253,16 @@ class Engine:
             budget -= prompt
         return (slots, reqs, needs) if reqs else None
 
-    def _prefill(self, slots_list: list[int], reqs_list: list[int], needs: list[int]):  # noqa: ANN202
+    def _prefill(self, slots_list: list[int], reqs_list: list[int], needs: list[int]) -> float:
+        """Start a prefill of the admitted requests: they join the batch, with their first token at the returned
+        end time (nothing outside the engine sees the batch before then)."""
         slots, reqs = np.asarray(slots_list, dtype=np.int64), np.asarray(reqs_list, dtype=np.int64)
         w = self.workload
         prompts = w.prompt_tokens[reqs]
-        duration = self.costs.prefill_s(len(slots), float(prompts.mean()), self.with_draft and self.eager)
-        yield self.env.timeout(duration)
+        duration = self.costs.prefill_s(len(slots), int(prompts.sum()) / len(prompts), self.with_draft and self.eager)
+        end = self.env.now + duration
         self.log.prefill_duration_s.append(duration)
-        self.log.first_token_s[reqs] = self.env.now
+        self.log.first_token_s[reqs] = end
         self.log.engine_of[reqs] = self.index
         self.sampler.admit(slots)
         self.active = np.concatenate([self.active, slots])
@@ -232,16 +271,28 @@ class Engine:
         self.context = np.concatenate([self.context, prompts + 1])
         self.draft_missing = np.concatenate([self.draft_missing, np.zeros_like(prompts) if self.eager else prompts])
         self.reserved = np.concatenate([self.reserved, np.asarray(needs, dtype=np.int64)])
-        self._retire()
+        return end
 
-    def _decode(self):  # noqa: ANN202
+    def _state(self) -> BatchState:
         batch = len(self.active)
-        context_mean = int(self.context.sum()) / batch
         lazy = self.with_draft and not self.eager
         missing_mean = int(self.draft_missing.sum()) / batch if lazy else 0.0
         remaining_mean = int(self.remaining.sum()) / batch if missing_mean else 1.0
-        cand = self.policy.choose(BatchState(batch, context_mean, missing_mean, remaining_mean, self.draft_warm),
-                                  self.costs)
+        self.context_total = int(self.context.sum())
+        return BatchState(batch, self.context_total / batch, missing_mean, remaining_mean, self.draft_warm)
+
+    def _decode(self):  # noqa: ANN202
+        if self.config.bulk:
+            yield from self._decode_run()
+        else:
+            yield from self._decode_step()
+
+    def _decode_step(self):  # noqa: ANN202
+        """One decode step (the reference mode: every step a simpy event)."""
+        state = self._state()
+        cand = self.policy.choose(state, self.costs)
+        batch, context_mean, missing_mean = state.batch, state.context_mean, state.draft_missing_mean
+        lazy = self.with_draft and not self.eager
         plain = cand.is_plain
         self.draft_warm = not plain
         duration = self.costs.decode_s(batch, context_mean, cand)
@@ -269,22 +320,116 @@ class Engine:
             self.remaining -= emitted
             self.context += emitted
             tokens = int(emitted.sum())
+        self._log_steps(cand, np.array([self.env.now]), np.array([duration]), np.array([context_mean]), batch,
+                        np.array([tokens]), None if plain else accepted)
+        self._retire()
+
+    def _decode_run(self, start: float | None = None):  # noqa: ANN202
+        """Decode steps of an unchanged batch in bulk, from `start` (default: now; later after a prefill): the steps
+        are planned ahead of the clock, a run at a time (``_plan``), until a sequence finishes or a request arrives
+        that this engine could admit; then one simpy event covers them all. Nothing outside the engine sees its
+        batch between those events (the router counts requests, which change only when one finishes), so the order
+        of events is the reference mode's."""
+        now = self.env.now
+        t = now if start is None else start
+        while True:
+            t, stop = self._plan(t)
+            if stop:
+                break
+        yield self.env.timeout(t - now)
+        self._retire()
+
+    def _plan(self, t: float) -> tuple[float, bool]:
+        """Advance the batch from time `t` by the steps ``_decode_step`` would take in a row with one choice: every
+        sequence's accepted lengths for up to m steps drawn at once, then cut at the first step after which
+        something changes - a sequence finishes or a request arrives that this engine could admit (both stop the
+        run: returns (end time, True)), or the policy would choose differently (returns (end time, False)).
+        A first step that catches the draft's cache up may choose differently from the steps after it, which see a
+        current draft: it is drafted with its own choice, `first`, and the rest with theirs."""
+        state = self._state()
+        batch, remaining, costs, policy = state.batch, self.remaining, self.costs, self.policy
+        first = cand = policy.choose(state, costs)
+        lags = cand.is_plain and self.with_draft and not self.eager  # the draft falls one token behind every step
+        catchup = 0.0
+        shortest = int(remaining.min())
+        m = max(1, min(shortest, BULK_CELLS // batch))
+        if not cand.is_plain and state.draft_missing_mean > 0:
+            catchup = costs.draft_sync_s(batch, state.draft_missing_mean, state.context_mean)
+            cand = policy.choose(BatchState(batch, state.context_mean), costs)  # with the draft current (checked)
+            if cand.is_plain:
+                m = 1
+        next_arrival = self.arrivals.next_s if self.free_slots and not self.waiting else math.inf
+        if next_arrival < math.inf and m > 1:  # durations never fall as contexts grow: it comes within this many
+            m = max(1, min(m, int((next_arrival - t) / costs.decode_s(batch, state.context_mean, cand)) + 2))
+        if cand.is_plain:  # one token per sequence per step, no draws: the shortest finishes after min(remaining)
+            accepted = done = finished = None
+            n = m
+            step_tokens = np.full(m, batch, dtype=np.int64)
+        else:
+            if first is cand:
+                accepted = self.sampler.draw_steps(self.active, cand, m)
+            else:
+                lead = self.sampler.draw_steps(self.active, first, 1)
+                self.sampler.keep(self.active, 1)
+                accepted = np.concatenate([lead, self.sampler.draw_steps(self.active, cand, m - 1)])
+            done = (accepted + 1).cumsum(axis=0)  # tokens each sequence has emitted after each step
+            finished = (done >= remaining).any(axis=1)  # done only grows, so finished is monotone
+            n = int(finished.argmax()) + 1 if finished[-1] else m
+            step_tokens = accepted[:n].sum(axis=1) + batch
+        emitted_before = step_tokens[:n].cumsum()
+        context_means = (emitted_before - step_tokens[:n] + self.context_total) / batch
+        if not catchup:
+            n = policy.holds(state, context_means, costs, lags)
+        elif n > 1:  # the second step sees a current draft: is `cand` its choice, and for how long?
+            warm = BatchState(batch, float(context_means[1]))
+            n = 1 + policy.holds(warm, context_means[1:], costs, lags) if policy.choose(warm, costs) == cand else 1
+        durations = costs.decode_many_s(batch, context_means[:n], cand)
+        if first is not cand:
+            durations[0] = costs.decode_s(batch, state.context_mean, first)
+        durations[0] += catchup
+        if cand.is_plain and self.with_draft and self.eager:  # the draft is kept current
+            durations += costs.draft_sync_many_s(batch, context_means[:n])
+        ends = t + durations.cumsum()
+        arrives = next_arrival <= ends[-1]
+        if arrives:
+            n = int(np.searchsorted(ends, next_arrival)) + 1  # the step during which it arrives
+        if accepted is not None:
+            self.sampler.keep(self.active, n - (first is not cand))
+        self.draft_warm = not cand.is_plain
+        if lags:
+            self.draft_missing += n
+        elif catchup:
+            self.draft_missing[:] = 0
+        finishes = n >= shortest if finished is None else bool(finished[n - 1])
+        if done is None:
+            per_sequence = n
+        else:
+            per_sequence = np.minimum(done[n - 1], remaining)  # the last step emits only what a sequence needs
+            if finishes:
+                step_tokens = step_tokens[:n].copy()
+                step_tokens[n - 1] -= int((done[n - 1] - per_sequence).sum())
+        self.remaining -= per_sequence
+        self.context += per_sequence
+        if first is not cand:
+            self._log_steps(first, ends[:1], durations[:1], context_means[:1], batch, step_tokens[:1], accepted[:1])
+            self._log_steps(cand, ends[1:n], durations[1:n], context_means[1:n], batch, step_tokens[1:n],
+                            accepted[1:n])
+        else:
+            self._log_steps(cand, ends[:n], durations[:n], context_means[:n], batch, step_tokens[:n],
+                            None if accepted is None else accepted[:n])
+        return float(ends[n - 1]), finishes or arrives
+
+    def _log_steps(self, cand: Candidate, ends: np.ndarray, durations: np.ndarray, context_means: np.ndarray,
+                   batch: int, tokens: np.ndarray, accepted: np.ndarray | None) -> None:
         log = self.log
-        drafted = cand.shape.n_nodes
-        log.step_time_s.append(self.env.now)
-        log.step_duration_s.append(duration)
-        log.step_context.append(context_mean)
-        log.step_batch.append(batch)
-        log.step_drafted.append(drafted)
-        log.step_tokens.append(tokens)
-        if drafted:
-            counts = np.bincount(accepted, minlength=cand.shape.depth + 1)
+        log.steps.append((ends, durations, context_means, tokens, batch, cand.shape.n_nodes))
+        if accepted is not None:
+            counts = np.bincount(accepted.ravel(), minlength=cand.shape.depth + 1)
             hist = log.accepted_hist.get(cand.label)
             if hist is None:
                 log.accepted_hist[cand.label] = counts
             else:
                 hist += counts
-        self._retire()
 
     def _retire(self) -> None:
         done = self.remaining <= 0
@@ -324,12 +469,16 @@ class ServingRun:
     kv_capacity_tokens: int
 
 
-def _arrivals(env: simpy.Environment, workload: Workload, engines: Sequence[Engine], router: str, log: _Log):  # noqa: ANN202
+def _arrivals(env: simpy.Environment, workload: Workload, engines: Sequence[Engine], router: str, log: _Log,
+              upcoming: _NextArrival):  # noqa: ANN202
     """Hands each request to an engine at its arrival time; requests arriving together are routed together."""
     turn = 0
-    for req, t in enumerate(workload.arrival_s):
+    times = workload.arrival_s.tolist()
+    for req, t in enumerate(times):
         if t > env.now:
+            upcoming.next_s = t
             yield env.timeout(t - env.now)
+        upcoming.next_s = times[req + 1] if req + 1 < len(times) else math.inf
         if router == "round-robin":
             target = engines[turn % len(engines)]
             turn += 1
@@ -337,6 +486,26 @@ def _arrivals(env: simpy.Environment, workload: Workload, engines: Sequence[Engi
             target = min(engines, key=lambda e: (e.outstanding, e.index))
         target.submit(req)
     log.waiting_at_last_arrival = sum(len(e.waiting) for e in engines)
+
+
+def _step_columns(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]]) -> dict:
+    """The logged runs of decode steps as per-step columns in completion order (engines plan runs ahead of the
+    clock, so the log is in planning order)."""
+    if not runs:
+        empty = np.empty(0)
+        return dict(step_time_s=empty, step_duration_s=empty, step_context=empty, step_tokens=empty.astype(np.int64),
+                    step_batch=empty.astype(np.int64), step_drafted=empty.astype(np.int64))
+    ends = np.concatenate([run[0] for run in runs])
+    order = np.argsort(ends, kind="stable")
+    lengths = [len(run[0]) for run in runs]
+    return dict(
+        step_time_s=ends[order],
+        step_duration_s=np.concatenate([run[1] for run in runs])[order],
+        step_context=np.concatenate([run[2] for run in runs])[order],
+        step_tokens=np.concatenate([run[3] for run in runs]).astype(np.int64)[order],
+        step_batch=np.repeat(np.array([run[4] for run in runs], dtype=np.int64), lengths)[order],
+        step_drafted=np.repeat(np.array([run[5] for run in runs], dtype=np.int64), lengths)[order],
+    )
 
 
 def engine_kv_tokens(workload: Workload, costs: StepCosts, policy: Policy, config: EngineConfig) -> int:
@@ -369,20 +538,17 @@ def simulate(workload: Workload, costs: StepCosts, policy: Policy, acceptance: A
     n = len(workload)
     log = _Log(np.full(n, np.nan), np.full(n, np.nan), np.full(n, -1, dtype=np.int64))
     env = simpy.Environment()
+    upcoming = _NextArrival(float(workload.arrival_s[0]) if n else math.inf)
     fleet = [Engine(env, i, workload, costs, policy, batch_sampler(acceptance, config.max_batch, rng), config,
-                    kv_tokens, log) for i in range(engines)]
-    env.process(_arrivals(env, workload, fleet, router, log))
+                    kv_tokens, log, upcoming) for i in range(engines)]
+    env.process(_arrivals(env, workload, fleet, router, log, upcoming))
     env.run()
     if np.isnan(log.finish_s).any():  # cannot happen: every admitted request runs to completion
         raise RuntimeError("simulation ended with unfinished requests")
     return ServingRun(
         workload=workload, policy=policy.label, engines=engines, router=router,
         first_token_s=log.first_token_s, finish_s=log.finish_s, engine_of=log.engine_of,
-        step_time_s=np.asarray(log.step_time_s), step_duration_s=np.asarray(log.step_duration_s),
-        step_context=np.asarray(log.step_context),
-        step_batch=np.asarray(log.step_batch, dtype=np.int64),
-        step_drafted=np.asarray(log.step_drafted, dtype=np.int64),
-        step_tokens=np.asarray(log.step_tokens, dtype=np.int64),
+        **_step_columns(log.steps),
         prefill_duration_s=np.asarray(log.prefill_duration_s), accepted_hist=log.accepted_hist,
         waiting_at_last_arrival=log.waiting_at_last_arrival, kv_capacity_tokens=kv_tokens,
     )

@@ -80,3 +80,13 @@ def builtin_profile():
     held = [encode(p)[:40] for p in prompts("calibration")[:3]]
     measured = measure_acceptance(target, draft, held, new_tokens=24, seed=0, sims=2)
     return dataclasses.replace(profile, acceptance=MeasuredAcceptance.from_dict(measured))
+
+
+@pytest.fixture(scope="session")
+def h100():
+    """The H100 preset with gpt-fast's per-step costs, Llama-3.1-8B drafted by Llama-3.2-1B."""
+    from scenarios import load_hardware, load_model
+    from simulator.cost import CostModel
+
+    cost = CostModel.from_hardware(load_hardware("h100-sxm", "gpt-fast"))
+    return cost, load_model("llama-3.1-8b"), load_model("llama-3.2-1b")

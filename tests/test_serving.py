@@ -6,11 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scenarios import load_hardware, load_model
 from simulator import SpecsimError
 from simulator.acceptance import parse_acceptance
 from simulator.capacity import Scenario, max_rate
-from simulator.cost import CostModel
 from simulator.metrics import SLO, decode_tokens_per_s, summarize
 from simulator.policies import Adaptive, BatchState, parse_policies, parse_policy
 from simulator.sampling import batch_sampler
@@ -18,13 +16,6 @@ from simulator.serving import EngineConfig, StepCosts, simulate
 from simulator.sweep import Candidate, step_time, tokens_per_pass
 from simulator.trees import Tree
 from simulator.workload import Workload, parse_lengths, static_batch, synthetic
-
-
-@pytest.fixture(scope="module")
-def h100():
-    cost = CostModel.from_hardware(load_hardware("h100-sxm", "gpt-fast"))
-    return cost, load_model("llama-3.1-8b"), load_model("llama-3.2-1b")
-
 
 # --- samplers -------------------------------------------------------------------------------------------------
 
@@ -48,6 +39,49 @@ def test_batch_sampler_follows_chain_pmf(spec, k):
     a = np.concatenate(draws)
     observed = np.bincount(a, minlength=k + 1) / len(a)
     np.testing.assert_allclose(observed, acc.chain_pmf(k), atol=0.01)
+
+
+@pytest.mark.parametrize("spec", ["iid:0.7", "positional:0.9,0.8,0.6", "beta:4,2", "markov:0.95,0.3,0.05,0.15",
+                                  "hmm:0.95,0.6,0.1/0.9,0.05,0.05/0.1,0.8,0.1/0.05,0.15,0.8"])
+@pytest.mark.parametrize("k", [1, 4])
+def test_bulk_draws_follow_the_same_law_as_steps(spec, k):
+    """Steps drawn m at a time and cut after a random n of them (``draw_steps``, then ``keep``: the serving
+    simulator's bulk advance) pool to the same chain_pmf as steps drawn one at a time, with the same dependence
+    from one kept step to the next (lag-1 correlation of a sequence's accepted lengths), cuts included."""
+    acc = parse_acceptance(spec)
+    slots = np.arange(4000)  # for beta: enough sequences that their alphas average to the mixture
+    bulk = batch_sampler(acc, len(slots), np.random.default_rng(1))
+    step = batch_sampler(acc, len(slots), np.random.default_rng(2))
+    bulk.admit(slots)
+    step.admit(slots)
+    cuts = np.random.default_rng(3).integers(1, 4, size=30)
+    kept = []
+    for n in cuts:
+        kept.append(bulk.draw_steps(slots, Candidate(k), 8)[:n])
+        bulk.keep(slots, int(n))
+    by_bulk = np.concatenate(kept)
+    by_step = np.stack([step.draw(slots, k) for _ in range(len(by_bulk))])
+    for a in (by_bulk, by_step):
+        observed = np.bincount(a.ravel(), minlength=k + 1) / a.size
+        np.testing.assert_allclose(observed, acc.chain_pmf(k), atol=0.01)
+    lag1 = [np.corrcoef(a[:-1].ravel(), a[1:].ravel())[0, 1] for a in (by_bulk, by_step)]
+    assert lag1[0] == pytest.approx(lag1[1], abs=0.02)
+
+
+def test_keep_resumes_a_trace_walk_where_the_kept_steps_end():
+    """A greedy trace is deterministic: 8 steps drawn, 3 kept, then 5 more drawn are the walk's steps 4 to 8."""
+    from simulator.acceptance import TraceAcceptance
+
+    acc = TraceAcceptance((np.array([3, 2, 1, 5, 4, 3, 2, 1, 1] * 5),))
+    slots = np.arange(3)
+    walk = batch_sampler(acc, 3, np.random.default_rng(5))
+    walk.admit(slots)
+    steps = np.stack([walk.draw(slots, 3) for _ in range(8)])
+    cut = batch_sampler(acc, 3, np.random.default_rng(5))
+    cut.admit(slots)
+    assert np.array_equal(cut.draw_steps(slots, Candidate(3), 8), steps)
+    cut.keep(slots, 3)
+    assert np.array_equal(cut.draw_steps(slots, Candidate(3), 5), steps[3:])
 
 
 def test_beta_sampler_keeps_alpha_per_sequence():
@@ -93,6 +127,9 @@ class FixedCosts(StepCosts):
     def decode_s(self, batch, context_mean, candidate):
         return 0.010 + 0.001 * candidate.shape.n_nodes
 
+    def decode_many_s(self, batch, context_means, candidate):
+        return np.full(len(context_means), self.decode_s(batch, 0.0, candidate))
+
     def prefill_s(self, n_requests, prompt_tokens_mean, with_draft):
         return 0.005
 
@@ -100,7 +137,8 @@ class FixedCosts(StepCosts):
         return 0.001
 
 
-def test_engine_event_trace_is_exact(h100):
+@pytest.mark.parametrize("bulk", [True, False])
+def test_engine_event_trace_is_exact(h100, bulk):
     """Two requests, acceptance 1 so every step of k = 2 emits 3 tokens. By hand:
     t=0 req 0 arrives, prefill -> first token 0.005 (5 left); decode, draft catch-up of its prompt: 13 ms -> 0.018
     (2 left); req 1 (arrived 0.012) prefill -> 0.023 (5 left); decode with catch-up of req 1: 13 ms -> 0.036, req 0
@@ -109,7 +147,8 @@ def test_engine_event_trace_is_exact(h100):
     costs = FixedCosts(cost, target, draft)
     workload = Workload(np.array([0.0, 0.012]), np.array([4, 4]), np.array([6, 6]))
     acc = parse_acceptance("iid:1")
-    run = simulate(workload, costs, parse_policy("fixed:2", acc), acc, np.random.default_rng(0))
+    run = simulate(workload, costs, parse_policy("fixed:2", acc), acc, np.random.default_rng(0),
+                   EngineConfig(bulk=bulk))
     np.testing.assert_allclose(run.first_token_s, [0.005, 0.023])
     np.testing.assert_allclose(run.finish_s, [0.036, 0.048])
     np.testing.assert_allclose(run.step_time_s, [0.018, 0.036, 0.048])
