@@ -340,7 +340,7 @@ def policy(setup: ui.SetupOptions, fmt: str, batches: list[int], ks: list[int], 
     ui.check_out(out_path)
     s = setup.resolve()
     result = sweep(s.cost, s.target, s.draft, s.acceptance, batches, chains(sorted(set(ks) | {0})), [context])
-    ranges, record = policy_record(result, batches, s.caption, context)
+    ranges, record = policy_record(result, batches, s.caption, context, s.cost.hardware.speculation_tax)
     text = json.dumps(ranges) if fmt == "vllm" else json.dumps(record, indent=1)
     ui.echo_or_write(out_path, text + "\n", "policy")
 

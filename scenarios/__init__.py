@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator import SpecsimError
-from simulator.specs import GIGA, TERA, EngineOverheads, HardwareSpec, ModelSpec, Overheads, PerStep
+from simulator.specs import GIGA, TERA, EngineOverheads, HardwareSpec, ModelSpec, Overheads, PerStep, SpeculationTax
 
 from .files import read_json
 
@@ -54,13 +54,34 @@ def engine_names() -> list[str]:
     return list(_table("engines"))
 
 
-def load_engine(name: str) -> tuple[EngineOverheads, Overheads, str]:
-    """An engine preset: its per-step costs (as `EngineOverheads`), its per-pass and per-layer costs, its source."""
+def load_speculation_tax(name: str) -> SpeculationTax:
+    """An engine preset's cost of speculation switched off and of switching draft lengths (engines.toml)."""
+    d = _engine_table(name)
+    batches, fractions = d.get("off_tax_batch", []), d.get("off_tax_fraction", [])
+    for v in batches:
+        _finite({"off_tax_batch": v}, "off_tax_batch", name, True)
+    for v in fractions:
+        _finite({"off_tax_fraction": v}, "off_tax_fraction", name)
+    try:
+        return SpeculationTax(tuple(int(b) for b in batches), tuple(float(f) for f in fractions),
+                              _finite({"switch_fraction": d.get("switch_fraction", 0.0)}, "switch_fraction", name),
+                              str(d.get("tax_source", "")))
+    except ValueError as e:
+        raise SpecsimError(f"engine preset {name!r}: {e}") from None
+
+
+def _engine_table(name: str) -> dict[str, Any]:
     table = _table("engines")
     key = name.lower()
     if key not in table:
         raise _unknown("engine", name, engine_names(), "")
-    d = table[key]
+    return table[key]
+
+
+def load_engine(name: str) -> tuple[EngineOverheads, Overheads, str]:
+    """An engine preset: its per-step costs (as `EngineOverheads`), its per-pass and per-layer costs, its source."""
+    key = name.lower()
+    d = _engine_table(name)
     step = PerStep(_finite(d, "step_overhead_us", key) * MICRO)
     accept = PerStep(_finite(d, "accept_overhead_us", key) * MICRO)
     engine = EngineOverheads(plain=step, verify=step, chain_accept=accept, tree_accept=accept)
@@ -107,6 +128,7 @@ def load_hardware(name: str, engine: str = "vllm") -> HardwareSpec:
         ridge_p=float("inf") if ridge == "inf" else _finite(d, "ridge_p", key, True),
         rate_curve=curve,
         rates_source=f"{d['rates_source']}; engine {engine}: {engine_source}",
+        speculation_tax=load_speculation_tax(engine),
     )
 
 

@@ -278,6 +278,10 @@ serving_options = packed(
     click.option("--draft-sync", type=click.Choice(["lazy", "eager"]), default="lazy", show_default=True,
                  help="lazy: the draft reads tokens only when it next drafts; eager: it is kept current every step "
                       "(vLLM's draft-model path)."),
+    click.option("--kv-allocation", type=click.Choice(["reserve", "on-demand"]), default="reserve",
+                 show_default=True,
+                 help="reserve: a request's whole life at admission, never preempted; on-demand: as vLLM, the cache "
+                      "grows with the tokens kept and the newest request is preempted when it runs out."),
     click.option("--router", type=click.Choice(["least-loaded", "round-robin"]), default="least-loaded",
                  show_default=True, help="How a fleet spreads requests over its engines."),
     click.option("--slo-tpot-ms", "slo_tpot_s", type=Latency(60.0), default=None,

@@ -36,6 +36,7 @@ class ServingOptions:
     max_batch: int = 256
     max_prefill_tokens: int = 8192
     draft_sync: str = "lazy"
+    kv_allocation: str = "reserve"  # or "on-demand" (simulator.serving)
     router: str = "least-loaded"  # how a fleet spreads requests over its engines
     slo_tpot_s: float | None = None
     slo_ttft_s: float | None = None
@@ -63,7 +64,7 @@ def build_scenario(cost: CostModel, target: ModelSpec, draft: ModelSpec, accepta
         workload = synthetic(o.arrivals, o.n_requests, parse_lengths(o.prompt_tokens, "--prompt-tokens"),
                              parse_lengths(o.output_tokens, "--output-tokens"), rng)
     config = EngineConfig(max_batch=o.max_batch, max_prefill_tokens=o.max_prefill_tokens, draft_sync=o.draft_sync,
-                          bulk=not o.step_by_step)
+                          bulk=not o.step_by_step, kv_allocation=o.kv_allocation)
     scenario = Scenario(workload, StepCosts(cost, target, draft), acceptance, config, o.seed,
                         SLO(o.slo_tpot_s, o.slo_ttft_s))
     for policy in policies:

@@ -9,7 +9,8 @@ Definitions (those of vLLM's benchmark_serving and DistServe):
   of such requests per second of the run, and attainment their fraction;
 - throughput: output tokens per second from the first arrival to the last finish;
 - acceptance rate: accepted draft tokens / drafted tokens (vLLM's `spec_decode` draft acceptance rate), over
-  sequence-steps that speculated.
+  sequence-steps that speculated;
+- preemptions: requests whose KV cache was dropped to make room (on-demand allocation), each counted every time.
 
 Latency percentiles skip the first ``warmup_fraction`` of requests (by arrival), which meet an empty server.
 A rate is *sustained* when the requests still waiting at the last arrival are at most ``overload_fraction`` of all
@@ -66,6 +67,7 @@ class ServingMetrics:
     tokens_per_step: float  # emitted tokens per sequence-step (E[A + 1] realised; 1 for plain decoding)
     acceptance_rate: float | None  # accepted / drafted over speculative sequence-steps
     decode_steps: int
+    preemptions: int = 0  # requests preempted and recomputed (on-demand KV allocation)
 
     def as_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -115,6 +117,7 @@ def summarize(run: ServingRun, slo: SLO = SLO(), rate_per_s: float | None = None
         tokens_per_step=float(run.step_tokens.sum() / seq_steps) if seq_steps else 0.0,
         acceptance_rate=accepted / drafted if drafted else None,
         decode_steps=len(batch),
+        preemptions=run.preemptions,
     )
 
 

@@ -38,6 +38,10 @@ class StepDurations:
     def draft_sync_s(self, batch: int, tokens_mean: float, context_mean: float) -> float:
         raise NotImplementedError
 
+    def switch_s(self, batch: int, context_mean: float) -> float:
+        """What a step pays for drafting a different length from the step before it (the engine's tax)."""
+        return 0.0
+
 
 @dataclass(frozen=True)
 class BatchState:
@@ -48,6 +52,7 @@ class BatchState:
     draft_missing_mean: float = 0.0  # tokens per sequence the draft's cache lacks (lazy sync)
     remaining_mean: float = 1.0  # output tokens per sequence still to generate
     draft_warm: bool = True  # the previous step speculated, so only newly admitted sequences lag
+    previous: Candidate | None = None  # what the previous step drafted (None: no step yet)
 
 
 @dataclass(frozen=True)
@@ -132,12 +137,15 @@ class Adaptive(Policy):
     and since the backlog is wasted if speculation stops again soon, a cold draft starts only where speculation beats
     plain decoding by ``switch_on_margin`` even before the catch-up (a hysteresis band: near the batch size where
     the two break even, the engine does not flip between them, paying the backlog each time).
+    Where the engine charges for changing the draft length (``switch_s``), a steady step keeps the previous step's k
+    unless the best k, paying the switch once over ``switch_horizon`` steps, still beats it (a second hysteresis).
     Step times are cached per batch size and context bucket of ``context_step`` tokens."""
 
     k_max: int = 8
     acceptance: Acceptance | None = None
     context_step: int = 64
     switch_on_margin: float = 0.3  # 0.05 flip-flops near saturation, 0.5 forgoes the gain at 0.8x capacity
+    switch_horizon: int = 16  # steps over which a change of k must pay for its switch
     _table: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, int]] = field(default_factory=dict, repr=False)
     _loaded: dict[tuple, int] = field(default_factory=dict, repr=False)  # warm choices with a catch-up, by inputs
 
@@ -158,7 +166,21 @@ class Adaptive(Policy):
             table = self._table[key] = (tokens, times, _first_best(tokens / times))
         return table
 
+    def _steady(self, batch: int, cell: int, durations: StepDurations, previous: Candidate | None) -> int:
+        """The choice with the draft's cache current, at this batch and context cell, after `previous`."""
+        tokens, times, best = self._rates(batch, cell * self.context_step, durations)
+        if previous is None or previous.k is None or previous.k > self.k_max or previous.k == best:
+            return best
+        switch = durations.switch_s(batch, (cell + 0.5) * self.context_step)
+        stay = previous.k
+        if switch and tokens[stay] / times[stay] >= tokens[best] / (times[best] + switch / self.switch_horizon):
+            return stay
+        return best
+
     def choose(self, state: BatchState, durations: StepDurations) -> Candidate:
+        if state.draft_missing_mean == 0:
+            cell = int(state.context_mean // self.context_step)
+            return self.candidates[self._steady(state.batch, cell, durations, state.previous)]
         tokens, times, best = self._rates(state.batch, state.context_mean, durations)
         if state.draft_missing_mean > 0:
             catchup = durations.draft_sync_s(state.batch, state.draft_missing_mean, state.context_mean)
@@ -186,9 +208,9 @@ class Adaptive(Policy):
         cells = context_means // self.context_step
         if cells[-1] == cells[0]:
             return len(context_means)
-        best = self._rates(state.batch, state.context_mean, durations)[2]
+        chosen = self.choose(state, durations)  # from the second step on, the previous step drafted this
         for i in np.flatnonzero(cells[1:] != cells[:-1]) + 1:  # each new cell once
-            if self._rates(state.batch, float(cells[i] * self.context_step), durations)[2] != best:
+            if self._steady(state.batch, int(cells[i]), durations, chosen) != chosen.k:
                 return int(i)
         return len(context_means)
 

@@ -3,11 +3,18 @@
 Scenario: requests arrive (Poisson, bursty gamma gaps, or a trace) at a fleet of identical engines behind a router
 (round-robin, or least-loaded: the fewest requests waiting or running). Each engine runs one step at a time:
 
-- **admission and prefill**: while requests wait, a free batch slot exists and the KV cache has room for the head
-  request's whole life (prompt + output + the policy's largest draft), requests are admitted first come, first
-  served, up to ``max_prefill_tokens`` prompt tokens per step; a step that admits requests is a prefill step (the
-  target over the new prompts, and the draft too under eager sync) and it emits each request's first token.
-  Reserving the whole life up front means no preemption; vLLM allocates pages on demand and preempts instead.
+- **admission and prefill**: while requests wait, a free batch slot exists and the KV cache has room, requests are
+  admitted first come, first served, up to ``max_prefill_tokens`` prompt tokens per step; a step that admits
+  requests is a prefill step (the target over the new prompts, and the draft too under eager sync) and it emits each
+  request's first token. Every running request holds lookahead slots: the policy's largest verification pass, k + 1
+  tokens (vLLM's ``num_lookahead_slots``), and counts that many tokens against the step's token budget
+  (``max_prefill_tokens``, vLLM's ``max_num_batched_tokens``), which caps the batch at budget // (k + 1).
+- **the KV cache** (``kv_allocation``): ``reserve`` (default) - a request is admitted only when its whole life fits
+  (prompt + output + lookahead), so nothing is ever preempted (TensorRT-LLM's guaranteed-no-evict scheduling);
+  ``on-demand`` - as vLLM does: admitted when its prompt and lookahead fit, the cache grows as tokens are kept, and
+  when a step would not fit the newest running request is preempted (its cache dropped, back to the head of the
+  queue, its prompt and the tokens it has generated recomputed by a prefill when it is readmitted); after a
+  preemption nothing is admitted until a request finishes, so a request is not readmitted only to be preempted again.
 - **decode**: otherwise the running batch decodes one step: the policy picks k (or a tree) for this batch, the step
   takes the cost model's time for this batch size and the batch's contexts, and each sequence draws its accepted
   length from its own acceptance process and emits A + 1 tokens (never more than it still needs).
@@ -28,6 +35,7 @@ the arrival was scheduled first (simpy runs equal-time events in scheduling orde
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import deque
 from collections.abc import Sequence
@@ -39,7 +47,7 @@ import simpy
 from . import SpecsimError
 from .acceptance import Acceptance
 from .cost import CostModel
-from .policies import BatchState, Policy, StepDurations
+from .policies import PLAIN, BatchState, Policy, StepDurations
 from .sampling import BatchSampler, batch_sampler
 from .specs import ModelSpec
 from .sweep import Candidate, step_time
@@ -47,31 +55,52 @@ from .workload import Workload
 
 ROUTERS = ("least-loaded", "round-robin")
 DRAFT_SYNC = ("lazy", "eager")
+KV_ALLOCATION = ("reserve", "on-demand")
 
 
 class StepCosts(StepDurations):
     """Durations of decode and prefill steps from the cost model, cached for the simulator's inner loop.
 
     Decode steps are evaluated at mean contexts on a grid of ``context_step`` tokens and interpolated linearly;
-    prefill steps at the mean prompt length rounded up to ``prompt_step`` tokens."""
+    prefill steps at the mean prompt length rounded up to ``prompt_step`` tokens. The view ``for_policy`` gives an
+    engine started with speculation its engine's tax (`SpeculationTax`): plain steps cost more, and so does a step
+    that changes the draft length (``switch_s``)."""
 
     def __init__(self, cost: CostModel, target: ModelSpec, draft: ModelSpec | None, context_step: int = 32,
                  prompt_step: int = 16) -> None:
         self.cost, self.target, self.draft = cost, target, draft
         self.context_step, self.prompt_step = context_step, prompt_step
-        self._decode: dict[tuple[int, str, int], float] = {}  # (batch, candidate label, context grid index)
+        self.tax = cost.hardware.speculation_tax
+        self.speculating = False  # this view prices an engine started with speculation
+        self._decode: dict[tuple[int, str, int, bool], float] = {}  # (batch, candidate, context cell, taxed)
         self._prefill: dict[tuple[int, int, bool], float] = {}
         self._sync: dict[tuple[int, int, int], float] = {}
         # per (batch, candidate): the grid from cell lo to hi, as (lo, hi, contexts, durations)
-        self._grids: dict[tuple[int, str], tuple[int, int, np.ndarray, np.ndarray]] = {}
+        self._grids: dict[tuple[int, str, bool], tuple[int, int, np.ndarray, np.ndarray]] = {}
 
-    def _grid(self, batch: int, candidate: Candidate, i: int) -> float:
-        key = (batch, candidate.label, i)
+    def for_policy(self, policy: Policy) -> StepCosts:
+        """The view an engine running `policy` sees (the caches are shared): taxed if the policy speculates."""
+        speculating = policy.uses_draft and self.tax.any
+        if speculating == self.speculating:
+            return self
+        view = copy.copy(self)
+        view.speculating = speculating
+        return view
+
+    def _grid(self, batch: int, candidate: Candidate, i: int, taxed: bool | None = None) -> float:
+        taxed = self.speculating and candidate.is_plain if taxed is None else taxed
+        key = (batch, candidate.label, i, taxed)
         t = self._decode.get(key)
         if t is None:
-            t = self._decode[key] = step_time(self.cost, self.target, self.draft, batch, i * self.context_step,
-                                              candidate).total_s
+            t = step_time(self.cost, self.target, self.draft, batch, i * self.context_step, candidate).total_s
+            self._decode[key] = t = t * (1 + self.tax.off_fraction(batch)) if taxed else t
         return t
+
+    def switch_s(self, batch: int, context_mean: float) -> float:
+        """What a step pays for drafting a different length from the step before it."""
+        if not (self.speculating and self.tax.switch_fraction):
+            return 0.0
+        return self.tax.switch_fraction * self._grid(batch, PLAIN, int(context_mean // self.context_step), False)
 
     def decode_s(self, batch: int, context_mean: float, candidate: Candidate) -> float:
         i, rest = divmod(context_mean, self.context_step)
@@ -84,7 +113,7 @@ class StepCosts(StepDurations):
         """``decode_s`` at each of `context_means`, which never decrease (the same linear interpolation between
         the same grid points)."""
         lo, hi = int(context_means[0] // self.context_step), int(context_means[-1] // self.context_step) + 1
-        key = (batch, candidate.label)
+        key = (batch, candidate.label, self.speculating)
         known = self._grids.get(key)
         if known is None or lo < known[0] or hi > known[1]:
             if known is not None:
@@ -139,12 +168,20 @@ class EngineConfig:
     kv_capacity_tokens: int | None = None  # None: what device memory holds after the weights
     draft_sync: str = "lazy"  # "lazy" or "eager": when the draft's KV cache catches up (module docstring)
     bulk: bool = True  # advance decode steps of an unchanged batch as one event; False: one event per step
+    kv_allocation: str = "reserve"  # "reserve" or "on-demand" (module docstring)
+    lookahead_slots: bool = True  # False: reserve only the tokens a request keeps (what engines do not do)
 
     def __post_init__(self) -> None:
         if self.max_batch < 1 or self.max_prefill_tokens < 1:
             raise SpecsimError("max batch and max prefill tokens must be at least 1")
         if self.draft_sync not in DRAFT_SYNC:
             raise SpecsimError(f"draft sync {self.draft_sync!r} is not one of {', '.join(DRAFT_SYNC)}")
+        if self.kv_allocation not in KV_ALLOCATION:
+            raise SpecsimError(f"KV allocation {self.kv_allocation!r} is not one of {', '.join(KV_ALLOCATION)}")
+
+    def lookahead(self, policy: Policy) -> int:
+        """KV-cache slots and token budget each running request holds beyond the tokens it keeps."""
+        return policy.lookahead_tokens if self.lookahead_slots else 0
 
 
 @dataclass
@@ -182,8 +219,14 @@ class Engine:
         self.env, self.index, self.workload, self.costs = env, index, workload, costs
         self.policy, self.sampler, self.config, self.log = policy, sampler, config, log
         self.arrivals = arrivals
-        self.kv_free = kv_tokens
-        self.lookahead = policy.lookahead_tokens
+        self.kv_capacity = self.kv_free = kv_tokens  # kv_free: what reservations leave (reserve mode)
+        self.lookahead = config.lookahead(policy)
+        self.on_demand = config.kv_allocation == "on-demand"
+        # The token budget of a step: each running request's verification pass counts against it.
+        self.batch_cap = min(config.max_batch, config.max_prefill_tokens // max(self.lookahead, 1))
+        self.resumed: dict[int, int] = {}  # preempted requests waiting again: output tokens they had emitted
+        self.admit_blocked = False  # after a preemption, until a request finishes
+        self.preemptions = 0
         self.with_draft = policy.uses_draft
         self.eager = config.draft_sync == "eager"
         # The running batch, aligned arrays in admission order: the sampler's slot, the request, its output tokens
@@ -195,6 +238,7 @@ class Engine:
         self.draft_missing = np.empty(0, dtype=np.int64)
         self.reserved = np.empty(0, dtype=np.int64)
         self.draft_warm = True  # the last decode step speculated
+        self.last_cand: Candidate | None = None  # what the last decode step drafted
         self.context_total = 0  # cached tokens over the batch, as of the last _state()
         self.free_slots = list(range(config.max_batch - 1, -1, -1))
         self.waiting: deque[int] = deque()
@@ -211,7 +255,31 @@ class Engine:
             self.wake.succeed()
 
     def need_tokens(self, request: int) -> int:
-        return int(self.workload.prompt_tokens[request] + self.workload.output_tokens[request]) + self.lookahead
+        """KV-cache tokens admitting `request` takes: its whole life (reserve), or what it holds once its prefill
+        has run (on-demand: prompt and the tokens it had emitted, or the first token, plus lookahead)."""
+        w = self.workload
+        if self.on_demand:
+            return int(w.prompt_tokens[request]) + max(self.resumed.get(request, 0), 1) + self.lookahead
+        return int(w.prompt_tokens[request] + w.output_tokens[request]) + self.lookahead
+
+    def _kv_free_now(self) -> int:
+        if not self.on_demand:
+            return self.kv_free
+        return self.kv_capacity - int(self.context.sum()) - len(self.active) * self.lookahead
+
+    def _preempt_until_fits(self) -> None:
+        """On-demand allocation: while the next step's cache (every running request's tokens plus its lookahead)
+        does not fit, the newest running request is preempted to the head of the queue."""
+        while len(self.active) > 1 and self._kv_free_now() < 0:
+            req = int(self.request[-1])
+            self.resumed[req] = int(self.workload.output_tokens[req] - self.remaining[-1])
+            self.waiting.appendleft(req)
+            self.free_slots.append(int(self.active[-1]))
+            self.active, self.request, self.remaining = self.active[:-1], self.request[:-1], self.remaining[:-1]
+            self.context, self.draft_missing = self.context[:-1], self.draft_missing[:-1]
+            self.reserved = self.reserved[:-1]
+            self.preemptions += 1
+            self.admit_blocked = True
 
     def engine(self):  # noqa: ANN201 - a simpy process
         env = self.env
@@ -238,20 +306,29 @@ class Engine:
         reqs: list[int] = []
         needs: list[int] = []
         budget = self.config.max_prefill_tokens
-        w = self.workload
-        while self.waiting and self.free_slots:
+        if self.admit_blocked:
+            return None
+        free = self._kv_free_now()
+        room = self.batch_cap - len(self.active)
+        while self.waiting and self.free_slots and len(reqs) < room:
             req = self.waiting[0]
             need = self.need_tokens(req)
-            prompt = int(w.prompt_tokens[req])
-            if need > self.kv_free or (reqs and prompt > budget):
+            prompt = self.prefill_tokens(req)
+            if need > free or (reqs and prompt > budget):
                 break
             self.waiting.popleft()
             slots.append(self.free_slots.pop())
             reqs.append(req)
             needs.append(need)
-            self.kv_free -= need
+            free -= need
             budget -= prompt
+        if not self.on_demand:
+            self.kv_free = free
         return (slots, reqs, needs) if reqs else None
+
+    def prefill_tokens(self, request: int) -> int:
+        """Tokens a prefill of `request` computes: its prompt, and for a preempted one the tokens it had emitted."""
+        return int(self.workload.prompt_tokens[request]) + self.resumed.get(request, 0)
 
     def _prefill(self, slots_list: list[int], reqs_list: list[int], needs: list[int]) -> float:
         """Start a prefill of the admitted requests: they join the batch, with their first token at the returned
@@ -259,17 +336,23 @@ class Engine:
         slots, reqs = np.asarray(slots_list, dtype=np.int64), np.asarray(reqs_list, dtype=np.int64)
         w = self.workload
         prompts = w.prompt_tokens[reqs]
-        duration = self.costs.prefill_s(len(slots), int(prompts.sum()) / len(prompts), self.with_draft and self.eager)
+        emitted = np.ones_like(prompts)  # a new request's prefill emits its first token
+        if self.resumed:
+            emitted = np.array([self.resumed.pop(r, 1) for r in reqs_list], dtype=np.int64)
+        computed = prompts + emitted - 1  # a preempted request recomputes the tokens it had emitted
+        duration = self.costs.prefill_s(len(slots), int(computed.sum()) / len(computed),
+                                        self.with_draft and self.eager)
         end = self.env.now + duration
         self.log.prefill_duration_s.append(duration)
-        self.log.first_token_s[reqs] = end
+        new = np.isnan(self.log.first_token_s[reqs])
+        self.log.first_token_s[reqs[new]] = end
         self.log.engine_of[reqs] = self.index
-        self.sampler.admit(slots)
+        self.sampler.admit(slots)  # a readmitted sequence's acceptance state (a Beta alpha) starts afresh
         self.active = np.concatenate([self.active, slots])
         self.request = np.concatenate([self.request, reqs])
-        self.remaining = np.concatenate([self.remaining, w.output_tokens[reqs] - 1])  # prefill emitted the first
-        self.context = np.concatenate([self.context, prompts + 1])
-        self.draft_missing = np.concatenate([self.draft_missing, np.zeros_like(prompts) if self.eager else prompts])
+        self.remaining = np.concatenate([self.remaining, w.output_tokens[reqs] - emitted])
+        self.context = np.concatenate([self.context, prompts + emitted])
+        self.draft_missing = np.concatenate([self.draft_missing, np.zeros_like(prompts) if self.eager else computed])
         self.reserved = np.concatenate([self.reserved, np.asarray(needs, dtype=np.int64)])
         return end
 
@@ -279,7 +362,8 @@ class Engine:
         missing_mean = int(self.draft_missing.sum()) / batch if lazy else 0.0
         remaining_mean = int(self.remaining.sum()) / batch if missing_mean else 1.0
         self.context_total = int(self.context.sum())
-        return BatchState(batch, self.context_total / batch, missing_mean, remaining_mean, self.draft_warm)
+        return BatchState(batch, self.context_total / batch, missing_mean, remaining_mean, self.draft_warm,
+                          self.last_cand)
 
     def _decode(self):  # noqa: ANN202
         if self.config.bulk:
@@ -289,6 +373,8 @@ class Engine:
 
     def _decode_step(self):  # noqa: ANN202
         """One decode step (the reference mode: every step a simpy event)."""
+        if self.on_demand:
+            self._preempt_until_fits()
         state = self._state()
         cand = self.policy.choose(state, self.costs)
         batch, context_mean, missing_mean = state.batch, state.context_mean, state.draft_missing_mean
@@ -296,6 +382,9 @@ class Engine:
         plain = cand.is_plain
         self.draft_warm = not plain
         duration = self.costs.decode_s(batch, context_mean, cand)
+        if self.last_cand is not None and cand != self.last_cand:
+            duration += self.costs.switch_s(batch, context_mean)
+        self.last_cand = cand
         if self.with_draft:
             if plain:
                 if self.eager:
@@ -345,7 +434,10 @@ class Engine:
         something changes - a sequence finishes or a request arrives that this engine could admit (both stop the
         run: returns (end time, True)), or the policy would choose differently (returns (end time, False)).
         A first step that catches the draft's cache up may choose differently from the steps after it, which see a
-        current draft: it is drafted with its own choice, `first`, and the rest with theirs."""
+        current draft: it is drafted with its own choice, `first`, and the rest with theirs.
+        On-demand allocation: the run also ends before the first step whose cache would not fit."""
+        if self.on_demand:
+            self._preempt_until_fits()
         state = self._state()
         batch, remaining, costs, policy = state.batch, self.remaining, self.costs, self.policy
         first = cand = policy.choose(state, costs)
@@ -355,9 +447,9 @@ class Engine:
         m = max(1, min(shortest, BULK_CELLS // batch))
         if not cand.is_plain and state.draft_missing_mean > 0:
             catchup = costs.draft_sync_s(batch, state.draft_missing_mean, state.context_mean)
-            cand = policy.choose(BatchState(batch, state.context_mean), costs)  # with the draft current (checked)
-            if cand.is_plain:
-                m = 1
+            cand = policy.choose(BatchState(batch, state.context_mean, previous=first), costs)  # draft current
+            if cand.is_plain:  # the catch-up step alone; the next run decides afresh
+                cand, m = first, 1
         next_arrival = self.arrivals.next_s if self.free_slots and not self.waiting else math.inf
         if next_arrival < math.inf and m > 1:  # durations never fall as contexts grow: it comes within this many
             m = max(1, min(m, int((next_arrival - t) / costs.decode_s(batch, state.context_mean, cand)) + 2))
@@ -378,15 +470,23 @@ class Engine:
             step_tokens = accepted[:n].sum(axis=1) + batch
         emitted_before = step_tokens[:n].cumsum()
         context_means = (emitted_before - step_tokens[:n] + self.context_total) / batch
+        if self.on_demand:  # cached tokens before each step, plus every request's lookahead
+            cache = emitted_before - step_tokens[:n] + self.context_total + batch * self.lookahead
+            n = min(n, max(1, int(np.searchsorted(cache, self.kv_capacity, side="right"))))
+            context_means = context_means[:n]
         if not catchup:
             n = policy.holds(state, context_means, costs, lags)
         elif n > 1:  # the second step sees a current draft: is `cand` its choice, and for how long?
-            warm = BatchState(batch, float(context_means[1]))
+            warm = BatchState(batch, float(context_means[1]), previous=first)
             n = 1 + policy.holds(warm, context_means[1:], costs, lags) if policy.choose(warm, costs) == cand else 1
         durations = costs.decode_many_s(batch, context_means[:n], cand)
         if first is not cand:
             durations[0] = costs.decode_s(batch, state.context_mean, first)
         durations[0] += catchup
+        if self.last_cand is not None and first != self.last_cand:
+            durations[0] += costs.switch_s(batch, state.context_mean)
+        if first is not cand and n > 1:
+            durations[1] += costs.switch_s(batch, float(context_means[1]))
         if cand.is_plain and self.with_draft and self.eager:  # the draft is kept current
             durations += costs.draft_sync_many_s(batch, context_means[:n])
         ends = t + durations.cumsum()
@@ -395,7 +495,8 @@ class Engine:
             n = int(np.searchsorted(ends, next_arrival)) + 1  # the step during which it arrives
         if accepted is not None:
             self.sampler.keep(self.active, n - (first is not cand))
-        self.draft_warm = not cand.is_plain
+        self.last_cand = cand if n > 1 or first is cand else first
+        self.draft_warm = not self.last_cand.is_plain
         if lags:
             self.draft_missing += n
         elif catchup:
@@ -435,6 +536,7 @@ class Engine:
         done = self.remaining <= 0
         if not done.any():
             return
+        self.admit_blocked = False
         self.log.finish_s[self.request[done]] = self.env.now
         self.kv_free += int(self.reserved[done].sum())
         self.free_slots.extend(int(s) for s in self.active[done])
@@ -467,6 +569,7 @@ class ServingRun:
     accepted_hist: dict[str, np.ndarray]
     waiting_at_last_arrival: int
     kv_capacity_tokens: int
+    preemptions: int = 0  # requests preempted (on-demand KV allocation), all engines
 
 
 def _arrivals(env: simpy.Environment, workload: Workload, engines: Sequence[Engine], router: str, log: _Log,
@@ -517,7 +620,7 @@ def engine_kv_tokens(workload: Workload, costs: StepCosts, policy: Policy, confi
     kv_tokens = config.kv_capacity_tokens
     if kv_tokens is None:
         kv_tokens = kv_capacity_tokens(costs.cost, costs.target, draft)
-    biggest = int((workload.prompt_tokens + workload.output_tokens).max()) + policy.lookahead_tokens
+    biggest = int((workload.prompt_tokens + workload.output_tokens).max()) + config.lookahead(policy)
     if biggest > kv_tokens:
         raise SpecsimError(f"a request needs {biggest:,} tokens of KV cache but an engine holds {kv_tokens:,} with "
                            f"policy {policy.label} on {costs.cost.hardware.name}: shorten prompts or outputs, or use "
@@ -537,6 +640,7 @@ def simulate(workload: Workload, costs: StepCosts, policy: Policy, acceptance: A
     kv_tokens = engine_kv_tokens(workload, costs, policy, config)
     n = len(workload)
     log = _Log(np.full(n, np.nan), np.full(n, np.nan), np.full(n, -1, dtype=np.int64))
+    costs = costs.for_policy(policy)
     env = simpy.Environment()
     upcoming = _NextArrival(float(workload.arrival_s[0]) if n else math.inf)
     fleet = [Engine(env, i, workload, costs, policy, batch_sampler(acceptance, config.max_batch, rng), config,
@@ -551,4 +655,5 @@ def simulate(workload: Workload, costs: StepCosts, policy: Policy, acceptance: A
         **_step_columns(log.steps),
         prefill_duration_s=np.asarray(log.prefill_duration_s), accepted_hist=log.accepted_hist,
         waiting_at_last_arrival=log.waiting_at_last_arrival, kv_capacity_tokens=kv_tokens,
+        preemptions=sum(e.preemptions for e in fleet),
     )

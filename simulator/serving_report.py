@@ -11,12 +11,15 @@ from . import SpecsimError, __version__
 from .capacity import FleetPlan, MaxRate
 from .metrics import ServingMetrics
 from .serving import ServingRun
-from .sweep import SweepResult
+from .specs import SpeculationTax
+from .sweep import SweepResult, SweepRow
+
+NO_TAX = SpeculationTax()
 
 CSV_FIELDS = ["policy", "rate_per_s", "engines", "requests", "sustained", "throughput_tokens_per_s",
               "requests_per_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s",
               "e2e_p50_s", "e2e_p90_s", "e2e_p99_s", "slo_attainment", "goodput_requests_per_s", "mean_batch",
-              "mean_drafted", "tokens_per_step", "acceptance_rate", "decode_steps", "duration_s"]
+              "mean_drafted", "tokens_per_step", "acceptance_rate", "decode_steps", "preemptions", "duration_s"]
 
 
 def _flat(m: ServingMetrics) -> dict:
@@ -46,13 +49,17 @@ def format_serving_table(rows: Sequence[ServingMetrics], slo_label: str) -> str:
     lines = [head, " " * 51 + "(milliseconds)"]
     for m in rows:
         flag = "" if m.sustained else "  overloaded"
+        if m.preemptions:
+            flag += f"  {m.preemptions:,} preempted"
         lines.append(
             f"{m.rate_per_s:>7.3g} {m.policy:<16} {m.throughput_tokens_per_s:>8,.0f} {_ms(m.ttft_s[0]):>9} "
             f"{_ms(m.ttft_s[2]):>8} {_ms(m.tpot_s[0]):>9} {_ms(m.tpot_s[2]):>7} {_ms(m.e2e_s[0]):>8} "
             f"{m.mean_batch:>6.1f} {m.mean_drafted:>5.2f} {m.tokens_per_step:>8.2f} {100 * m.slo_attainment:>6.1f}%"
             f"{flag}")
     lines.append(f"SLO: {slo_label}; 'SLO met' is the share of requests meeting it; 'overloaded': the queue was still "
-                 "growing at the last arrival (more than 5 % of requests waiting)")
+                 "growing at the last arrival (more than 5 % of requests waiting)" +
+                 ("; 'preempted': requests whose KV cache was dropped and recomputed (on-demand allocation)"
+                  if any(m.preemptions for m in rows) else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -99,9 +106,33 @@ def batch_ranges(best_k: Sequence[tuple[int, int]]) -> list[list[int]]:
     return out
 
 
-def policy_table(result: SweepResult) -> list[tuple[int, int, float]]:
-    """(batch, best k, its speed-up) per batch of a single-context chain sweep."""
-    return [(b.batch, int(b.k or 0), b.speedup) for b in sorted(result.best, key=lambda b: b.batch)]
+def policy_table(result: SweepResult, tax: SpeculationTax = NO_TAX,
+                 switch_horizon: int = 16) -> list[tuple[int, int, float]]:
+    """(batch, k, its speed-up over an engine without speculation) per batch of a single-context chain sweep, for
+    an engine started with speculation: k = 0 there pays the engine's off-tax, and, where changing k costs a
+    switch, the table keeps the previous batch's k unless the best one still wins with the switch paid over
+    `switch_horizon` steps (fewer boundaries to flip across as the batch moves)."""
+    by_batch: dict[int, dict[int, SweepRow]] = {}
+    for r in result.rows:
+        if r.fits and r.tree is None:
+            by_batch.setdefault(r.batch, {})[int(r.k or 0)] = r
+    table: list[tuple[int, int, float]] = []
+    previous: int | None = None
+    for batch in sorted(by_batch):
+        rows = by_batch[batch]
+        speed = {k: r.speedup for k, r in rows.items()}
+        time = {k: r.step_time_s for k, r in rows.items()}
+        if 0 in speed:
+            speed[0] = 1 / (1 + tax.off_fraction(batch))
+            time[0] = rows[0].baseline_time_s * (1 + tax.off_fraction(batch))
+        best = min(speed, key=lambda k: (-speed[k], k))
+        if previous in speed and best != previous and tax.switch_fraction:
+            switch = tax.switch_fraction * rows[best].baseline_time_s / switch_horizon
+            if speed[previous] >= speed[best] * time[best] / (time[best] + switch):
+                best = previous
+        table.append((batch, best, speed[best]))
+        previous = best
+    return table
 
 
 def simulate_record(caption: str, workload_label: str, slo_label: str,
@@ -118,13 +149,15 @@ def plan_record(caption: str, workload_label: str, slo_label: str, attainment: f
             "attainment": attainment, "max_rate": [asdict(c) for c in caps], "fleet": [asdict(f) for f in fleets]}
 
 
-def policy_record(result: SweepResult, batches: Sequence[int], caption: str, context: int) -> tuple[list, dict]:
+def policy_record(result: SweepResult, batches: Sequence[int], caption: str, context: int,
+                  tax: SpeculationTax = NO_TAX) -> tuple[list, dict]:
     """The best k per batch size as vLLM's ``num_speculative_tokens_per_batch_size`` ranges, and the same with the
-    predicted speed-ups. `batches` must cover every batch from 1 (engines look the table up by batch size)."""
+    predicted speed-ups (`policy_table`; the engine's tax weighed). `batches` must cover every batch from 1
+    (engines look the table up by batch size)."""
     if list(batches) != list(range(1, max(batches) + 1)):
         raise SpecsimError("--batch must cover every batch from 1 (e.g. 1..256): engines look the table up by batch "
                            "size")
-    table = policy_table(result)
+    table = policy_table(result, tax)
     if len(table) < len(batches):
         raise SpecsimError(f"the models do not fit in memory above batch {len(table)} at context {context}: cover "
                            f"--batch 1..{len(table)}")
@@ -134,5 +167,19 @@ def policy_record(result: SweepResult, batches: Sequence[int], caption: str, con
               "num_speculative_tokens_per_batch_size": ranges,
               "ranges": [{"batch_from": lo, "batch_to": hi, "k": k,
                           "predicted_speedup_min": min(speedup[b] for b in range(lo, hi + 1)),
-                          "predicted_speedup_max": max(speedup[b] for b in range(lo, hi + 1))} for lo, hi, k in ranges]}
+                          "predicted_speedup_max": max(speedup[b] for b in range(lo, hi + 1))} for lo, hi, k in ranges],
+              "speculation_tax": {"off_tax_batch": list(tax.off_batches), "off_tax_fraction": list(tax.off_fractions),
+                                  "switch_fraction": tax.switch_fraction, "source": tax.source},
+              # above this batch an engine started without speculation beats every k of this one (None: never)
+              "engine_without_speculation_faster_above_batch": _restart_above(table)}
     return ranges, record
+
+
+def _restart_above(table: Sequence[tuple[int, int, float]]) -> int | None:
+    """The largest batch where the speculating engine's best k is still at least as fast as an engine without
+    speculation, if a slower batch follows it (0: slower from batch 1; None: never slower)."""
+    slower = [b for b, _, x in table if x < 1.0]
+    if not slower:
+        return None
+    faster = [b for b, _, x in table if x >= 1.0 and b < min(slower)]
+    return max(faster) if faster else 0

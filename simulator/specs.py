@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 GIGA = 1e9
 TERA = 1e12
 
@@ -70,6 +72,35 @@ class Overheads:
 
 
 @dataclass(frozen=True)
+class SpeculationTax:
+    """What an engine started with speculation pays beyond its passes: a plain step (k = 0, speculation switched
+    off by its schedule) costs (1 + off_fraction(B)) of an engine started without speculation - the draft's
+    bookkeeping, larger captured graphs, the scheduler's spec path - and a step whose draft length differs from the
+    previous step's pays ``switch_fraction`` of a plain step more (another set of captured graphs, re-planned
+    buffers). ``off_fraction`` is interpolated linearly in the batch between measured points, flat beyond them."""
+
+    off_batches: tuple[int, ...] = ()
+    off_fractions: tuple[float, ...] = ()
+    switch_fraction: float = 0.0
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.off_batches) != len(self.off_fractions) or list(self.off_batches) != sorted(self.off_batches):
+            raise ValueError("off-tax batches must be increasing and as many as the fractions")
+        if any(not (0 <= f < 10) for f in (*self.off_fractions, self.switch_fraction)):
+            raise ValueError("off-tax and switch fractions must be in [0, 10)")
+
+    def off_fraction(self, batch: float) -> float:
+        if not self.off_batches:
+            return 0.0
+        return float(np.interp(batch, self.off_batches, self.off_fractions))
+
+    @property
+    def any(self) -> bool:
+        return bool(self.switch_fraction or any(self.off_fractions))
+
+
+@dataclass(frozen=True)
 class HardwareSpec:
     """A device's datasheet numbers plus the fractions of them that kernels are assumed to reach.
 
@@ -89,6 +120,7 @@ class HardwareSpec:
     ridge_p: float = float("inf")  # how weight streaming and matmul compute combine (simulator.cost.ridge_combine)
     rate_curve: tuple[tuple[int, float, float], ...] = ()  # (rows, bandwidth fraction, FLOP/s fraction), measured
     rates_source: str = ""  # where the efficiencies, the curve and p come from
+    speculation_tax: SpeculationTax = field(default_factory=SpeculationTax)  # the engine's, when it speculates
 
     def peak_flops(self, dtype: str) -> float:
         """Dense peak FLOP/s for `dtype`; fp16 falls back to bf16 and vice versa."""

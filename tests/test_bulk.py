@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from scenarios import load_hardware
 from simulator.acceptance import TraceAcceptance, parse_acceptance
+from simulator.cost import CostModel
 from simulator.policies import parse_policy
 from simulator.serving import EngineConfig, StepCosts, simulate
 from simulator.workload import parse_lengths, synthetic
@@ -22,6 +24,8 @@ def _workload(seed: int, n: int, rate: float):
 
 def _run(h100, acceptance, policy: str, rate: float, seed: int, bulk: bool, n: int = 200, costs=None, **kw):
     cost, target, draft = h100
+    if kw.pop("engine", None) == "vllm":  # with vLLM's tax on speculation switched off and on switching k
+        cost = CostModel.from_hardware(load_hardware("h100-sxm", "vllm"))
     acc = acceptance if not isinstance(acceptance, str) else parse_acceptance(acceptance)
     engines = kw.pop("engines", 1)
     router = kw.pop("router", "least-loaded")
@@ -45,6 +49,10 @@ DETERMINISTIC = [
     ("trace", "adaptive:5", {}),
     ("trace", "adaptive:5", {"draft_sync": "eager", "engines": 2}),
     ("iid:1", "off", {"max_batch": 4}),
+    ("iid:1", "fixed:3", {"kv_allocation": "on-demand", "kv_capacity_tokens": 6000}),
+    ("trace", "adaptive:5", {"engine": "vllm"}),
+    ("iid:1", "threshold:3@5", {"engine": "vllm", "draft_sync": "eager"}),
+    ("trace", "adaptive:5", {"kv_allocation": "on-demand", "kv_capacity_tokens": 6000, "draft_sync": "eager"}),
 ]
 
 
@@ -60,6 +68,7 @@ def test_bulk_is_the_reference_run_when_acceptance_is_deterministic(h100, accept
     step = _run(h100, acceptance, policy, rate, 7, False, **dict(kw))
     for name in RUN_ARRAYS:
         np.testing.assert_allclose(getattr(bulk, name), getattr(step, name), rtol=1e-9, atol=1e-12, err_msg=name)
+    assert bulk.preemptions == step.preemptions
     assert bulk.accepted_hist.keys() == step.accepted_hist.keys()
     for label, counts in bulk.accepted_hist.items():
         assert counts.tolist() == step.accepted_hist[label].tolist()

@@ -348,3 +348,92 @@ def test_speculation_lowers_tpot_at_low_load_and_raises_it_past_the_crossover(h1
     for rate in (10, 40):
         better = min(tpot[("off", rate)], tpot[("fixed:4", rate)])
         assert tpot[("adaptive", rate)] <= 1.05 * better
+
+
+@pytest.mark.parametrize("bulk", [True, False])
+def test_on_demand_kv_preempts_the_newest_request_by_hand(h100, bulk):
+    """Two requests at t = 0, prompt 30, output 40, plain decoding (lookahead 1), a cache of 100 tokens, prefill 5 ms,
+    a step 10 ms. By hand: both admitted (30 + 1 + 1 = 32 each), first tokens at 0.005 with 31 cached each; a step
+    needs 2 (c + 1) <= 100, so 19 steps run (c = 31..49) to t = 0.195, when c = 50 and request 1, the newest, is
+    preempted with 20 tokens emitted. Request 0 runs its last 20 steps alone to 0.395; then request 1 is readmitted,
+    recomputes 30 + 20 - 1 tokens (5 ms) and runs its last 20 steps: 0.400 + 0.200 = 0.600. One preemption.
+    Reserving each whole life instead (30 + 40 + 1 = 71) runs them one after the other: 0.395 and 0.790."""
+    cost, target, draft = h100
+    workload = Workload(np.array([0.0, 0.0]), np.array([30, 30]), np.array([40, 40]))
+    acc = parse_acceptance("iid:0.5")
+    runs = {kv: simulate(workload, FixedCosts(cost, target, draft), parse_policy("off", acc), acc,
+                         np.random.default_rng(0), EngineConfig(kv_capacity_tokens=100, kv_allocation=kv, bulk=bulk))
+            for kv in ("on-demand", "reserve")}
+    on_demand, reserve = runs["on-demand"], runs["reserve"]
+    np.testing.assert_allclose(on_demand.first_token_s, [0.005, 0.005])
+    np.testing.assert_allclose(on_demand.finish_s, [0.395, 0.600])
+    assert on_demand.preemptions == 1
+    assert on_demand.step_batch.tolist() == [2] * 19 + [1] * 40
+    np.testing.assert_allclose(reserve.finish_s, [0.395, 0.790])
+    assert reserve.preemptions == 0
+
+
+def test_lookahead_slots_admit_one_sequence_fewer(h100):
+    """A static batch of 4 whose whole lives fit the cache exactly (4 x (100 + 20) = 480 tokens): with fixed:4 each
+    running request also holds 5 lookahead slots, so one sequence fewer runs at once than when only kept tokens are
+    reserved."""
+    cost, target, draft = h100
+    workload = static_batch(4, 100, 20)
+    acc = parse_acceptance("iid:0.6")
+    batch = {}
+    for slots in (True, False):
+        config = EngineConfig(kv_capacity_tokens=480, lookahead_slots=slots)
+        run = simulate(workload, StepCosts(cost, target, draft), parse_policy("fixed:4", acc), acc,
+                       np.random.default_rng(0), config)
+        batch[slots] = int(run.step_batch.max())
+    assert batch == {True: 3, False: 4}
+
+
+def test_token_budget_caps_the_batch_at_budget_over_verification_tokens(h100):
+    """max_num_batched_tokens 64 with fixed:7 (8 tokens per verification): at most 8 sequences run together."""
+    cost, target, draft = h100
+    acc = parse_acceptance("iid:0.6")
+    run = simulate(static_batch(20, 64, 16), StepCosts(cost, target, draft), parse_policy("fixed:7", acc), acc,
+                   np.random.default_rng(0), EngineConfig(max_prefill_tokens=64))
+    assert int(run.step_batch.max()) == 8
+
+
+# --- the policy table and the engine's tax ------------------------------------------------------------------------
+
+
+def _chain_sweep(h100, acceptance: str, batches=range(1, 401)):
+    from simulator.sweep import chains, sweep
+
+    cost, target, draft = h100
+    return sweep(cost, target, draft, parse_acceptance(acceptance), list(batches), chains(range(0, 5)), [1024])
+
+
+def test_policy_table_without_tax_is_the_best_k_per_batch(h100):
+    from simulator.serving_report import policy_table
+
+    result = _chain_sweep(h100, "iid:0.6")
+    best = {b.batch: int(b.k or 0) for b in result.best}
+    assert [(b, k) for b, k, _ in policy_table(result)] == sorted(best.items())
+
+
+def test_off_tax_keeps_speculation_on_longer_and_switch_cost_removes_boundaries(h100):
+    """k = 0 in an engine started with speculation pays its off-tax, so the batch where the table turns
+    speculation off moves up; with a switching cost a boundary survives only where the best k still wins after
+    paying for the switch, so the table has no more ranges than without it, and k never increases with batch."""
+    from simulator.serving_report import batch_ranges, policy_table
+    from simulator.specs import SpeculationTax
+
+    result = _chain_sweep(h100, "iid:0.4")  # speculation stops paying near batch 113, well before memory runs out
+
+    def off_from(table):
+        return min(b for b, k, _ in table if k == 0)
+
+    free = policy_table(result)
+    taxed = policy_table(result, SpeculationTax((1, 400), (0.06, 0.06)))
+    assert off_from(taxed) > off_from(free)
+    assert all(x == pytest.approx(1 / 1.06) for _, k, x in taxed if k == 0)
+    sticky = policy_table(result, SpeculationTax((1, 400), (0.06, 0.06), switch_fraction=5.0))
+    assert len(batch_ranges([(b, k) for b, k, _ in sticky])) <= len(batch_ranges([(b, k) for b, k, _ in taxed]))
+    assert [k for _, k, _ in sticky] == sorted((k for _, k, _ in sticky), reverse=True)
+    kept = [(b, k) for (b, k, _), (_, k0, _) in zip(sticky, taxed) if k != k0]
+    assert kept, "a switch cost this large must keep some batch on its previous k"
