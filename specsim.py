@@ -322,11 +322,11 @@ def plan(setup: ui.SetupOptions, serving: ServingOptions, load_rps: float | None
 @click.option("--batch", "batches", type=ui.BATCHES, default="1..256", show_default=True,
               help="Batch sizes to cover (contiguous from 1).")
 @click.option("--k", "ks", type=ui.KS, default="0..8", show_default=True, help="Draft lengths allowed.")
-@click.option("--context", type=click.IntRange(0, 2**29), default=1024, show_default=True,
-              help="Cached tokens per sequence the table is made for.")
+@click.option("--context", "contexts", type=ui.CONTEXTS, default="1024", show_default=True,
+              help="Cached tokens per sequence the table is made for; several (json) give a table per context.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write to this file (atomically) instead of stdout.")
-def policy(setup: ui.SetupOptions, fmt: str, batches: list[int], ks: list[int], context: int,
+def policy(setup: ui.SetupOptions, fmt: str, batches: list[int], ks: list[int], contexts: list[int],
            out_path: Path | None) -> None:
     """Export the best draft length per batch size as a table a serving engine can read.
 
@@ -334,13 +334,12 @@ def policy(setup: ui.SetupOptions, fmt: str, batches: list[int], ks: list[int], 
     specsim policy --hardware h100-sxm --acceptance iid:0.7 --format vllm
     specsim policy --hardware h100-sxm --acceptance vllm-metrics:metrics.txt --format json --out policy.json
     """
-    from simulator.serving_report import policy_record
-    from simulator.sweep import chains, sweep
+    from simulator.serving_report import check_contexts, policy_tables
 
     ui.check_out(out_path)
+    check_contexts(fmt, contexts)
     s = setup.resolve()
-    result = sweep(s.cost, s.target, s.draft, s.acceptance, batches, chains(sorted(set(ks) | {0})), [context])
-    ranges, record = policy_record(result, batches, s.caption, context, s.cost.hardware.speculation_tax)
+    ranges, record = policy_tables(s.cost, s.target, s.draft, s.acceptance, batches, ks, contexts, s.caption)
     text = json.dumps(ranges) if fmt == "vllm" else json.dumps(record, indent=1)
     ui.echo_or_write(out_path, text + "\n", "policy")
 

@@ -21,7 +21,7 @@ from scenarios import load_hardware, load_model
 from scenarios.acceptance import acceptance_from_spec, split_trace_spec
 from scenarios.engine_metrics import ENGINE_KINDS
 from scenarios.files import atomic_write_text, cache_dir, read_json
-from scenarios.traces import load_acceptance_trace
+from scenarios.traces import load_acceptance_trace, load_prompt_lengths
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance, IIDAcceptance, iid_from_mean_length
 from simulator.acceptance_fit import MODELS, AcceptanceData, FitReport, cross_validate, fit_in_sample, fit_record
@@ -118,7 +118,7 @@ def fit_source(source: str, profile_path: Path | None = None) -> AcceptanceData 
     if kind == "trace" or Path(split_trace_spec(source)[0]).is_file():
         path, column = split_trace_spec(body if kind == "trace" else source)
         trace = load_acceptance_trace(path, column)
-        return AcceptanceData.from_yields(trace.yields, f"{path}:{column}")
+        return AcceptanceData.from_yields(trace.yields, f"{path}:{column}", load_prompt_lengths(path))
     raise SpecsimError(f"{source!r} is not a source to fit: give trace:FILE[:eagle|ngram] (a greedy trace), "
                        "measured[:PROFILE] (a calibration's measurement) or an engine's counters (vllm-metrics:FILE, "
                        "sglang:FILE@K, trtllm:FILE[@K])")
@@ -161,7 +161,7 @@ def fitted_acceptance(body: str, profile: Profile | None) -> Acceptance:
     spec = report.models[report.chosen].spec
     if not spec.startswith("trace:"):
         atomic_write_text(cache, json.dumps(fit_record(report), indent=1))
-    return report.best
+    return report.best_with_context
 
 
 def resolve_acceptance(spec: str, profile: Profile | None) -> Acceptance:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +79,17 @@ def load_lengths(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     if prompt.min() < 1 or output.min() < 1:
         raise SpecsimError(f"trace {Path(path).name}: every request needs at least one prompt and one output token")
     return prompt, output
+
+
+def load_prompt_lengths(path: str | Path) -> tuple[int, ...] | None:
+    """Each request's ``prompt_len`` in an acceptance trace, or None if any record lacks a usable one."""
+    out = []
+    for record in json_lines(read_text(Path(path), "acceptance trace"), f"trace {Path(path).name}"):
+        p = record.get("prompt_len") if isinstance(record, dict) else None
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or p < 0:
+            return None
+        out.append(int(p))
+    return tuple(out)
 
 
 def load_acceptance_trace(path: str | Path, column: str = "eagle") -> TraceAcceptance:

@@ -19,6 +19,11 @@ Spec strings (``parse_acceptance``):
   ``scenarios.acceptance_from_spec`` reads the trace and builds a ``TraceAcceptance``.
 - ``ranks:R1,R2,...`` - Sequoia's per-rank vector: Rj = P(the j-th ranked draft candidate is the accepted one).
   A chain uses alpha = R1; trees need this model.
+- ``SPEC@context:C1=F1,C2=F2,...`` - any of the parametric models above with acceptance that changes with context:
+  at a sequence's context c (cached tokens) every drafted token's acceptance probability is the base model's times
+  F(c), the factors interpolated linearly between the given contexts and flat beyond them, capped at 1
+  (``ContextDependent``; MTP and EAGLE drafts trained at short context lose acceptance at long context, vLLM
+  #47602; prompt-lookup gains it). A replayed trace already carries its own contexts and takes no factor.
 """
 
 from __future__ import annotations
@@ -83,6 +88,21 @@ class Acceptance:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.spec!r})"
 
+    def context_factor(self, context: float) -> float:
+        """The factor on every drafted token's acceptance at this context (1: no context dependence)."""
+        return 1.0
+
+    def at_context(self, context: float) -> Acceptance:
+        """The model as it stands at `context` cached tokens (itself, for a model without context dependence)."""
+        return self
+
+    def scaled(self, factor: float) -> Acceptance:
+        """Every drafted token's acceptance probability times `factor`, capped at 1."""
+        if factor == 1.0:
+            return self
+        raise SpecsimError(f"acceptance {self.spec} cannot scale with context: use iid, positional, beta, markov, "
+                           "hmm or ranks (a replayed trace carries its own contexts)")
+
 
 @dataclass(frozen=True, repr=False)
 class IIDAcceptance(Acceptance):
@@ -112,6 +132,9 @@ class IIDAcceptance(Acceptance):
     def alpha(self) -> float:
         return self.alpha_
 
+    def scaled(self, factor: float) -> Acceptance:
+        return IIDAcceptance(min(self.alpha_ * factor, 1.0))
+
 
 @dataclass(frozen=True, repr=False)
 class PositionalAcceptance(Acceptance):
@@ -138,6 +161,9 @@ class PositionalAcceptance(Acceptance):
         pmf = at_least.copy()
         pmf[:-1] -= at_least[1:]
         return pmf
+
+    def scaled(self, factor: float) -> Acceptance:
+        return PositionalAcceptance(tuple(min(a * factor, 1.0) for a in self.alphas))
 
 
 def beta_moments(a: float, b: float, n: int) -> np.ndarray:
@@ -174,6 +200,53 @@ class BetaAcceptance(Acceptance):
     def stream(self, rng: np.random.Generator) -> AcceptanceStream:
         alpha = np.array([rng.beta(self.a, self.b)])
         return lambda k: int(_geometric_capped(alpha, k, rng)[0])
+
+    def scaled(self, factor: float) -> Acceptance:
+        return ScaledBetaAcceptance(self.a, self.b, factor) if factor != 1.0 else self
+
+
+@dataclass(frozen=True, repr=False)
+class ScaledBetaAcceptance(BetaAcceptance):
+    """A sequence's alpha is min(factor x, 1) with x ~ Beta(a, b): ``beta:a,b`` at another context."""
+
+    factor: float = 1.0
+
+    @property
+    def spec(self) -> str:  # type: ignore[override]
+        return f"beta:{self.a:g},{self.b:g}x{self.factor:.4g}"
+
+    def chain_pmf(self, k: int) -> np.ndarray:
+        """P(A >= i) = E[min(f x, 1)^i], by quadrature over x on a fine grid (the Beta density integrated per cell,
+        so a density that diverges at 0 or 1 is still weighed exactly)."""
+        k = _check_k(k)
+        edges = np.linspace(0.0, 1.0, 4097)
+        weights = np.diff(_beta_cdf(edges, self.a, self.b))
+        x = np.minimum(self.factor * (edges[:-1] + edges[1:]) / 2, 1.0)
+        at_least = np.concatenate([[1.0], [float(weights @ x ** i) / weights.sum() for i in range(1, k + 1)]])
+        pmf = at_least.copy()
+        pmf[:-1] -= at_least[1:]
+        return pmf
+
+    def sample_chain(self, k: int, rng: np.random.Generator, size: int) -> np.ndarray:
+        return _geometric_capped(np.minimum(self.factor * rng.beta(self.a, self.b, size=size), 1.0), k, rng)
+
+    def stream(self, rng: np.random.Generator) -> AcceptanceStream:
+        alpha = np.minimum(self.factor * np.array([rng.beta(self.a, self.b)]), 1.0)
+        return lambda k: int(_geometric_capped(alpha, k, rng)[0])
+
+    def scaled(self, factor: float) -> Acceptance:
+        return ScaledBetaAcceptance(self.a, self.b, self.factor * factor)
+
+
+def _beta_cdf(x: np.ndarray, a: float, b: float) -> np.ndarray:
+    """The Beta(a, b) distribution function at points `x` in [0, 1] (numerically, from the log-density on a fine
+    grid: enough for weights, not a special-function library)."""
+    grid = np.linspace(0.0, 1.0, 200_001)[1:-1]
+    log_pdf = (a - 1) * np.log(grid) + (b - 1) * np.log1p(-grid)
+    pdf = np.exp(log_pdf - log_pdf.max())
+    cdf = np.concatenate([[0.0], np.cumsum(pdf)])
+    cdf /= cdf[-1]
+    return np.interp(x, np.concatenate([[0.0], grid]), cdf)
 
 
 def _geometric_capped(alpha: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -285,6 +358,12 @@ class HiddenChain(Acceptance):
             alive = ok
             state = self._next_state(state, rng)
         return out
+
+    def scaled(self, factor: float) -> Acceptance:
+        if factor == 1.0:
+            return self
+        return HiddenStateAcceptance(tuple(float(min(a * factor, 1.0)) for a in self.alphas),
+                                     tuple(tuple(float(p) for p in row) for row in self.transition))
 
     def stream(self, rng: np.random.Generator) -> AcceptanceStream:
         alphas = self.alphas
@@ -506,6 +585,12 @@ class WithRanks(Acceptance):
     def stream(self, rng: np.random.Generator) -> AcceptanceStream:
         return self.chain.stream(rng)
 
+    def scaled(self, factor: float) -> Acceptance:
+        if factor == 1.0:
+            return self
+        return WithRanks(self.chain.scaled(factor), tuple(min(r * factor, 1.0) for r in self.ranks_),
+                         f"{self.spec}x{factor:.4g}")
+
 
 def iid_from_mean_length(tokens_per_step: float, k: int) -> IIDAcceptance:
     """The i.i.d. alpha whose chain of k drafts emits `tokens_per_step` = E[A + 1] tokens per verification on average
@@ -557,6 +642,64 @@ class RanksAcceptance(Acceptance):
     def expected_tokens(self, k: int) -> float:
         return IIDAcceptance(self.ranks_[0]).expected_tokens(k)
 
+    def scaled(self, factor: float) -> Acceptance:
+        """Each candidate's acceptance times `factor` (each node's path one factor per depth, as a chain's)."""
+        ranks = [r * factor for r in self.ranks_]
+        total = sum(ranks)
+        return RanksAcceptance(tuple(r / max(total, 1.0) for r in ranks))
+
+
+@dataclass(frozen=True, repr=False, eq=False)
+class ContextDependent(Acceptance):
+    """`base` at every context scaled by a factor on each drafted token's acceptance (``SPEC@context:C=F,...``):
+    F(c) interpolated linearly between the points and flat beyond them. The model itself (``chain_pmf`` and the
+    rest) is the base, i.e. at factor 1; ``at_context`` gives it at a context. Scaled models are cached per context
+    rounded to ``quantum`` tokens, which is also the resolution the simulators use."""
+
+    base: Acceptance
+    contexts: tuple[float, ...]
+    factors: tuple[float, ...]
+    quantum: int = 64
+    _cache: dict[int, Acceptance] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.base, ContextDependent):
+            raise SpecsimError("give one @context: factor table per acceptance model")
+        if not self.contexts or len(self.contexts) != len(self.factors):
+            raise SpecsimError("@context: needs CONTEXT=FACTOR pairs, e.g. iid:0.75@context:1024=1,4096=0.7")
+        if list(self.contexts) != sorted(set(self.contexts)) or self.contexts[0] < 0:
+            raise SpecsimError(f"@context: contexts must increase from >= 0, got {list(self.contexts)}")
+        if any(not (0.0 <= f <= 100.0 and np.isfinite(f)) for f in self.factors):
+            raise SpecsimError(f"@context: factors must lie in [0, 100], got {list(self.factors)}")
+        self.base.scaled(0.5)  # refuses a base that cannot scale
+
+    @property
+    def spec(self) -> str:  # type: ignore[override]
+        return f"{self.base.spec}@context:" + ",".join(f"{c:g}={f:.4g}" for c, f in zip(self.contexts, self.factors))
+
+    @property
+    def ranks(self) -> tuple[float, ...] | None:  # type: ignore[override]
+        return self.base.ranks
+
+    def context_factor(self, context: float) -> float:
+        return float(np.interp(context, self.contexts, self.factors))
+
+    def at_context(self, context: float) -> Acceptance:
+        cell = int(context // self.quantum)
+        model = self._cache.get(cell)
+        if model is None:
+            model = self._cache[cell] = self.base.scaled(self.context_factor((cell + 0.5) * self.quantum))
+        return model
+
+    def chain_pmf(self, k: int) -> np.ndarray:
+        return self.base.chain_pmf(k)
+
+    def sample_chain(self, k: int, rng: np.random.Generator, size: int) -> np.ndarray:
+        return self.base.sample_chain(k, rng, size)
+
+    def stream(self, rng: np.random.Generator) -> AcceptanceStream:
+        return self.base.stream(rng)
+
 
 def _floats(kind: str, body: str, example: str) -> tuple[float, ...]:
     try:
@@ -570,6 +713,9 @@ def _floats(kind: str, body: str, example: str) -> tuple[float, ...]:
 
 def parse_acceptance(spec: str) -> Acceptance:
     """Build an acceptance model from its spec string (see the module docstring)."""
+    base, at, table = spec.partition("@")
+    if at:
+        return with_context(parse_acceptance(base), table)
     kind, sep, body = spec.partition(":")
     kind = kind.strip().lower()
     if not sep and kind not in ("iid", "positional", "beta", "markov", "hmm", "trace", "ranks"):
@@ -602,3 +748,17 @@ def _expect(values: Sequence[float], n: int, example: str) -> Sequence[float]:
     if len(values) != n:
         raise SpecsimError(f"expected {n} value{'s' if n > 1 else ''} ({example}), got {len(values)}")
     return values
+
+
+def with_context(model: Acceptance, table: str) -> ContextDependent:
+    """`model` with the factor table of a ``@context:C1=F1,C2=F2,...`` suffix (given without the ``@``)."""
+    kind, _, body = table.partition(":")
+    pairs = [p.partition("=") for p in body.split(",") if p.strip()]
+    try:
+        if kind.strip().lower() != "context" or not pairs or any(not eq for _, eq, _ in pairs):
+            raise ValueError
+        points = sorted((float(c), float(f)) for c, _, f in pairs)
+    except ValueError:
+        raise SpecsimError(f"@{table!r} is not @context:CONTEXT=FACTOR,..., e.g. iid:0.75@context:1024=1,4096=0.7"
+                           ) from None
+    return ContextDependent(model, tuple(c for c, _ in points), tuple(f for _, f in points))

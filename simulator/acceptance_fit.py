@@ -22,7 +22,7 @@ is within 2 % (relative) of the lowest: a model with more states must earn its p
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -38,6 +38,7 @@ from .acceptance import (
     PositionalAcceptance,
     ProbabilityTraceAcceptance,
     TraceAcceptance,
+    with_context,
 )
 
 KS = tuple(range(1, 9))
@@ -54,23 +55,34 @@ class AcceptanceData:
     alphas: tuple[np.ndarray, ...]
     yields: tuple[np.ndarray, ...] | None = None
     source: str = ""
+    prompt_tokens: tuple[int, ...] | None = None  # per request, where known: position t sits at context prompt + t
 
     def __post_init__(self) -> None:
         if not self.alphas or all(len(a) == 0 for a in self.alphas):
             raise SpecsimError(f"{self.source or 'acceptance data'} holds no positions to fit")
 
     @classmethod
-    def from_yields(cls, yields: Sequence[np.ndarray], source: str = "") -> AcceptanceData:
+    def from_yields(cls, yields: Sequence[np.ndarray], source: str = "",
+                    prompt_tokens: Sequence[int] | None = None) -> AcceptanceData:
         """A greedy trace: the drafted token at t is accepted exactly when a step starting at t yields 2 or more."""
         ys = tuple(np.asarray(y, dtype=np.int64) for y in yields)
-        return cls(tuple((y >= 2).astype(float) for y in ys), ys, source)
+        prompts = tuple(int(p) for p in prompt_tokens) if prompt_tokens is not None else None
+        return cls(tuple((y >= 2).astype(float) for y in ys), ys, source, prompts)
 
     def __len__(self) -> int:
         return len(self.alphas)
 
     def take(self, idx: Sequence[int]) -> AcceptanceData:
         return AcceptanceData(tuple(self.alphas[i] for i in idx),
-                              None if self.yields is None else tuple(self.yields[i] for i in idx), self.source)
+                              None if self.yields is None else tuple(self.yields[i] for i in idx), self.source,
+                              None if self.prompt_tokens is None else tuple(self.prompt_tokens[i] for i in idx))
+
+    def by_context(self) -> tuple[np.ndarray, np.ndarray]:
+        """(context, acceptance probability) of every drafted position: context = prompt + position."""
+        if self.prompt_tokens is None:
+            raise SpecsimError(f"{self.source}: no prompt lengths, so no contexts to fit acceptance against")
+        contexts = np.concatenate([p + np.arange(len(a)) for p, a in zip(self.prompt_tokens, self.alphas)])
+        return contexts.astype(float), np.concatenate(self.alphas)
 
     @cached_property
     def replay(self) -> Acceptance:
@@ -271,10 +283,19 @@ class FitReport:
     errors: tuple[ModelError, ...]
     chosen: str
     models: Mapping[str, Acceptance] = field(default_factory=dict, compare=False)
+    context: ContextFit | None = None  # acceptance against context, where the data know their contexts
 
     @property
     def best(self) -> Acceptance:
         return self.models[self.chosen]
+
+    @property
+    def best_with_context(self) -> Acceptance:
+        """The chosen model with the fitted context factors, where there are some and the model can take them."""
+        model = self.best
+        if self.context is None or model.spec.startswith("trace:"):
+            return model
+        return with_context(model, self.context.suffix[1:])
 
     def error(self, name: str) -> ModelError:
         return next(e for e in self.errors if e.name == name)
@@ -319,7 +340,71 @@ def cross_validate(data: AcceptanceData, ks: Sequence[int] = KS, folds: int = 5,
     fitted = fit_models(data, ks, models, seed)
     errs = tuple(ModelError(m, fitted[m].spec, tuple(np.mean(tok[m], axis=0)), tuple(np.mean(tvs[m], axis=0)))
                  for m in models)
-    return FitReport(data.source, ks, folds, n, errs, choose(errs), fitted)
+    context = fit_context(data, folds=folds, seed=seed) if data.prompt_tokens is not None else None
+    return FitReport(data.source, ks, folds, n, errs, choose(errs), fitted, context)
+
+
+@dataclass(frozen=True)
+class ContextFit:
+    """Per-token acceptance against context: a factor per context bin on the pooled model (``@context:``), with
+    the held-out error of predicting each bin's acceptance with and without the factors."""
+
+    contexts: tuple[float, ...]  # each bin's mean context
+    factors: tuple[float, ...]  # its acceptance over the pooled acceptance
+    acceptance: tuple[float, ...]  # its per-token acceptance
+    positions: tuple[int, ...]
+    heldout_err_with: float  # mean |error| of a bin's acceptance on held-out requests, relative
+    heldout_err_without: float
+
+    @property
+    def suffix(self) -> str:
+        return "@context:" + ",".join(f"{c:.0f}={f:.3f}" for c, f in zip(self.contexts, self.factors))
+
+
+def _context_bins(contexts: np.ndarray, bins: int) -> np.ndarray:
+    """Bin edges at quantiles of the contexts (equal numbers of positions), merged where they coincide."""
+    return np.unique(np.quantile(contexts, np.linspace(0, 1, bins + 1)))
+
+
+def _binned(contexts: np.ndarray, alphas: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    idx = np.clip(np.searchsorted(edges, contexts, side="right") - 1, 0, len(edges) - 2)
+    count = np.bincount(idx, minlength=len(edges) - 1)
+    mean_c = np.bincount(idx, contexts, minlength=len(edges) - 1) / np.maximum(count, 1)
+    mean_a = np.bincount(idx, alphas, minlength=len(edges) - 1) / np.maximum(count, 1)
+    return mean_c, mean_a, count
+
+
+def fit_context(data: AcceptanceData, bins: int = 8, folds: int = 5, seed: int = 0) -> ContextFit:
+    """Acceptance by context: the positions cut into `bins` bins of equal size by context, each bin's factor its
+    acceptance over the pooled one. Judged on held-out requests (folds stratified as in `cross_validate`): each
+    held-out bin's acceptance predicted by the training factors (with) or by the training pooled acceptance
+    (without)."""
+    contexts, alphas = data.by_context()
+    edges = _context_bins(contexts, bins)
+    if len(edges) < 3:
+        raise SpecsimError(f"{data.source}: the contexts do not spread over two bins; nothing to fit")
+    mean_c, mean_a, count = _binned(contexts, alphas, edges)
+    pooled = float(alphas.mean())
+    rng = np.random.default_rng(seed)
+    n = len(data)
+    order = np.lexsort((rng.random(n), [len(a) for a in data.alphas]))
+    with_f, without = [], []
+    for i in range(min(folds, n)):
+        held = set(order[i::folds].tolist())
+        train = data.take([j for j in range(n) if j not in held])
+        test = data.take(sorted(held))
+        c_tr, a_tr = train.by_context()
+        c_te, a_te = test.by_context()
+        _, tr_a, tr_n = _binned(c_tr, a_tr, edges)
+        _, te_a, te_n = _binned(c_te, a_te, edges)
+        ok = (te_n > 0) & (tr_n > 0)
+        weight = te_n[ok] / te_n[ok].sum()
+        with_f.append(float(weight @ (np.abs(tr_a[ok] - te_a[ok]) / np.maximum(te_a[ok], 1e-9))))
+        without.append(float(weight @ (np.abs(a_tr.mean() - te_a[ok]) / np.maximum(te_a[ok], 1e-9))))
+    keep = count > 0
+    return ContextFit(tuple(float(c) for c in mean_c[keep]), tuple(float(a / pooled) for a in mean_a[keep]),
+                      tuple(float(a) for a in mean_a[keep]), tuple(int(c) for c in count[keep]),
+                      float(np.mean(with_f)), float(np.mean(without)))
 
 
 def transfer(train: AcceptanceData, tests: Mapping[str, AcceptanceData], ks: Sequence[int],
@@ -364,7 +449,8 @@ def fit_record(report: FitReport) -> dict:
 
     return {"specsim_version": __version__, "source": report.source, "ks": list(report.ks), "folds": report.folds,
             "requests": report.requests, "held_out": report.folds > 0, "chosen": report.chosen,
-            "spec": report.models[report.chosen].spec,
+            "spec": report.best_with_context.spec,
+            "context": None if report.context is None else asdict(report.context),
             "models": {e.name: {"spec": e.spec, "tokens_err": e.tokens_err, "tv": e.tv,
                                 "tokens_err_by_k": list(e.tokens_err_by_k), "tv_by_k": list(e.tv_by_k)}
                        for e in report.errors}}
@@ -385,4 +471,13 @@ def format_fit_report(report: FitReport) -> str:
         lines.append(f"  {e.name:11s} {e.spec}")
     lines.append(f"chosen: {report.chosen} (the simplest model within {100 * (CHOICE_SLACK - 1):.0f} % of the lowest "
                  f"mean error): {report.models[report.chosen].spec}")
+    c = report.context
+    if c is not None:
+        lines.append("acceptance by context (per drafted token; bins of equal positions):")
+        lines.append("  " + "  ".join(f"{x:,.0f}: {a:.3f} (x{f:.2f})" for x, a, f in
+                                      zip(c.contexts, c.acceptance, c.factors)))
+        lines.append(f"  held out, a bin's acceptance predicted with these factors is off by "
+                     f"{100 * c.heldout_err_with:.1f} %, without them by {100 * c.heldout_err_without:.1f} %")
+        if not report.best.spec.startswith("trace:"):
+            lines.append(f"with context: {report.best_with_context.spec}")
     return "\n".join(lines)

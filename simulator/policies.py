@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
@@ -43,9 +44,8 @@ class StepDurations:
         return 0.0
 
 
-@dataclass(frozen=True)
-class BatchState:
-    """What the engine knows about the batch it is about to step."""
+class BatchState(NamedTuple):
+    """What the engine knows about the batch it is about to step (a named tuple: built every step)."""
 
     batch: int
     context_mean: float  # cached tokens per sequence
@@ -148,6 +148,7 @@ class Adaptive(Policy):
     switch_horizon: int = 16  # steps over which a change of k must pay for its switch
     _table: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, int]] = field(default_factory=dict, repr=False)
     _loaded: dict[tuple, int] = field(default_factory=dict, repr=False)  # warm choices with a catch-up, by inputs
+    _steady_choice: dict[tuple, int] = field(default_factory=dict, repr=False)  # by (costs, batch, cell, previous)
 
     @cached_property
     def candidates(self) -> tuple[Candidate, ...]:  # type: ignore[override]
@@ -161,21 +162,26 @@ class Adaptive(Policy):
         if table is None:
             assert self.acceptance is not None
             c = (key[2] + 0.5) * self.context_step
-            tokens = np.array([tokens_per_pass(cand, self.acceptance) for cand in self.candidates])
+            at = self.acceptance.at_context(c)
+            tokens = np.array([tokens_per_pass(cand, at) for cand in self.candidates])
             times = np.array([durations.decode_s(batch, c, cand) for cand in self.candidates])
             table = self._table[key] = (tokens, times, _first_best(tokens / times))
         return table
 
     def _steady(self, batch: int, cell: int, durations: StepDurations, previous: Candidate | None) -> int:
         """The choice with the draft's cache current, at this batch and context cell, after `previous`."""
-        tokens, times, best = self._rates(batch, cell * self.context_step, durations)
-        if previous is None or previous.k is None or previous.k > self.k_max or previous.k == best:
-            return best
-        switch = durations.switch_s(batch, (cell + 0.5) * self.context_step)
-        stay = previous.k
-        if switch and tokens[stay] / times[stay] >= tokens[best] / (times[best] + switch / self.switch_horizon):
-            return stay
-        return best
+        stay = previous.k if previous is not None and previous.tree is None else None
+        key = (id(durations), batch, cell, stay)
+        choice = self._steady_choice.get(key)
+        if choice is None:
+            tokens, times, choice = self._rates(batch, cell * self.context_step, durations)
+            if stay is not None and stay <= self.k_max and stay != choice:
+                switch = durations.switch_s(batch, (cell + 0.5) * self.context_step)
+                if switch and tokens[stay] / times[stay] >= tokens[choice] / (times[choice] +
+                                                                              switch / self.switch_horizon):
+                    choice = stay
+            self._steady_choice[key] = choice
+        return choice
 
     def choose(self, state: BatchState, durations: StepDurations) -> Candidate:
         if state.draft_missing_mean == 0:
@@ -205,9 +211,9 @@ class Adaptive(Policy):
     def holds(self, state: BatchState, context_means: np.ndarray, durations: StepDurations, draft_lags: bool) -> int:
         if state.draft_missing_mean > 0 or draft_lags:
             return 1  # the catch-up term changes every step
-        cells = context_means // self.context_step
-        if cells[-1] == cells[0]:
+        if int(context_means[-1] // self.context_step) == int(context_means[0] // self.context_step):
             return len(context_means)
+        cells = context_means // self.context_step
         chosen = self.choose(state, durations)  # from the second step on, the previous step drafted this
         for i in np.flatnonzero(cells[1:] != cells[:-1]) + 1:  # each new cell once
             if self._steady(state.batch, int(cells[i]), durations, chosen) != chosen.k:

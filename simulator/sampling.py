@@ -26,6 +26,7 @@ import numpy as np
 from .acceptance import (
     Acceptance,
     BetaAcceptance,
+    ContextDependent,
     HiddenChain,
     TraceAcceptance,
     WithRanks,
@@ -35,17 +36,28 @@ from .trees import Tree
 
 
 class BatchSampler:
-    """Stateless: every step an independent draw from the model's ``chain_pmf(k)``."""
+    """Stateless: every step an independent draw from the model's ``chain_pmf(k)``.
+
+    ``factor`` (default 1): every drafted token's acceptance scaled by it, the model's context dependence at the
+    batch's context (``Acceptance.scaled``); stateful samplers scale their per-sequence probabilities."""
 
     def __init__(self, acceptance: Acceptance, slots: int, rng: np.random.Generator) -> None:
-        self.acceptance = acceptance
+        self.acceptance = acceptance.base if isinstance(acceptance, ContextDependent) else acceptance
         self.rng = rng
         self.slots = slots
-        self._cdf: dict[int, np.ndarray] = {}
-        self._trees: dict[Tree, _TreeTable] = {}
+        self.factor = 1.0
+        self.context: ContextDependent | None = None  # where the factor comes from (set by batch_sampler)
+        self._cdf: dict[tuple[int, float], np.ndarray] = {}
+        self._trees: dict[tuple[Tree, float], _TreeTable] = {}
 
     def admit(self, slots: np.ndarray) -> None:
         """New sequences take these slots (state, if any, starts afresh)."""
+
+    def at_context(self, context_mean: float) -> None:
+        """Set the factor for a batch at this mean context (the model's cell of ``quantum`` tokens)."""
+        if self.context is not None:
+            q = self.context.quantum
+            self.factor = self.context.context_factor((int(context_mean // q) + 0.5) * q)
 
     def draw(self, slots: np.ndarray, k: int) -> np.ndarray:
         """A for one step of k drafts, for each sequence in `slots`."""
@@ -54,11 +66,11 @@ class BatchSampler:
         return np.searchsorted(self._chain_cdf(k), self.rng.random(len(slots)), side="right")
 
     def _chain_cdf(self, k: int) -> np.ndarray:
-        cdf = self._cdf.get(k)
+        cdf = self._cdf.get((k, self.factor))
         if cdf is None:
-            cdf = np.cumsum(self.acceptance.chain_pmf(k))
+            cdf = np.cumsum(self.acceptance.scaled(self.factor).chain_pmf(k))
             cdf[-1] = np.inf  # rounding never leaves u above the last bin
-            self._cdf[k] = cdf
+            self._cdf[(k, self.factor)] = cdf
         return cdf
 
     def draw_tree(self, slots: np.ndarray, tree: Tree) -> np.ndarray:
@@ -66,11 +78,12 @@ class BatchSampler:
         return self._tree_table(tree).draw(len(slots), self.rng)
 
     def _tree_table(self, tree: Tree) -> _TreeTable:
-        table = self._trees.get(tree)
+        table = self._trees.get((tree, self.factor))
         if table is None:
-            if self.acceptance.ranks is None:
+            ranks = self.acceptance.scaled(self.factor).ranks
+            if ranks is None:
                 raise ValueError(f"tree {tree.label} needs per-rank acceptance")
-            table = self._trees[tree] = _TreeTable(tree, self.acceptance.ranks)
+            table = self._trees[(tree, self.factor)] = _TreeTable(tree, ranks)
         return table
 
     def draw_steps(self, slots: np.ndarray, candidate: Candidate, m: int) -> np.ndarray:
@@ -129,24 +142,33 @@ class BetaSampler(BatchSampler):
         super().__init__(ranks_from or acceptance, slots, rng)
         self.model = acceptance
         self.alpha = np.full(slots, acceptance.a / (acceptance.a + acceptance.b))
+        self.model_factor = getattr(acceptance, "factor", 1.0)  # a Beta already scaled (ScaledBetaAcceptance)
 
     def admit(self, slots: np.ndarray) -> None:
         self.alpha[slots] = self.rng.beta(self.model.a, self.model.b, size=len(slots))
 
+    def _alpha(self, slots: np.ndarray) -> np.ndarray:
+        f = self.factor * self.model_factor
+        return self.alpha[slots] if f == 1.0 else np.minimum(self.alpha[slots] * f, 1.0)
+
     def draw(self, slots: np.ndarray, k: int) -> np.ndarray:
         if k == 0:
             return np.zeros(len(slots), dtype=np.int64)
-        # Leading successes of Bernoulli(alpha): P(A >= i) = alpha^i, so A = floor(log U / log alpha), capped at k.
-        with np.errstate(divide="ignore", invalid="ignore"):
-            a = np.floor(np.log(self.rng.random(len(slots))) / np.log(self.alpha[slots]))
-        return np.minimum(np.nan_to_num(a, nan=0.0, posinf=k), k).astype(np.int64)
+        return _leading_successes(self._alpha(slots), self.rng.random(len(slots)), k)
 
     def _chain_steps(self, slots: np.ndarray, k: int, m: int) -> np.ndarray:
         if k == 0:
             return np.zeros((m, len(slots)), dtype=np.int64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            a = np.floor(np.log(self.rng.random((m, len(slots)))) / np.log(self.alpha[slots]))
-        return np.minimum(np.nan_to_num(a, nan=0.0, posinf=k), k).astype(np.int64)
+        return _leading_successes(self._alpha(slots), self.rng.random((m, len(slots))), k)
+
+
+def _leading_successes(alpha: np.ndarray, u: np.ndarray, k: int) -> np.ndarray:
+    """Leading successes of Bernoulli(alpha) among k, from uniforms u: P(A >= i) = alpha^i, so
+    A = floor(log u / log alpha) capped at k (k where alpha is 1, 0 where it is 0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.floor(np.log(u) / np.log(alpha))
+    a = np.where(alpha >= 1.0, k, np.nan_to_num(a, nan=0.0, posinf=k, neginf=0.0))
+    return np.minimum(a, k).astype(np.int64)
 
 
 class HiddenChainSampler(BatchSampler):
@@ -162,7 +184,7 @@ class HiddenChainSampler(BatchSampler):
         self.cum = np.cumsum(acceptance.transition, axis=1)  # next state: first column whose cumsum exceeds u
         self.pi = np.cumsum(acceptance.token_stationary)
         self.top = acceptance.n_states - 1
-        self._kernels: dict[int, np.ndarray] = {}
+        self._kernels: dict[tuple[int, float], np.ndarray] = {}
         self._pending: np.ndarray | None = None  # per-step start states of the last draw_steps
 
     def admit(self, slots: np.ndarray) -> None:
@@ -175,8 +197,9 @@ class HiddenChainSampler(BatchSampler):
         s = self.state[slots]
         accepted = np.zeros(len(slots), dtype=np.int64)
         alive = np.ones(len(slots), dtype=bool)
+        alphas = self.alphas if self.factor == 1.0 else np.minimum(self.alphas * self.factor, 1.0)
         for _ in range(k):
-            ok = alive & (self.rng.random(len(slots)) < self.alphas[s])
+            ok = alive & (self.rng.random(len(slots)) < alphas[s])
             accepted += ok
             s = np.where(ok, self._advance(s), s)
             alive = ok
@@ -186,9 +209,9 @@ class HiddenChainSampler(BatchSampler):
     def _kernel(self, k: int) -> np.ndarray:
         """Per start state, the cdf over the joint outcome (A, next step's start state), flattened as
         A * n_states + state: the law of one ``draw`` from that state, so that a step is one categorical draw."""
-        table = self._kernels.get(k)
+        table = self._kernels.get((k, self.factor))
         if table is None:
-            alphas, T = self.model.alphas, self.model.transition
+            alphas, T = np.minimum(self.model.alphas * self.factor, 1.0), self.model.transition
             f = np.eye(self.model.n_states)  # f[s0, s]: all drafts so far accepted, current token in state s
             joint = []
             for _ in range(k):
@@ -197,7 +220,7 @@ class HiddenChainSampler(BatchSampler):
             joint.append(f @ T)  # all k accepted: the bonus token's position, then one further
             table = np.cumsum(np.concatenate(joint, axis=1), axis=1)
             table[:, -1] = np.inf
-            table = self._kernels[k] = table
+            table = self._kernels[(k, self.factor)] = table
         return table
 
     def _chain_steps(self, slots: np.ndarray, k: int, m: int) -> np.ndarray:
@@ -266,6 +289,12 @@ class TraceSampler(BatchSampler):
 def batch_sampler(acceptance: Acceptance, slots: int, rng: np.random.Generator) -> BatchSampler:
     """The sampler that follows `acceptance` per sequence (a measured model's chain part decides; its per-rank
     vector stays available for trees)."""
+    sampler = _sampler(acceptance.base if isinstance(acceptance, ContextDependent) else acceptance, slots, rng)
+    sampler.context = acceptance if isinstance(acceptance, ContextDependent) else None
+    return sampler
+
+
+def _sampler(acceptance: Acceptance, slots: int, rng: np.random.Generator) -> BatchSampler:
     chain = acceptance.chain if isinstance(acceptance, WithRanks) else acceptance
     if isinstance(chain, BetaAcceptance):
         return BetaSampler(chain, slots, rng, acceptance)

@@ -392,6 +392,7 @@ class Engine:
             elif missing_mean > 0:
                 duration += self.costs.draft_sync_s(batch, missing_mean, context_mean)
                 self.draft_missing[:] = 0
+        self.sampler.at_context(context_mean)
         if plain:  # one token per sequence: no draws
             if lazy:
                 self.draft_missing += 1
@@ -451,8 +452,9 @@ class Engine:
             if cand.is_plain:  # the catch-up step alone; the next run decides afresh
                 cand, m = first, 1
         next_arrival = self.arrivals.next_s if self.free_slots and not self.waiting else math.inf
-        if next_arrival < math.inf and m > 1:  # durations never fall as contexts grow: it comes within this many
+        if next_arrival < math.inf and m * batch > 4096:  # durations never fall as contexts grow: it comes within
             m = max(1, min(m, int((next_arrival - t) / costs.decode_s(batch, state.context_mean, cand)) + 2))
+        self.sampler.at_context(state.context_mean)
         if cand.is_plain:  # one token per sequence per step, no draws: the shortest finishes after min(remaining)
             accepted = done = finished = None
             n = m
@@ -470,6 +472,12 @@ class Engine:
             step_tokens = accepted[:n].sum(axis=1) + batch
         emitted_before = step_tokens[:n].cumsum()
         context_means = (emitted_before - step_tokens[:n] + self.context_total) / batch
+        context_model = self.sampler.context
+        if context_model is not None and not cand.is_plain:  # acceptance changes with the context's cell
+            q = context_model.quantum
+            cells = context_means // q
+            n = min(n, int(np.searchsorted(cells, cells[0], side="right")))
+            context_means = context_means[:n]
         if self.on_demand:  # cached tokens before each step, plus every request's lookahead
             cache = emitted_before - step_tokens[:n] + self.context_total + batch * self.lookahead
             n = min(n, max(1, int(np.searchsorted(cache, self.kv_capacity, side="right"))))
@@ -483,7 +491,7 @@ class Engine:
         if first is not cand:
             durations[0] = costs.decode_s(batch, state.context_mean, first)
         durations[0] += catchup
-        if self.last_cand is not None and first != self.last_cand:
+        if self.last_cand is not None and first is not self.last_cand and first != self.last_cand:
             durations[0] += costs.switch_s(batch, state.context_mean)
         if first is not cand and n > 1:
             durations[1] += costs.switch_s(batch, float(context_means[1]))

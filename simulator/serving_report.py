@@ -8,10 +8,12 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from . import SpecsimError, __version__
+from .acceptance import Acceptance
 from .capacity import FleetPlan, MaxRate
+from .cost import CostModel
 from .metrics import ServingMetrics
 from .serving import ServingRun
-from .specs import SpeculationTax
+from .specs import ModelSpec, SpeculationTax
 from .sweep import SweepResult, SweepRow
 
 NO_TAX = SpeculationTax()
@@ -173,6 +175,25 @@ def policy_record(result: SweepResult, batches: Sequence[int], caption: str, con
               # above this batch an engine started without speculation beats every k of this one (None: never)
               "engine_without_speculation_faster_above_batch": _restart_above(table)}
     return ranges, record
+
+
+def check_contexts(fmt: str, contexts: Sequence[int]) -> None:
+    if fmt == "vllm" and len(contexts) > 1:
+        raise SpecsimError("vLLM's num_speculative_tokens_per_batch_size has no context axis (vLLM #48627): give one "
+                           "--context, or --format json for a table per context")
+
+
+def policy_tables(cost: CostModel, target: ModelSpec, draft: ModelSpec, acceptance: Acceptance,
+                  batches: Sequence[int], ks: Sequence[int], contexts: Sequence[int],
+                  caption: str) -> tuple[list, dict]:
+    """`policy_record` at each context (acceptance and step times both depend on it): the first context's vLLM
+    ranges, and a record whose ``by_context`` holds every context's table."""
+    from .sweep import chains, sweep
+
+    tax = cost.hardware.speculation_tax
+    tables = [policy_record(sweep(cost, target, draft, acceptance, batches, chains(sorted(set(ks) | {0})), [c]),
+                            batches, caption, c, tax) for c in contexts]
+    return tables[0][0], {**tables[0][1], "by_context": [t[1] for t in tables]}
 
 
 def _restart_above(table: Sequence[tuple[int, int, float]]) -> int | None:

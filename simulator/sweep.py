@@ -223,11 +223,12 @@ def sweep(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, acceptanc
     target's weights and its KV cache) are left out, and where they start is recorded."""
     if not len(batches) or not candidates or not contexts:
         raise SpecsimError("a sweep needs at least one batch, one k or tree, and one context")
-    tokens = {cand: tokens_per_pass(cand, acceptance) for cand in candidates}
     capacity = cost.hardware.mem_capacity_bytes * cost.hardware.usable_memory_fraction
     rows: list[SweepRow] = []
     unfit: list[tuple[int, int]] = []
     for context in contexts:
+        at = acceptance.at_context(context)  # the acceptance there, where it depends on context
+        tokens = {cand: tokens_per_pass(cand, at) for cand in candidates}
         b = np.asarray(batches, dtype=np.int64)
         keep = memory_needed_bytes(target, None, b, context + 1) <= capacity
         if not keep.all():

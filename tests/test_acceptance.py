@@ -15,6 +15,7 @@ from simulator.acceptance import (
     MarkovAcceptance,
     PositionalAcceptance,
     RanksAcceptance,
+    parse_acceptance,
 )
 
 N_MC = 40_000
@@ -149,3 +150,69 @@ def test_bad_specs_raise_one_line_errors(spec):
     with pytest.raises(SpecsimError) as e:
         acceptance_from_spec(spec)
     assert "\n" not in str(e.value)
+
+
+# --- acceptance that changes with context ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", ["iid:0.7", "positional:0.9,0.7,0.5", "beta:3,1.5", "markov:0.95,0.3,0.05,0.15",
+                                  "hmm:0.95,0.6,0.1/0.9,0.05,0.05/0.1,0.8,0.1/0.05,0.15,0.8", "ranks:0.6,0.2,0.1"])
+@pytest.mark.parametrize("factor", [0.6, 1.2])
+def test_scaled_model_matches_the_simulator_draws_at_that_factor(spec, factor):
+    """A model scaled by a context factor (closed form, or quadrature for beta) against the serving simulator's
+    sampler drawing with that factor: the pooled accepted lengths follow the scaled chain_pmf."""
+    from simulator.sampling import batch_sampler
+
+    acc = parse_acceptance(spec)
+    scaled = acc.scaled(factor)
+    slots = np.arange(4000)
+    sampler = batch_sampler(acc, len(slots), np.random.default_rng(4))
+    sampler.admit(slots)
+    sampler.factor = factor
+    for _ in range(20):  # a hidden state settles into its step-start distribution
+        sampler.draw(slots, 4)
+    draws = []
+    for step in range(60):
+        if step % 10 == 0 and spec.startswith("beta"):
+            sampler.admit(slots)  # fresh sequences: the mixture over alpha, not 4000 particular alphas
+        draws.append(sampler.draw(slots, 4))
+    draws = np.concatenate(draws)
+    np.testing.assert_allclose(np.bincount(draws, minlength=5) / draws.size, scaled.chain_pmf(4), atol=0.012)
+
+
+def test_scaled_probabilities_are_capped_at_one():
+    assert parse_acceptance("iid:0.9").scaled(1.5).alpha == 1.0
+    assert parse_acceptance("positional:0.5,0.9").scaled(2.0).chain_pmf(2).tolist() == [0.0, 0.0, 1.0]
+    pmf = parse_acceptance("beta:1,1").scaled(2.0).chain_pmf(1)  # alpha = min(2x, 1): E = 3/4
+    assert pmf[1] == pytest.approx(0.75, abs=1e-3)
+
+
+def test_context_table_interpolates_and_is_flat_beyond():
+    acc = parse_acceptance("iid:0.8@context:1000=1,3000=0.5")
+    assert [acc.context_factor(c) for c in (0, 1000, 2000, 3000, 9000)] == [1.0, 1.0, 0.75, 0.5, 0.5]
+    assert acc.at_context(2000).alpha == pytest.approx(0.8 * acc.context_factor(2016), rel=1e-9)  # cell midpoint
+    assert acc.spec == "iid:0.8@context:1000=1,3000=0.5"
+    assert acc.expected_tokens(3) == parse_acceptance("iid:0.8").expected_tokens(3)  # the model itself: the base
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("iid:0.8@context:1000", "CONTEXT=FACTOR"),
+    ("iid:0.8@ctx:1000=1", "CONTEXT=FACTOR"),
+    ("iid:0.8@context:2000=1,1000=0.5", None),  # sorted: accepted
+    ("iid:0.8@context:1000=-1", "factors must lie"),
+    ("iid:0.8@context:1000=1,1000=0.5", "must increase"),
+    ("iid:0.8@context:1000=nan", "factors must lie"),
+])
+def test_context_table_refuses_bad_input(spec, message):
+    if message is None:
+        assert parse_acceptance(spec).context_factor(1500) == pytest.approx(0.75)
+        return
+    with pytest.raises(SpecsimError, match=message):
+        parse_acceptance(spec)
+
+
+def test_a_trace_takes_no_context_factor():
+    from simulator.acceptance import TraceAcceptance, with_context
+
+    with pytest.raises(SpecsimError, match="carries its own contexts"):
+        with_context(TraceAcceptance((np.array([2, 1, 3]),)), "context:0=1,100=0.5")

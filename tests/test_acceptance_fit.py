@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import trace_path
 
+from simulator import SpecsimError
 from simulator.acceptance import HiddenStateAcceptance, IIDAcceptance, MarkovAcceptance
 from simulator.acceptance_fit import (
     AcceptanceData,
@@ -113,3 +114,28 @@ def test_acceptance_fit_bad_sources(tmp_path):
                              ("iid:0.7", "not a source")):
         r = CliRunner().invoke(cli, ["acceptance", "fit", source])
         assert r.exit_code == 2 and fragment in r.output and len(r.output.strip().splitlines()) == 1, r.output
+
+
+def test_context_fit_recovers_a_known_decay_and_says_it_helps_on_held_out_requests():
+    """Synthetic requests whose per-token acceptance is 0.8 below 1,000 tokens of context and 0.4 above: the fitted
+    factors fall across that line, and predicting held-out bins with them beats the pooled acceptance."""
+    from simulator.acceptance_fit import AcceptanceData, fit_context
+
+    rng = np.random.default_rng(0)
+    prompts = rng.integers(100, 1800, size=300)
+    alphas = tuple(np.where(p + np.arange(200) < 1000, 0.8, 0.4) for p in prompts)
+    fit = fit_context(AcceptanceData(alphas, source="synthetic", prompt_tokens=tuple(int(p) for p in prompts)))
+    pooled = np.concatenate(alphas).mean()
+    for c, f in zip(fit.contexts, fit.factors):
+        if c < 800:
+            assert f * pooled == pytest.approx(0.8, abs=0.02)
+        if c > 1300:
+            assert f * pooled == pytest.approx(0.4, abs=0.02)
+    assert fit.heldout_err_with < 0.02 < fit.heldout_err_without
+
+
+def test_context_fit_needs_contexts():
+    from simulator.acceptance_fit import AcceptanceData, fit_context
+
+    with pytest.raises(SpecsimError, match="no prompt lengths"):
+        fit_context(AcceptanceData((np.ones(5),), source="x"))

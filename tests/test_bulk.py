@@ -51,6 +51,8 @@ DETERMINISTIC = [
     ("iid:1", "off", {"max_batch": 4}),
     ("iid:1", "fixed:3", {"kv_allocation": "on-demand", "kv_capacity_tokens": 6000}),
     ("trace", "adaptive:5", {"engine": "vllm"}),
+    ("iid:1@context:0=1,700=1,701=0", "fixed:3", {}),  # every draft accepted below 704 tokens, none above
+    ("iid:1@context:0=1,700=1,701=0", "adaptive:4", {"draft_sync": "eager"}),
     ("iid:1", "threshold:3@5", {"engine": "vllm", "draft_sync": "eager"}),
     ("trace", "adaptive:5", {"kv_allocation": "on-demand", "kv_capacity_tokens": 6000, "draft_sync": "eager"}),
 ]

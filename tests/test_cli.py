@@ -161,3 +161,18 @@ def test_log_progress_lines(monkeypatch):
 def test_json_of_predict_says_which_engine_it_describes():
     data = json.loads(run("predict", *H100, "--batch", "1,2", "--k", "0,1", "--json").stdout)
     assert data["engine"].startswith("graph") and data["trusted"] is None and data["mode"] == "hardware"
+
+
+def test_policy_json_has_a_context_axis_and_vllm_refuses_several_contexts():
+    """Acceptance that decays with context: the table at a long context speculates less than at a short one;
+    vLLM's format has no context axis, so several contexts are refused with one line."""
+    spec = "iid:0.8@context:1024=1,8192=0.6"
+    r = run("policy", "--hardware", "h100-sxm", "--acceptance", spec, "--format", "json", "--context", "512,8192",
+            "--batch", "1..40")
+    assert r.exit_code == 0, r.output
+    tables = json.loads(r.output)["by_context"]
+    assert [t["context"] for t in tables] == [512, 8192]
+    k_at = [t["num_speculative_tokens_per_batch_size"][0][2] for t in tables]
+    assert k_at[0] > k_at[1]
+    one_line_error(run("policy", "--hardware", "h100-sxm", "--acceptance", spec, "--context", "512,8192"),
+                   "no context axis")
