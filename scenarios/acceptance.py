@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from simulator import SpecsimError
-from simulator.acceptance import Acceptance, parse_acceptance
+from simulator.acceptance import Acceptance, parse_acceptance, with_context
 
 from .engine_metrics import ENGINE_KINDS, engine_acceptance
 from .traces import load_acceptance_trace
@@ -32,7 +32,11 @@ def split_trace_spec(body: str) -> tuple[str, str]:
 
 
 def acceptance_from_spec(spec: str) -> Acceptance:
-    """An acceptance model from a spec string that needs no calibration profile."""
+    """An acceptance model from a spec string that needs no calibration profile (any of them with a
+    ``@context:C=F,...`` suffix: scaled by context, where the model can be)."""
+    if "@context:" in spec:
+        base, _, table = spec.rpartition("@context:")
+        return with_context(acceptance_from_spec(base), "context:" + table)
     kind = spec.partition(":")[0].strip().lower()
     if kind == "trace":
         return load_acceptance_trace(*split_trace_spec(spec.partition(":")[2]))

@@ -193,6 +193,9 @@ class _Measured(Acceptance):
     def expected_tokens(self, k: int) -> float:
         return self.model.expected_tokens(k)
 
+    def scaled(self, factor: float) -> Acceptance:
+        return self if factor == 1.0 else _Measured(self.model.scaled(factor), f"{self._spec} x{factor:.4g}", self.k)
+
 
 def engine_acceptance(spec: str) -> Acceptance:
     """``vllm-metrics:FILE``, ``sglang:FILE@K``, ``trtllm:FILE[@K]`` or ``accept-length:L@K``."""

@@ -216,3 +216,12 @@ def test_a_trace_takes_no_context_factor():
 
     with pytest.raises(SpecsimError, match="carries its own contexts"):
         with_context(TraceAcceptance((np.array([2, 1, 3]),)), "context:0=1,100=0.5")
+
+
+def test_a_trace_spec_with_a_context_table_gets_one_line_saying_why(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"prompt_len": 10, "eagle": [2, 1, 3]}\n')
+    with pytest.raises(SpecsimError, match="carries its own contexts"):
+        acceptance_from_spec(f"trace:{path}@context:0=1,100=0.5")
+    scaled = acceptance_from_spec("accept-length:2.5@3@context:0=1,4000=0.5")  # an engine's '@K', then the table
+    assert scaled.context_factor(4000) == 0.5
