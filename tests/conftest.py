@@ -90,3 +90,22 @@ def h100():
 
     cost = CostModel.from_hardware(load_hardware("h100-sxm", "gpt-fast"))
     return cost, load_model("llama-3.1-8b"), load_model("llama-3.2-1b")
+
+
+def run(*args: str):
+    """The CLI in-process, as a user types it."""
+    from click.testing import CliRunner
+
+    from specsim import cli
+
+    return CliRunner().invoke(cli, list(args), prog_name="specsim")
+
+
+def one_line_error(result, *fragments: str) -> None:
+    """Exit code 2, one line on the output starting ``specsim: error:`` and holding every fragment, no traceback."""
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("specsim: error:"), result.output
+    for f in fragments:
+        assert f in lines[0], lines[0]
+    assert "Traceback" not in result.output

@@ -9,7 +9,7 @@ import sys
 
 import click
 import pytest
-from click.testing import CliRunner
+from conftest import one_line_error, run
 
 from calibrate.profile import save_profile
 from specsim import cli
@@ -17,16 +17,6 @@ from specsim import cli
 H100 = ["--hardware", "h100-sxm", "--acceptance", "iid:0.7"]
 
 
-def run(*args: str):
-    return CliRunner().invoke(cli, list(args), prog_name="specsim")
-
-
-def one_line_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("specsim: error:"), result.output
-    for f in fragments:
-        assert f in lines[0], lines[0]
 
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()):

@@ -3,13 +3,7 @@
 import json
 
 import pytest
-from click.testing import CliRunner
-
-from specsim import cli
-
-
-def run(*args):
-    return CliRunner().invoke(cli, list(args))
+from conftest import run
 
 
 def test_essay_example_printed():

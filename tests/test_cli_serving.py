@@ -7,11 +7,10 @@ import json
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from conftest import one_line_error, run
 
 from scenarios.engine_metrics import engine_acceptance, parse_prometheus
 from simulator import SpecsimError
-from specsim import cli
 
 H100 = ["--hardware", "h100-sxm", "--acceptance", "iid:0.7"]
 
@@ -30,17 +29,6 @@ vllm:num_requests_running{engine="0",model_name="llama"} 3.0
 """
 
 
-def run(*args: str):
-    return CliRunner().invoke(cli, list(args))
-
-
-def one_line_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("specsim: error:"), result.output
-    for f in fragments:
-        assert f in lines[0], lines[0]
-    assert "Traceback" not in result.output
 
 
 # --- simulate -----------------------------------------------------------------------------------------------------
