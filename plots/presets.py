@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from plots.axes import batch_axis  # noqa: E402
 from scenarios.references import Comparison  # noqa: E402
 
 
@@ -35,11 +36,7 @@ def preset_vs_published(rows: Sequence[Comparison], caption: str = "", fitted_up
         if fitted_up_to:
             ax.axvspan(fitted_up_to, max(r.batch for r in rows), color="tab:gray", alpha=0.1,
                        label="beyond the published range")
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
-        ax.set_xlabel("batch size (sequences)")
-        ax.set_title(f"context {c} tokens", fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
+        batch_axis(ax, f"context {c} tokens")
     axes[0][0].set_ylabel("step time (ms)")
     handles, labels = axes[0][-1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from plots.axes import batch_axis  # noqa: E402
 from simulator.sweep import SweepResult  # noqa: E402
 
 
@@ -61,11 +62,7 @@ def speedup_vs_batch(result: SweepResult, title: str = "") -> Figure:
         best = sorted((b.batch, b.speedup) for b in result.best if b.context == context)
         if best:
             ax.plot(*zip(*best), color="black", linewidth=3.0, alpha=0.25, label="best choice")
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
-        ax.set_xlabel("batch size (sequences)")
-        ax.set_title(f"context {context} tokens", fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
+        batch_axis(ax, f"context {context} tokens")
     axes[0][0].set_ylabel("speed-up over plain decoding")
     handles, labels = axes[0][-1].get_legend_handles_labels()
     for ax in axes[0][:-1]:  # spans and lines drawn only in other panels

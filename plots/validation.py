@@ -12,6 +12,7 @@ import matplotlib.ticker  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from calibrate.validate import ValidationReport  # noqa: E402
+from plots.axes import batch_axis  # noqa: E402
 
 STYLE = {"calibrated": ("o", "tab:blue"), "leviathan": ("s", "tab:orange"), "roofline": ("^", "tab:gray")}
 
@@ -68,12 +69,8 @@ def speedup_vs_batch(report: ValidationReport, curves: Mapping[str, Sequence[tup
             ax.errorbar(mx, my, yerr=[lo, hi], fmt="o", color=color, markersize=5, capsize=2,
                         label=f"{label} measured")
     ax.axhline(1.0, color="black", linewidth=1)
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
-    ax.set_xlabel("batch size (sequences)")
+    batch_axis(ax, "real speculative decoding (points) against the calibrated prediction (lines)")
     ax.set_ylabel("speed-up over plain decoding")
-    ax.set_title("real speculative decoding (points) against the calibrated prediction (lines)", fontsize=10)
-    ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, ncol=2, loc="best")
     fig.tight_layout()
     return fig
