@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from simulator import SpecsimError
-from simulator.acceptance import Acceptance, parse_acceptance, with_context
+from simulator.acceptance import Acceptance, parse_acceptance
+from simulator.context import with_context
 
 from .engine_metrics import ENGINE_KINDS, engine_acceptance
 from .traces import load_acceptance_trace

@@ -38,8 +38,8 @@ from .acceptance import (
     PositionalAcceptance,
     ProbabilityTraceAcceptance,
     TraceAcceptance,
-    with_context,
 )
+from .context import with_context
 
 KS = tuple(range(1, 9))
 MODELS = ("iid", "positional", "beta", "markov", "hmm3")

@@ -26,11 +26,11 @@ import numpy as np
 from .acceptance import (
     Acceptance,
     BetaAcceptance,
-    ContextDependent,
     HiddenChain,
     TraceAcceptance,
     WithRanks,
 )
+from .context import ContextDependent
 from .sweep import Candidate
 from .trees import Tree
 
