@@ -14,7 +14,7 @@ Predictors (all with acceptance measured on the *calibration* prompts; the runs 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -50,13 +50,17 @@ class Prediction:
 Predictor = Callable[[int, Candidate, int], Prediction]
 
 
-def predictors(profile: Profile) -> dict[str, Predictor]:
-    """name -> f(batch, candidate, context) for every predictor this profile supports."""
+def predictors(profile: Profile, drift: Mapping[str, tuple[tuple[int, float], ...]] | None = None
+               ) -> dict[str, Predictor]:
+    """name -> f(batch, candidate, context) for every predictor this profile supports. With `drift` (a spot check
+    of the device now, `spot_check`), the calibrated predictors price passes at today's speed and ``as-profiled``
+    is the primary one without it."""
     acc = profile.acceptance
     if acc is None:
         raise SpecsimError("validation needs a profile with measured acceptance")
     target, draft = profile.target, profile.draft
-    calibrated = profile.cost_model()
+    as_profiled = profile.cost_model()
+    calibrated = replace(as_profiled, drift=dict(drift or {}))
     models: dict[str, Acceptance] = {v: acc.model(v) for v in acc.variants if v != "ranks"}
     iid = models["iid"]
 
@@ -73,6 +77,8 @@ def predictors(profile: Profile) -> dict[str, Predictor]:
         return Prediction(tokens_per_pass(cand, iid), StepPhases(base * depth * c, base), base)
 
     out = {PRIMARY: with_cost(calibrated, acc.model())}
+    if drift:
+        out["as-profiled"] = with_cost(as_profiled, acc.model())
     for v in models:
         out[f"calibrated+{v}"] = with_cost(calibrated, models[v])
     out["leviathan"] = leviathan
@@ -141,9 +147,71 @@ class ValidationReport:
     repeatability_max: float
     worst: tuple[Miss, ...]
     settings: Mapping[str, Any] = field(default_factory=dict)  # profile, tokens, repeats, grid, threads
+    spot_check: Mapping[str, Any] = field(default_factory=dict)  # `SpotCheck.to_dict`: the device now vs profiled
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class SpotCheck:
+    """Single passes of each model timed now, before and after the real runs, against the profile's prediction of
+    the same passes. A shared machine drifts (neighbours' memory traffic, clock changes): a CPU calibrated at
+    10 ms per target pass may run it at 12 ms an hour later, and mostly the memory-bound passes move. The ratios,
+    by model and batch, re-anchor the calibrated predictors (`CostModel.drift`); the uncorrected profile stays in
+    the report as ``as-profiled``."""
+
+    context: int
+    points: tuple[tuple[str, int, float, float, float], ...]  # (model, batch, predicted s, before s, after s)
+
+    @property
+    def drift(self) -> dict[str, tuple[tuple[int, float], ...]]:
+        """model -> ((batch, measured / predicted), ...), the measurement the geometric mean of before and after."""
+        out: dict[str, list[tuple[int, float]]] = {}
+        for model, batch, predicted, before, after in self.points:
+            out.setdefault(model, []).append((batch, float(np.sqrt(before * after)) / predicted))
+        return {m: tuple(v) for m, v in out.items()}
+
+    @property
+    def largest(self) -> float:
+        """The largest |drift - 1| over the points."""
+        return max((abs(f - 1.0) for v in self.drift.values() for _, f in v), default=0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"context": self.context, "largest_drift": self.largest,
+                "points": [{"model": m, "batch": b, "predicted_s": p, "before_s": t0, "after_s": t1,
+                            "drift": float(np.sqrt(t0 * t1)) / p} for m, b, p, t0, t1 in self.points]}
+
+
+def time_spot(profile: Profile, device: Any, runner: Any, batches: Sequence[int], context: int,
+              seed: int) -> dict[tuple[str, int], float]:
+    """(model name, batch) -> median time of one decoding pass now (one new token at `context`), timed as the
+    calibration times its passes (`calibrate.run.time_passes`, quick effort) at the smallest and largest batch."""
+    from .measure import Effort, Timer
+    from .run import time_passes
+
+    class _Quiet:
+        def update(self, n: int) -> None:
+            pass
+
+    shown = sorted({min(batches), max(batches)})
+    out = {}
+    for spec in (profile.target, profile.draft):
+        for r in time_passes(spec, device, Timer(device), runner, shown, [1], [context], _Quiet(),
+                             Effort.of(quick=True, busy=False), seed):
+            if r.get("median_s"):
+                out[(spec.name, r["batch"])] = float(r["median_s"])
+    return out
+
+
+def spot_check(profile: Profile, before: Mapping[tuple[str, int], float], after: Mapping[tuple[str, int], float],
+               context: int) -> SpotCheck:
+    """Before and after timings against the profile's prediction of the same passes."""
+    cost = profile.cost_model()
+    specs = {profile.target.name: profile.target, profile.draft.name: profile.draft}
+    points = tuple((name, b, cost.pass_time_s(specs[name], b, 1, context), before[(name, b)], after[(name, b)])
+                   for (name, b) in sorted(before) if (name, b) in after)
+    return SpotCheck(context, points)
 
 
 def _crossover(batches: Sequence[int], best: Mapping[int, float]) -> int | None:
@@ -165,9 +233,10 @@ def miss_breakdown(pred: Prediction, meas: MeasuredConfig) -> dict[str, float]:
 
 
 def compare(profile: Profile, measured: Sequence[MeasuredConfig], trees: Sequence[Tree], context: int,
-            batches: Sequence[int], settings: Mapping[str, Any] | None = None) -> ValidationReport:
+            batches: Sequence[int], settings: Mapping[str, Any] | None = None,
+            spot: SpotCheck | None = None) -> ValidationReport:
     """Predicted against measured for every configuration and predictor, with summaries."""
-    preds = predictors(profile)
+    preds = predictors(profile, spot.drift if spot else None)
     by_label = {t.label: t for t in trees}
     timed = [(p.batch, p.new_tokens) for p in profile.timed if p.model == profile.target.name]
     max_batch, max_rows = max(b for b, _ in timed), max(b * n for b, n in timed)
@@ -209,13 +278,14 @@ def compare(profile: Profile, measured: Sequence[MeasuredConfig], trees: Sequenc
         worst.append(Miss(r.batch, r.k, r.tree, r.predicted[PRIMARY].err_speedup, main, r.miss_terms,
                           r.repeatability))
     return ValidationReport(context, tuple(rows), summary, cm, cp, abs(index(cm) - index(cp)),
-                            float(np.median(noise)), float(max(noise)), tuple(worst), dict(settings or {}))
+                            float(np.median(noise)), float(max(noise)), tuple(worst), dict(settings or {}),
+                            spot.to_dict() if spot else {})
 
 
 def predicted_curves(profile: Profile, candidates: Sequence[Candidate], batches: Sequence[int],
-                     context: int) -> dict[str, list[tuple[int, float]]]:
+                     context: int, spot: SpotCheck | None = None) -> dict[str, list[tuple[int, float]]]:
     """The primary prediction's speed-up over every batch, per candidate (the lines of the validation plot)."""
-    f = predictors(profile)[PRIMARY]
+    f = predictors(profile, spot.drift if spot else None)[PRIMARY]
     return {(f"tree {c.tree.label}" if c.tree is not None else f"k = {c.k}"):
             [(b, f(b, c, context).speedup) for b in batches] for c in candidates}
 
@@ -262,12 +332,20 @@ def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence
         for cand in cands:
             for b in batches:
                 f(b, cand, context)
+    runner = make_runner(device, eager=profile.engine_mode == "eager")  # its own: time_passes resets its graphs
+    with progress("spot check, before", 1) as bar:
+        before = time_spot(profile, device, runner, batches, context, seed)
+        bar.update(1)
     with progress("real runs (interleaved)", repeats * (len(configs) + len(batches))) as bar:
         measured = measure(engine, held, configs, new_tokens, repeats, 1.0, seed, tick=lambda: bar.update(1),
                            min_sequences=MIN_SEQUENCES)
+    with progress("spot check, after", 1) as bar:
+        after = time_spot(profile, device, runner, batches, context, seed + 1)
+        bar.update(1)
+    spot = spot_check(profile, before, after, context)
     settings = {"profile": str(profile.path), "new_tokens": new_tokens, "repeats": repeats, "batches": list(batches),
                 "sequences_per_run": MIN_SEQUENCES,
                 "ks": list(ks), "trees": [t.label for t in trees], "torch_threads": torch.get_num_threads(),
                 "engine_mode": profile.engine_mode}
-    report = compare(profile, measured, trees, context, batches, settings)
-    return report, predicted_curves(profile, cands, list(range(1, max(batches) + 1)), context)
+    report = compare(profile, measured, trees, context, batches, settings, spot)
+    return report, predicted_curves(profile, cands, list(range(1, max(batches) + 1)), context, spot)

@@ -28,6 +28,15 @@ def format_report(report: ValidationReport, primary: str = PRIMARY) -> str:
         lines.append(f"  {name:22s} median {100 * e.median_abs_err_speedup:5.1f} %   p90 "
                      f"{100 * e.p90_abs_err_speedup:5.1f} %   tokens/pass mean |err| "
                      f"{100 * e.mean_abs_err_tokens_per_pass:4.1f} %")
+    spot = report.spot_check
+    if spot:
+        drift = ", ".join(f"{p['model'].removeprefix('specsim-')} B={p['batch']} {p['drift']:.2f}x "
+                          f"({1e3 * p['before_s']:.1f}|{1e3 * p['after_s']:.1f} ms)" for p in spot["points"])
+        lines.append(f"spot check, single passes now / as profiled (before|after the runs): {drift}")
+        if spot["largest_drift"] > 0.05:
+            lines.append(f"  the device runs up to {100 * spot['largest_drift']:.0f} % off its profile: "
+                         f"'{primary}' prices passes at today's speed, 'as-profiled' does not; if this persists, "
+                         "calibrate again")
     lines.append("measurement repeatability: speed-up IQR / median over repeats, median "
                  f"{100 * report.repeatability_median:.1f} %, worst {100 * report.repeatability_max:.1f} %")
 

@@ -170,6 +170,18 @@ class CostModel:
     linear_ridge_p: float = float("inf")  # how the linear layers' memory and compute times combine (ridge_combine)
     draft_catchup_tokens: int = 1  # tokens in a step's first draft pass: 1 if the draft cache is always current;
     # specsim's own engine re-caches [previous, current] at the start of each draft phase, so 2
+    drift: Mapping[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)  # model name -> ((batch,
+    # factor), ...): how much slower (> 1) the device runs that model's passes now than when calibrated, from a spot
+    # check (`calibrate.validate.spot_check`); log-linear in batch between the knots, constant beyond them
+
+    def drift_factor(self, model: ModelSpec, batch: np.ndarray | int) -> np.ndarray:
+        """The drift factor of `model`'s passes at each batch (1 where no spot check was made)."""
+        knots = self.drift.get(model.name)
+        b = np.asarray(batch, dtype=float)
+        if not knots:
+            return np.ones_like(b)
+        xs, fs = zip(*sorted(knots))
+        return np.interp(np.log2(np.maximum(b, 1.0)), np.log2(np.asarray(xs, dtype=float)), np.asarray(fs))
 
     @cached_property
     def _measured_by_shape(self) -> dict[tuple[str, int, int], list[tuple[int, float]]]:
@@ -180,8 +192,8 @@ class CostModel:
 
     @cached_property
     def _formula(self) -> CostModel:
-        """This model without measurements: the fitted formula alone."""
-        return replace(self, measured={})
+        """This model without measurements or drift: the fitted formula alone."""
+        return replace(self, measured={}, drift={})
 
     @cached_property
     def _grids(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -303,7 +315,8 @@ class CostModel:
             act_bytes=act_bytes,
             roofline_time_s=roofline,
             overhead_time_s=overhead,
-            time_s=next(t for t in (measured_s, anchored_s, roofline + overhead) if t is not None),
+            time_s=next(t for t in (measured_s, anchored_s, roofline + overhead) if t is not None)
+            * float(self.drift_factor(model, batch)),
             bound=bound,
             measured=measured_s is not None,
             operators=(linear, attention),
@@ -337,6 +350,9 @@ class CostModel:
     def pass_times(self, model: ModelSpec, batch: np.ndarray, new_tokens: np.ndarray | int,
                    context: int) -> np.ndarray:
         """`pass_time_s` for arrays of batch and new tokens (broadcast) at one context: the same numbers."""
+        if self.drift:
+            return replace(self, drift={}).pass_times(model, batch, new_tokens, context) * self.drift_factor(
+                model, np.broadcast_arrays(np.asarray(batch), np.asarray(new_tokens))[0])
         formula, _ = self.formula_times(model, batch, new_tokens, context)
         if not self.measured:
             return formula

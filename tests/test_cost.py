@@ -3,6 +3,7 @@
 import json
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from scenarios import hardware_names, load_hardware, load_model, model_names
@@ -141,3 +142,18 @@ def test_measurements_anchor_other_contexts_and_shapes():
     assert cost.pass_time_s(m, 2, 2, 40) == pytest.approx(2.0 * base.pass_time_s(m, 2, 2, 40), rel=1e-9)
     assert cost.pass_time_s(m, 64, 8, 40) == pytest.approx(2.0 * base.pass_time_s(m, 64, 8, 40), rel=1e-9)
     assert cost.pass_cost(m, 4, 4, 64).measured and cost.pass_time_s(m, 4, 4, 64) == measured[("llama-68m", 4, 4, 64)]
+
+
+def test_drift_scales_passes_by_model_and_batch_in_both_paths():
+    """A spot check's drift multiplies a model's passes (measured or not), log-linear in batch between its knots and
+    constant beyond them; the scalar and the vectorised paths agree, and other models are untouched."""
+    m, other = load_model("llama-68m"), load_model("llama-3.2-1b")
+    base = CostModel.from_hardware(load_hardware("l4"))
+    base = replace(base, measured={("llama-68m", 4, 1, 16): 0.01})
+    cost = replace(base, drift={"llama-68m": ((1, 1.2), (16, 1.0))})
+    assert cost.pass_time_s(m, 1, 1, 16) == pytest.approx(1.2 * base.pass_time_s(m, 1, 1, 16))
+    assert cost.pass_time_s(m, 4, 1, 16) == pytest.approx(1.1 * 0.01)  # halfway in log2 batch, on a measurement
+    assert cost.pass_time_s(m, 64, 3, 16) == pytest.approx(base.pass_time_s(m, 64, 3, 16))
+    assert cost.pass_time_s(other, 1, 1, 16) == base.pass_time_s(other, 1, 1, 16)
+    b = np.array([1, 2, 4, 8, 16, 64])
+    assert cost.pass_times(m, b, 2, 16) == pytest.approx([cost.pass_time_s(m, int(x), 2, 16) for x in b])

@@ -92,3 +92,26 @@ def test_predict_with_measured_acceptance(builtin_profile, tmp_path):
         assert data["mode"] == "profile" and any(row["tree"] == "2,1" for row in data["rows"])
     r = CliRunner().invoke(cli, ["predict", "--profile", str(f), "--acceptance", "measured:nope"])
     assert r.exit_code == 2 and "unknown measured variant" in r.output
+
+
+def test_spot_check_reanchors_the_calibrated_prediction(builtin_profile):
+    """Passes timed 20 % slower now than profiled: the calibrated predictor prices them so (baseline and step slower
+    alike), `as-profiled` keeps the profile, and the report says the device drifted."""
+    from calibrate.validate import spot_check
+
+    t, d = builtin_profile.target.name, builtin_profile.draft.name
+    cost = builtin_profile.cost_model()
+    slow = {(m.name, b): 1.2 * cost.pass_time_s(m, b, 1, 30) for m in (builtin_profile.target,
+                                                                       builtin_profile.draft) for b in (1, 2)}
+    spot = spot_check(builtin_profile, slow, slow, 30)
+    assert spot.largest == pytest.approx(0.2) and dict(spot.drift[t]) == pytest.approx({1: 1.2, 2: 1.2})
+    preds = predictors(builtin_profile, spot.drift)
+    now, then = preds[PRIMARY](1, Candidate(2), 30), preds["as-profiled"](1, Candidate(2), 30)
+    assert now.phases.verify_s > then.phases.verify_s and now.baseline_s > 1.15 * then.baseline_s
+    assert d in spot.drift
+    measured = [MeasuredConfig(1, 2, None, *(Summary(v, 0.0, v, v, 1) for v in (
+        then.speedup, then.tokens_per_pass, then.step_s, then.phases.draft_s, then.phases.verify_s,
+        then.phases.accept_s, then.baseline_s, 1.0)))]
+    report = compare(builtin_profile, measured, [], 30, [1], {"profile": "p"}, spot)
+    assert report.predictors["as-profiled"].median_abs_err_speedup == pytest.approx(0, abs=1e-12)
+    assert "runs up to 20 % off its profile" in format_report(report)
