@@ -113,6 +113,7 @@ def measure_acceptance(target: Decoder, draft: Decoder, prompts: Sequence[Sequen
     return {
         "temperature": temperature,
         "prompts": len(prompts),
+        "prompt_tokens": float(np.mean([len(p) for p in prompts])),
         "tokens_per_prompt": new_tokens,
         "alpha": mean,
         "greedy_match": float(np.concatenate(matches).mean()),
@@ -130,3 +131,37 @@ def measure_acceptance(target: Decoder, draft: Decoder, prompts: Sequence[Sequen
         "trace": {"alpha": [np.round(a, 5).tolist() for a in alphas],
                   "greedy_yields": [y.tolist() for y in yields]},
     }
+
+
+@torch.inference_mode()
+def measure_by_context(target: Decoder, draft: Decoder, texts: Sequence[Sequence[int]], starts: Sequence[int],
+                       span: int, temperature: float = 1.0) -> dict[str, Any]:
+    """Acceptance against context on real text: both models teacher-forced over `texts` (each at least
+    max(starts) + span tokens), alpha_t = sum_x min(p_t, q_t) at every position; per window of `span` positions
+    from each start, the mean over every text with a 95 % interval of that mean (spread over texts). The logistic
+    decay (`simulator.context.fit_decay`) is fitted to all windows, and each window is predicted by the decay
+    fitted to the others (leave one out) to show what a context not measured would be predicted at."""
+    from simulator.context import fit_decay
+
+    length = max(starts) + span
+    seqs = torch.tensor([list(t[:length]) for t in texts], device=target.device)
+    t_eff = temperature if temperature > 0 else 1.0
+    p = distribution(teacher_forced(target, seqs)[:, :-1], t_eff)
+    q = distribution(teacher_forced(draft, seqs)[:, :-1], t_eff)
+    alpha = torch.minimum(p, q).sum(-1).cpu().numpy().astype(float)  # (texts, length - 1): column t saw t + 1 tokens
+    per_text = np.stack([alpha[:, s:s + span].mean(axis=1) for s in starts], axis=1)  # (texts, windows)
+    mean = per_text.mean(axis=0)
+    half = 1.96 * per_text.std(axis=0, ddof=1) / np.sqrt(len(texts))
+    centre = np.asarray(starts, dtype=float) + 1 + (span - 1) / 2  # a window's mean context (tokens seen)
+    decay = fit_decay(centre, mean)
+    loo = []
+    for i in range(len(starts)):
+        keep = np.arange(len(starts)) != i
+        loo.append(float(fit_decay(centre[keep], mean[keep]).alpha(centre[i])))
+    err = np.asarray(loo) / mean - 1.0
+    return {"texts": len(texts), "span": span, "temperature": temperature,
+            "contexts": centre.tolist(), "alpha": mean.tolist(), "ci95": half.tolist(),
+            "decay": {"high": decay.high, "low": decay.low, "c50": decay.c50, "width": decay.width},
+            "leave_one_out": {"predicted": loo, "rel_error": err.tolist(),
+                              "median_abs_err": float(np.median(np.abs(err))),
+                              "max_abs_err": float(np.max(np.abs(err)))}}

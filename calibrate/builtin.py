@@ -16,6 +16,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from simulator import SpecsimError
@@ -37,6 +38,35 @@ def prompts(split: str) -> list[str]:
     """The committed calibration or held-out prompts (cut from standard-library files the pair never trained on)."""
     data = json.loads((WEIGHTS / "prompts.json").read_text())
     return data[split]
+
+
+def long_texts(n: int, length: int, seed: int = 0) -> list[list[int]]:
+    """`n` ASCII stretches of `length` bytes from line starts of standard-library files of the calibration split
+    (files the pair never trained on), at most four disjoint ones per file, spread over as many files as there are;
+    for acceptance against context. They come from this machine's Python: another version measures other text."""
+    from .train import split_of, stdlib_files
+
+    rng = np.random.default_rng(seed)
+    per_file: list[list[list[int]]] = []
+    for f in (f for f in stdlib_files() if split_of(f) == "calibration"):
+        try:
+            data = f.read_bytes()
+        except OSError:
+            continue
+        found, end = [], 0
+        for j in range(len(data) - length - 1):
+            if j >= end and data[j] == 10 and data[j + 1:j + 1 + length].isascii():
+                found.append(list(data[j + 1:j + 1 + length]))
+                end = j + 1 + length
+                if len(found) == 4:
+                    break
+        if found:
+            per_file.append(found)
+    out = [stretch for rnd in range(4) for stretch in (fs[rnd] for fs in per_file if len(fs) > rnd)][:n]
+    if len(out) < n:
+        raise SpecsimError(f"this Python's standard library holds {len(out)} stretches of {length} ASCII bytes in "
+                           f"its calibration files, fewer than {n}; measure at shorter contexts")
+    return [out[i] for i in sorted(rng.permutation(len(out))[:n])]
 
 
 def encode(text: str) -> list[int]:

@@ -352,6 +352,26 @@ class MeasuredAcceptance:
                                f"{'|'.join(MEASURED_VARIANTS)}")
         return WithRanks(chain, self.ranks, f"measured:{variant} (alpha {self.alpha:.3f})")
 
+    @property
+    def by_context(self) -> Mapping[str, Any] | None:
+        """Acceptance against context on real text (`calibrate.acceptance.measure_by_context`), if measured."""
+        return self.raw.get("by_context")
+
+    def context_table(self) -> str:
+        """The ``@context:`` table of this measurement: the fitted decay every 32 tokens over the measured range,
+        relative to its value at the context the chain measurement was made at (its prompts' length plus half the
+        tokens generated)."""
+        from simulator.context import ContextDecay
+
+        bc = self.by_context
+        if not bc:
+            raise SpecsimError("this profile did not measure acceptance against context; calibrate again (specsim "
+                               "calibrate measures it for the built-in pair)")
+        decay = ContextDecay(**{k: float(bc["decay"][k]) for k in ("high", "low", "c50", "width")})
+        reference = float(self.raw.get("prompt_tokens", 96)) + self.tokens_per_prompt / 2
+        top = max(float(c) for c in bc["contexts"])
+        return decay.table(reference, np.arange(0.0, top + 32.0, 32.0))
+
 
 @dataclass(frozen=True)
 class Trust:

@@ -274,13 +274,14 @@ def builtin_pair(target: ModelSpec, draft: ModelSpec) -> bool:
 def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick: bool, max_batch: int,
                     progress: Progress, seed: int, cost: CostModel, target_spec: ModelSpec,
                     draft_spec: ModelSpec) -> tuple[dict[str, Any], EngineOverheads]:
-    """Acceptance of the trained pair on the calibration prompts; then short real runs (plain, a chain of 4, the
-    tree 2,2,1) at batch 1 and the largest batch, whose step phases minus the calibrated passes give the engine's
-    own work around the passes (`EngineOverheads`), each a fixed cost plus a cost per sequence."""
+    """Acceptance of the trained pair on the calibration prompts, and against context on longer real text; then
+    short real runs (plain, a chain of 4, the tree 2,2,1) at batch 1 and the largest batch, whose step phases minus
+    the calibrated passes give the engine's own work around the passes (`EngineOverheads`), each a fixed cost plus
+    a cost per sequence."""
     from simulator.trees import parse_branching
 
-    from .acceptance import measure_acceptance
-    from .builtin import encode, load_pair, prompts
+    from .acceptance import measure_acceptance, measure_by_context
+    from .builtin import encode, load_pair, long_texts, prompts
     from .speculative import Decoding, RealEngine
 
     n_prompts, n_tokens = (16, 64) if quick else (64, 128)
@@ -289,6 +290,11 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
     target, draft = load_pair(expanded=False, dtype=dtype, max_seq_len=512, device=device)
     with progress("acceptance (calibration prompts)", n_prompts + 1) as bar:
         acc = measure_acceptance(target, draft, calib, n_tokens, 1.0, seed, tick=lambda: bar.update(1))
+    # Against context: windows of 32 tokens every 32 from the start to twice the 256 tokens the pair trained on.
+    with progress("acceptance against context (real text)", 1) as bar:
+        acc["by_context"] = measure_by_context(target, draft, long_texts(24 if quick else 64, 512, seed),
+                                               list(range(0, 512, 32)), 32, 1.0)
+        bar.update(1)
     big_target, _ = load_pair(expanded=True, dtype=dtype, max_seq_len=512, device=device)
     engine = RealEngine(big_target, draft, runner)
     gen = torch.Generator(device=device).manual_seed(seed)

@@ -25,6 +25,7 @@ from scenarios.traces import load_acceptance_trace, load_prompt_lengths
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance, IIDAcceptance, iid_from_mean_length
 from simulator.acceptance_fit import MODELS, AcceptanceData, FitReport, cross_validate, fit_in_sample, fit_record
+from simulator.context import with_context
 from simulator.cost import CostModel
 from simulator.roofline import RooflinePoint, measured_points, modelled_points
 from simulator.specs import ModelSpec
@@ -166,7 +167,16 @@ def fitted_acceptance(body: str, profile: Profile | None) -> Acceptance:
 
 def resolve_acceptance(spec: str, profile: Profile | None) -> Acceptance:
     """``measured[:VARIANT]`` from the profile's measurement; ``fit:SOURCE`` the best model fitted to a source;
-    anything else as `scenarios.acceptance_from_spec`."""
+    anything else as `scenarios.acceptance_from_spec`. A ``@context`` suffix without a table takes the profile's
+    measured acceptance against context; ``@context:C=F,...`` any table."""
+    base, at, table = spec.strip().rpartition("@context")
+    if at and (not table or table.startswith(":")):
+        if table:
+            return with_context(resolve_acceptance(base, profile), "context" + table)
+        if profile is None or profile.acceptance is None:
+            raise SpecsimError(f"{spec!r}: a bare @context takes the profile's measured acceptance against context; "
+                               "give a calibration profile of the built-in pair, or a table: @context:1024=1,4096=0.8")
+        return with_context(resolve_acceptance(base, profile), profile.acceptance.context_table())
     kind, _, variant = spec.strip().partition(":")
     if kind.lower() == "fit":
         if not variant:

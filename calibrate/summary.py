@@ -59,6 +59,15 @@ def format_summary(profile: Profile, path: Path) -> str:
         a = profile.acceptance
         lines.append(f"acceptance (built-in pair, {a.prompts} calibration prompts): alpha {a.alpha:.3f}, "
                      f"measured = measured:{a.chosen}")
+        bc = a.by_context
+        if bc:
+            d, loo = bc["decay"], bc["leave_one_out"]
+            lines.append(
+                f"acceptance against context ({bc['texts']} texts, {bc['span']}-token windows to "
+                f"{max(bc['contexts']):.0f}): alpha {d['high']:.3f} falling to {d['low']:.3f} around context "
+                f"{d['c50']:.0f} (width {d['width']:.0f}); each window predicted from the others: median |error| "
+                f"{100 * loo['median_abs_err']:.1f} %, max {100 * loo['max_abs_err']:.1f} %; use it with "
+                "--acceptance measured@context")
     oom = [p for p in profile.passes if p.oom]
     if oom:
         lines.append(f"{len(oom)} grid points ran out of memory and were skipped (recorded in the profile)")

@@ -75,3 +75,58 @@ def with_context(model: Acceptance, table: str) -> ContextDependent:
         raise SpecsimError(f"@{table!r} is not @context:CONTEXT=FACTOR,..., e.g. iid:0.75@context:1024=1,4096=0.7"
                            ) from None
     return ContextDependent(model, tuple(c for c, _ in points), tuple(f for _, f in points))
+
+
+@dataclass(frozen=True)
+class ContextDecay:
+    """Acceptance against context as a logistic step: alpha(c) = low + (high - low) / (1 + exp((c - c50) / width)).
+    Flat at `high` while the context is short, falling to `low` around `c50` over a few `width`s: a model pushed
+    past the context it was trained on (the built-in pair at ~1.2x its 256 training tokens), and, with c50 beyond
+    the range measured, the slow decline engines report (vLLM #47602)."""
+
+    high: float
+    low: float
+    c50: float
+    width: float
+
+    def alpha(self, context: np.ndarray | float) -> np.ndarray:
+        z = np.clip((np.asarray(context, dtype=float) - self.c50) / self.width, -60.0, 60.0)
+        return self.low + (self.high - self.low) / (1.0 + np.exp(z))
+
+    def table(self, reference: float, contexts: np.ndarray) -> str:
+        """A ``context:C=F,...`` table (for `with_context`): alpha at each context over alpha at `reference`."""
+        base = float(self.alpha(reference))
+        return "context:" + ",".join(f"{c:.0f}={float(self.alpha(c)) / base:.4f}" for c in contexts)
+
+
+def fit_decay(contexts: np.ndarray, alpha: np.ndarray, weights: np.ndarray | None = None) -> ContextDecay:
+    """Least-squares logistic step through (context, alpha): for each (c50, width) on a grid the levels are linear
+    least squares, and the best grid point is refined on a finer grid around it. Needs three points; with fewer
+    distinct levels than that the fit is flat (high = low = the weighted mean)."""
+    c = np.asarray(contexts, dtype=float)
+    a = np.asarray(alpha, dtype=float)
+    w = np.ones_like(a) if weights is None else np.asarray(weights, dtype=float)
+    if c.size < 3 or c.size != a.size or c.size != w.size:
+        raise SpecsimError(f"a context decay needs at least three (context, alpha) points; got {c.size}")
+    span = float(c.max() - c.min())
+    mean = float(np.average(a, weights=w))
+    best = (float(np.average((a - mean) ** 2, weights=w)), ContextDecay(mean, mean, float(c.max()) * 2, span))
+    sw = np.sqrt(w)
+
+    def search(c50s: np.ndarray, widths: np.ndarray) -> None:
+        nonlocal best
+        for c50 in c50s:
+            for width in widths:
+                s = 1.0 / (1.0 + np.exp(np.clip((c - c50) / width, -60.0, 60.0)))  # 1 short, 0 long
+                X = np.stack([s, 1.0 - s], axis=1)  # alpha = high * s + low * (1 - s)
+                (high, low), *_ = np.linalg.lstsq(X * sw[:, None], a * sw, rcond=None)
+                high, low = float(np.clip(high, 0.0, 1.0)), float(np.clip(low, 0.0, 1.0))
+                sse = float(np.average((a - (high * s + low * (1 - s))) ** 2, weights=w))
+                if sse < best[0] - 1e-15:
+                    best = (sse, ContextDecay(high, low, float(c50), float(width)))
+
+    step = span / 64
+    search(np.linspace(c.min() - span / 4, c.max() + span / 4, 97), np.geomspace(max(step, 1.0), span, 24))
+    d = best[1]
+    search(np.linspace(d.c50 - 2 * step, d.c50 + 2 * step, 41), np.geomspace(d.width / 2, d.width * 2, 41))
+    return best[1]

@@ -61,8 +61,8 @@ def builtin_profile():
 
     import torch
 
-    from calibrate.acceptance import measure_acceptance
-    from calibrate.builtin import encode, prompts
+    from calibrate.acceptance import measure_acceptance, measure_by_context
+    from calibrate.builtin import encode, long_texts, prompts
     from calibrate.profile import MeasuredAcceptance
     from calibrate.run import calibrate
     from scenarios import load_model
@@ -79,6 +79,7 @@ def builtin_profile():
     target, draft = load_pair(expanded=False, dtype="fp32", max_seq_len=256)
     held = [encode(p)[:40] for p in prompts("calibration")[:3]]
     measured = measure_acceptance(target, draft, held, new_tokens=24, seed=0, sims=2)
+    measured["by_context"] = measure_by_context(target, draft, long_texts(6, 192), list(range(0, 192, 32)), 32)
     return dataclasses.replace(profile, acceptance=MeasuredAcceptance.from_dict(measured))
 
 

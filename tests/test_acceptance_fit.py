@@ -139,3 +139,44 @@ def test_context_fit_needs_contexts():
 
     with pytest.raises(SpecsimError, match="no prompt lengths"):
         fit_context(AcceptanceData((np.ones(5),), source="x"))
+
+
+def test_context_decay_fit_recovers_a_logistic_step_and_a_flat_line():
+    """The logistic step through noisy samples of a known one comes back within the noise; flat data give a flat
+    fit (the same prediction everywhere); fewer than three points are refused."""
+    from simulator.acceptance import IIDAcceptance
+    from simulator.context import ContextDecay, fit_decay, with_context
+
+    c = np.arange(16.0, 640.0, 32.0)
+    true = ContextDecay(high=0.74, low=0.44, c50=310.0, width=25.0)
+    a = true.alpha(c) + np.random.default_rng(0).normal(0.0, 0.005, c.size)
+    got = fit_decay(c, a)
+    assert got.high == pytest.approx(0.74, abs=0.01) and got.low == pytest.approx(0.44, abs=0.01)
+    assert got.c50 == pytest.approx(310.0, abs=8.0) and got.width == pytest.approx(25.0, rel=0.3)
+    flat = fit_decay(c, np.full(c.size, 0.7))
+    assert np.allclose(flat.alpha(np.array([0.0, 300.0, 5000.0])), 0.7, atol=1e-9)
+    scaled = with_context(IIDAcceptance(0.7), got.table(100.0, np.array([0.0, 320.0, 640.0])))
+    assert scaled.context_factor(0) == pytest.approx(1.0, abs=0.01)
+    assert scaled.context_factor(640) == pytest.approx(0.44 / 0.74, abs=0.02)
+    with pytest.raises(SpecsimError, match="at least three"):
+        fit_decay(c[:2], a[:2])
+
+
+def test_builtin_pair_acceptance_against_context(builtin_profile):
+    """The calibration's measurement against context: a window per start with an interval, each predicted from
+    the others, and `measured@context` scales the measured model by the fitted decay (1 at the measurement's own
+    context); a bare @context needs a profile."""
+    from calibrate.setup import resolve_acceptance
+    from simulator.context import ContextDependent
+
+    bc = builtin_profile.acceptance.by_context
+    assert len(bc["contexts"]) == len(bc["alpha"]) == len(bc["ci95"]) == len(bc["leave_one_out"]["predicted"]) == 6
+    assert all(0.2 < a < 1.0 for a in bc["alpha"]) and all(0 < h < 0.3 for h in bc["ci95"])
+    model = resolve_acceptance("measured@context", builtin_profile)
+    assert isinstance(model, ContextDependent)
+    reference = builtin_profile.acceptance.raw["prompt_tokens"] + builtin_profile.acceptance.tokens_per_prompt / 2
+    assert model.context_factor(reference) == pytest.approx(1.0, abs=0.02)
+    iid = resolve_acceptance("measured:iid@context:100=1,200=0.5", builtin_profile)
+    assert iid.at_context(150).chain_pmf(1)[1] < iid.at_context(50).chain_pmf(1)[1]
+    with pytest.raises(SpecsimError, match="bare @context"):
+        resolve_acceptance("iid:0.7@context", None)
