@@ -400,7 +400,7 @@ def plot_group() -> None:
     specsim plot best-k     --hardware h100-sxm --acceptance iid:0.6 --out best-k.png
     specsim plot tpot       --hardware h100-sxm --acceptance iid:0.7 --rate 5..60:5 --out tpot.png
     specsim plot roofline   --out roofline.png              # this machine's calibrated passes
-    specsim plot acceptance --trace llama3.1-8b-instruct_sharegpt.jsonl --k 4 --out acceptance.png
+    specsim plot acceptance --trace llama3.1-8b-instruct_sharegpt.jsonl --k 4 --out acceptance.png  # or --context
     """
 
 
@@ -479,12 +479,15 @@ def plot_roofline(setup: ui.SetupOptions, context: int) -> Any:
 @click.option("--trace", "trace_spec", default=None, metavar="FILE[:eagle|ngram]",
               help="A greedy acceptance trace (JSONL, e.g. the production traces) instead of the profile.")
 @click.option("--k", type=click.IntRange(1, 16), default=4, show_default=True, help="Drafts per step.")
+@click.option("--context", "by_context", is_flag=True, help="The profile's acceptance against context instead.")
 @ui.figure_out
-def plot_acceptance(profile_path: Path | None, trace_spec: str | None, k: int) -> Any:
-    """Accepted-length histogram: measured steps against the acceptance models."""
-    from calibrate.setup import acceptance_view
+def plot_acceptance(profile_path: Path | None, trace_spec: str | None, k: int, by_context: bool) -> Any:
+    """Accepted-length histogram: measured steps against the acceptance models (or acceptance against context)."""
+    from calibrate.setup import acceptance_view, context_figure
     from plots.acceptance import accepted_length_histogram
 
+    if by_context and not trace_spec:
+        return context_figure(profile_path)
     v = acceptance_view(trace_spec, profile_path, k)
     return accepted_length_histogram(v.measured_pmf, v.models, v.k, v.label, v.caption)
 

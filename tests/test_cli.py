@@ -166,3 +166,25 @@ def test_policy_json_has_a_context_axis_and_vllm_refuses_several_contexts():
     assert k_at[0] > k_at[1]
     one_line_error(run("policy", "--hardware", "h100-sxm", "--acceptance", spec, "--context", "512,8192"),
                    "no context axis")
+
+
+def test_plot_acceptance_against_context_and_measured_at_context(builtin_profile, tmp_path):
+    """`plot acceptance --context` draws the profile's measurement; `predict --acceptance measured@context` uses it;
+    a profile without the measurement gets one line saying how to get it."""
+    import dataclasses
+
+    from calibrate.profile import MeasuredAcceptance
+
+    path = tmp_path / "p.json"
+    save_profile(builtin_profile, path)
+    r = run("plot", "acceptance", "--context", "--profile", str(path), "--out", str(tmp_path / "c.png"))
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "c.png").stat().st_size > 10_000
+    r = run("predict", "--profile", str(path), "--acceptance", "measured@context", "--batch", "1", "--k", "0..3",
+            "--context", "16,160")
+    assert r.exit_code == 0 and "@context:0=" in r.output, r.output
+    raw = {k: v for k, v in builtin_profile.acceptance.raw.items() if k != "by_context"}
+    older = dataclasses.replace(builtin_profile, acceptance=MeasuredAcceptance.from_dict(raw))
+    save_profile(older, path)
+    one_line_error(run("plot", "acceptance", "--context", "--profile", str(path), "--out", str(tmp_path / "d.png")),
+                   "did not measure acceptance against context")
