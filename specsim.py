@@ -7,7 +7,6 @@ one-line errors and progress are in `scenarios.cli`). torch is imported only by 
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -69,7 +68,7 @@ def predict(alpha: float | None, setup: ui.SetupOptions, ks: list[int], cost_rat
     Calibrated mode (the latest profile of this machine, or --profile FILE; its measured acceptance by default):
       specsim predict --batch 1..64
     """
-    from simulator.report import format_formula_table, format_hardware_table, result_to_csv, result_to_dict
+    from simulator.report import format_formula_table, format_hardware_table
     from simulator.sweep import candidates_from, formula_sweep, sweep
 
     if as_json and as_csv:
@@ -100,12 +99,7 @@ def predict(alpha: float | None, setup: ui.SetupOptions, ks: list[int], cost_rat
             from plots.speedup import speedup_vs_batch
 
             ui.write_figures({plot: speedup_vs_batch(result, title=s.heading)})
-    if as_json:
-        click.echo(json.dumps(result_to_dict(result, meta), indent=1))
-    elif as_csv:
-        click.echo(result_to_csv(result), nl=False)
-    else:
-        click.echo(text, nl=False)
+    ui.echo_result(result, meta, text, as_json, as_csv)
 
 
 # -- calibrate, exactness, validate ----------------------------------------------------------------------------------
@@ -130,22 +124,29 @@ def predict(alpha: float | None, setup: ui.SetupOptions, ks: list[int], cost_rat
               help="Profile file [default: $XDG_CACHE_HOME/specsim/profile-<device>-<time>.json].")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole profile as JSON instead of the summary.")
 @click.option("--seed", type=ui.SEED, default=0, show_default=True, help="Seed of the random weights and the split.")
+@click.option("--from", "source", metavar="vllm:MANIFEST.toml|sglang:FILE.jsonl|csv:FILE.csv", default=None,
+              help="Fit an engine's measured step times instead of timing passes here (needs --hardware, --target).")
+@click.option("--hardware", default=None, metavar="PRESET", help="With --from: the GPU the engine ran on.")
 def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: list[int] | None,
               contexts: list[int] | None, quick: bool, eager: bool, busy: bool, out_path: Path | None, as_json: bool,
-              seed: int) -> None:
-    """Measure this device and real draft/verify passes; fit the cost model; write a profile.
+              seed: int, source: str | None, hardware: str | None) -> None:
+    """Measure this device and real draft/verify passes (or import an engine's); fit the cost model; write a profile.
 
     \b
     specsim calibrate --quick
     specsim calibrate --device cuda --target llama-3.1-8b --draft llama-3.2-1b --batch 1..256:x2 --context 128,1024
+    specsim calibrate --from vllm:manifest.toml --hardware h100-sxm --target llama-3.1-8b --draft llama-3.2-1b
     """
+    from calibrate.imported import calibrate_from
     from calibrate.run import calibrate_device
     from calibrate.summary import format_summary
 
-    command = "specsim " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "specsim calibrate"
-    options = {k: str(v) if isinstance(v, Path) else v for k, v in click.get_current_context().params.items()}
-    profile, path = calibrate_device(target, draft, dtype, device_name, batches, contexts, quick, eager, busy, seed,
-                                     out_path, command, options, ui.progress)
+    command, options = ui.invocation("specsim calibrate")
+    if source or hardware:
+        profile, path = calibrate_from(source or "", hardware, target, draft, dtype, seed, out_path, command, options)
+    else:
+        profile, path = calibrate_device(target, draft, dtype, device_name, batches, contexts, quick, eager, busy,
+                                         seed, out_path, command, options, ui.progress)
     click.echo(json.dumps(profile.to_dict(), indent=1) if as_json else format_summary(profile, path))
 
 

@@ -117,22 +117,26 @@ def design_row(spec: ModelSpec, p: PassPoint, knots: Sequence[int]) -> np.ndarra
 
 def fit_cost_model(points: Sequence[PassPoint], specs: Mapping[str, ModelSpec], hardware: HardwareSpec,
                    gemm_peak_flops_per_s: float, stream_bw_bytes_per_s: float, dtype: str,
-                   smoothness: float = SMOOTHNESS) -> FitResult:
+                   smoothness: float = SMOOTHNESS, floor_s_per_byte: float = 0.0) -> FitResult:
     """Least-squares fit of overheads and the per-row-count linear rate to `points`.
 
     The time per byte s(rows) is constrained to be non-decreasing in rows (a pass over more rows never costs less:
     an engine could always pad to the cheaper shape), by fitting its increments between knots, all non-negative.
     Increments are penalised with weight `smoothness` (in units of relative error of the largest model's pass per
     relative step in s): knots that few points touch follow their neighbours, while a step that many points
-    support (a GEMV turning into a GEMM) survives.
+    support (a GEMV turning into a GEMM) survives. `floor_s_per_byte` (e.g. one over the datasheet bandwidth) is the
+    least time per weight byte any row count may take: few points from an engine cannot then trade a bandwidth above
+    the hardware's for overheads.
     """
     knots = choose_knots([p.rows for p in points])
     K = len(knots)
     times = np.array([p.time_s for p in points])
     A = np.array([design_row(specs[p.model], p, knots) for p in points]) / times[:, None]
     cumulative = np.tril(np.ones((K, K)))  # s = cumulative @ increments
+    # s = floor + cumulative increments: the floor's share of each (relative) time moves to the right-hand side;
+    # the interpolation weights of a point sum to one, so its linear-layer columns sum to its bytes / time.
+    b = 1.0 - floor_s_per_byte * A[:, N_FIXED:N_FIXED + K].sum(axis=1)
     A[:, N_FIXED:N_FIXED + K] = A[:, N_FIXED:N_FIXED + K] @ cumulative
-    b = np.ones(len(points))
     if K > 1 and smoothness > 0:
         big = max(points, key=lambda p: specs[p.model].weight_bytes_per_pass)
         w_ref = specs[big.model].weight_bytes_per_pass / big.time_s
@@ -144,7 +148,7 @@ def fit_cost_model(points: Sequence[PassPoint], specs: Mapping[str, ModelSpec], 
     scale[scale == 0] = 1.0
     x = nnls(A / scale, b) / scale
     pass_s, layer_s, row_s, sequence_layer_s = x[:N_FIXED]
-    s = cumulative @ x[N_FIXED:N_FIXED + K]
+    s = floor_s_per_byte + cumulative @ x[N_FIXED:N_FIXED + K]
     h, g = x[-2], x[-1]
     # Rates from s(rows): bandwidth 1 / s at every knot; the compute rate is the GEMM peak while s is flat, and the
     # rate implied at the largest knot once s has clearly risen (compute-bound there), so that extrapolating past
@@ -219,3 +223,22 @@ def monotone_times(times: Mapping[tuple[str, int, int, int], float]) -> dict[tup
             if not changed:
                 break
     return out
+
+
+def heldout_split(points: Sequence[PassPoint], fraction: float,
+                  rng: np.random.Generator) -> tuple[list[PassPoint], list[PassPoint]]:
+    """Hold out about `fraction` of the points, stratified by (model, rows): every row count of every model keeps at
+    least one training point, so the held-out error measures interpolation across batch, new tokens and context
+    rather than the (undefined) value of a rate knot the fit never saw."""
+    groups: dict[tuple[str, int], list[PassPoint]] = {}
+    for p in points:
+        groups.setdefault((p.model, p.rows), []).append(p)
+    train: list[PassPoint] = []
+    test: list[PassPoint] = []
+    for key in sorted(groups):
+        g = groups[key]
+        order = rng.permutation(len(g))
+        n_test = min(len(g) - 1, int(round(fraction * len(g) + rng.random() - 0.5)))
+        test += [g[i] for i in order[:n_test]]
+        train += [g[i] for i in order[n_test:]]
+    return train, test

@@ -19,7 +19,7 @@ from simulator.specs import EngineOverheads, ModelSpec, PerStep
 from simulator.sweep import Candidate, StepPhases, step_time
 
 from .device import device_identity, device_state
-from .fit import PassPoint, errors, fit_cost_model
+from .fit import PassPoint, errors, fit_cost_model, heldout_split
 from .host import host_summary
 from .measure import Effort, Timer, interleaved
 from .microbench import n_microbenchmarks, run_microbenchmarks
@@ -243,25 +243,6 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     }
     result = Profile.from_dict(profile, "being written")
     return CalibrationResult(replace(result, trust=assess_trust(result.fit.heldout, result.passes)), fit.cost, specs)
-
-
-def heldout_split(points: Sequence[PassPoint], fraction: float,
-                  rng: np.random.Generator) -> tuple[list[PassPoint], list[PassPoint]]:
-    """Hold out about `fraction` of the points, stratified by (model, rows): every row count of every model keeps at
-    least one training point, so the held-out error measures interpolation across batch, new tokens and context
-    rather than the (undefined) value of a rate knot the fit never saw."""
-    groups: dict[tuple[str, int], list[PassPoint]] = {}
-    for p in points:
-        groups.setdefault((p.model, p.rows), []).append(p)
-    train: list[PassPoint] = []
-    test: list[PassPoint] = []
-    for key in sorted(groups):
-        g = groups[key]
-        order = rng.permutation(len(g))
-        n_test = min(len(g) - 1, int(round(fraction * len(g) + rng.random() - 0.5)))
-        test += [g[i] for i in order[:n_test]]
-        train += [g[i] for i in order[n_test:]]
-    return train, test
 
 
 def builtin_pair(target: ModelSpec, draft: ModelSpec) -> bool:

@@ -20,18 +20,33 @@ def _peak_note(name: str) -> str:
     return ""
 
 
-def format_summary(profile: Profile, path: Path) -> str:
-    micro, fit, dev = profile.micro, profile.fit, profile.device
+def _device_lines(profile: Profile) -> list[str]:
+    """What was measured of the device: micro-benchmarks here, or, for an imported profile, where its step times
+    came from (the ceilings are then the preset's datasheet)."""
+    micro, dev = profile.micro, profile.device
     raw = micro.raw
+    if profile.origin != "specsim":
+        phases: dict[str, int] = {}
+        for p in profile.timed:
+            phases[p.model] = phases.get(p.model, 0) + 1
+        return [f"imported: {sum(phases.values())} step times from {profile.origin} "
+                f"({', '.join(f'{n} of {m}' for m, n in phases.items())}); device {dev.name}, ceilings from "
+                f"{raw.get('source', 'its preset')}"]
     read = raw.get("bandwidth", {}).get("read", {})
     iqr = f" (IQR {100 * read['iqr_s'] / read['median_s']:.0f} %)" if read.get("median_s") else ""
-    lines = [f"device: {dev.name} ({dev.kind}, torch {dev.details.get('torch')}){_peak_note(dev.name)}; "
-             f"passes timed {'as CUDA graphs' if profile.engine_mode == 'graph' else 'eagerly'}",
-             f"memory bandwidth: read {micro.read_bytes_per_s / 1e9:.1f} GB/s{iqr}, copy "
-             f"{micro.copy_bytes_per_s / 1e9:.1f} GB/s",
-             "matmul FLOP/s: " + ", ".join(
-                 f"{dt} {m['flops_per_s'] / 1e9:,.0f} GFLOP/s (n={m['size']})" for dt, m in raw["matmul"].items()),
-             f"call overhead: {micro.call_overhead_s * 1e6:.1f} us per tiny op"]
+    return [f"device: {dev.name} ({dev.kind}, torch {dev.details.get('torch')}){_peak_note(dev.name)}; "
+            f"passes timed {'as CUDA graphs' if profile.engine_mode == 'graph' else 'eagerly'}",
+            f"memory bandwidth: read {micro.read_bytes_per_s / 1e9:.1f} GB/s{iqr}, copy "
+            f"{micro.copy_bytes_per_s / 1e9:.1f} GB/s",
+            "matmul FLOP/s: " + ", ".join(
+                f"{dt} {m['flops_per_s'] / 1e9:,.0f} GFLOP/s (n={m['size']})" for dt, m in raw["matmul"].items()),
+            f"call overhead: {micro.call_overhead_s * 1e6:.1f} us per tiny op"]
+
+
+def format_summary(profile: Profile, path: Path) -> str:
+    micro, fit = profile.micro, profile.fit
+    raw = micro.raw
+    lines = _device_lines(profile)
     for dt, rows in raw.get("skinny", {}).items():
         lines.append(f"skinny {dt} GEMM, GB/s of weight by rows: " + ", ".join(
             f"{r['rows']}: {r['bytes_per_s'] / 1e9:.1f}" for r in rows))

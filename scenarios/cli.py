@@ -178,6 +178,27 @@ def check_out(path: Path | None) -> None:
         check_output(path, "--out")
 
 
+def invocation(default: str) -> tuple[str, dict[str, Any]]:
+    """The command line as typed (for the profile's record) and the current command's options, paths as text."""
+    import shlex
+
+    command = "specsim " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else default
+    params = click.get_current_context().params.items()
+    return command, {k: str(v) if isinstance(v, Path) else v for k, v in params}
+
+
+def echo_result(result: Any, meta: dict[str, Any], text: str, as_json: bool, as_csv: bool) -> None:
+    """A sweep's result as JSON, CSV or the text table."""
+    import json
+
+    from simulator.report import result_to_csv, result_to_dict
+
+    if as_json:
+        click.echo(json.dumps(result_to_dict(result, meta), indent=1))
+    else:
+        click.echo(result_to_csv(result) if as_csv else text, nl=False)
+
+
 def echo_or_write(path: Path | None, text: str, what: str) -> None:
     if path is None:
         click.echo(text, nl=False)

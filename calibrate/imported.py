@@ -1,0 +1,294 @@
+"""`specsim calibrate --from SOURCE`: the cost model fitted to step times a real engine measured, instead of passes
+timed here.
+
+Sources (small samples of each, made by specsim and documented as such, are in `scenarios/samples/`):
+
+- ``csv:FILE`` (or any ``*.csv``): one step per row, ``batch,new_tokens,context,step_ms[,phase]``; ``phase`` is
+  ``decode`` (default: a plain step), ``verify`` (new_tokens = k + 1), ``draft`` (a draft pass) or ``prefill``.
+  Any engine's logs can be turned into it.
+- ``vllm:MANIFEST.toml``: the JSON files ``vllm bench latency --output-json`` writes (``avg_latency``,
+  ``latencies``, ``percentiles``), one per batch x input x output length; the file holds no settings, so a manifest
+  gives them (``[[run]] file, batch, input_len, output_len``). A run's latency is a prefill plus output_len - 1
+  decode steps, so runs that differ only in output length give the decode step by difference, at the context
+  midway through the extra tokens, and the prefill by extrapolation to one output token.
+- ``sglang:FILE.jsonl``: the result lines of SGLang's ``bench_one_batch`` (``batch_size``, ``input_len``,
+  ``output_len``, ``prefill_latency``, ``median_decode_latency``): a decode step at the mid-output context, and the
+  prefill.
+
+The engine's time around its passes (scheduling, sampling) is inside every step, so it lands in the fitted per-pass
+overheads; the engine overheads of the profile are zero. The fit is `calibrate.fit.fit_cost_model` on every point;
+its error is each point predicted by the fit to the others (cross-validation: an engine's sample is small). Its time
+per weight byte is floored at the datasheet bandwidth's.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scenarios import load_hardware, load_model, tomllib
+from scenarios.files import check_output, parse_json, read_records, read_text
+from simulator import SpecsimError, __version__
+from simulator.cost import CostModel
+from simulator.specs import HardwareSpec, ModelSpec
+
+from .fit import PassPoint, errors, fit_cost_model
+from .profile import SCHEMA, SCHEMA_VERSION, Profile, assess_trust, rates_to_dict, save_profile, spec_to_dict
+
+PHASES = ("decode", "verify", "draft", "prefill")
+CSV_FIELDS = ("batch", "new_tokens", "context", "step_ms")
+LOO_UP_TO = 24  # leave-one-out cross-validation up to this many step times, k-fold beyond
+FOLDS = 5
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One measured step (or pass) of an engine: where it came from, for the report and for errors."""
+
+    phase: str
+    batch: int
+    new_tokens: int
+    context: int
+    time_s: float
+    where: str
+
+
+def _int(value: Any, where: str, field: str, low: int) -> int:
+    try:
+        v = float(value)
+        if not math.isfinite(v) or v != int(v) or int(v) < low:
+            raise ValueError
+        return int(v)
+    except (TypeError, ValueError):
+        raise SpecsimError(f"{where}: field {field!r} must be a whole number >= {low}, got {value!r}") from None
+
+
+def _time(value: Any, where: str, field: str, scale: float = 1.0) -> float:
+    try:
+        v = float(value)
+        if not math.isfinite(v) or v <= 0:
+            raise ValueError
+        return v * scale
+    except (TypeError, ValueError):
+        raise SpecsimError(f"{where}: field {field!r} must be a positive, finite time, got {value!r}") from None
+
+
+def read_csv(path: str | Path) -> list[StepTime]:
+    """``batch,new_tokens,context,step_ms[,phase]`` rows (a header line first; blank lines and lines starting
+    with # are skipped)."""
+    text = read_text(path, "step-time CSV")
+    lines = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip() and not line.lstrip()
+             .startswith("#")]
+    if not lines:
+        raise SpecsimError(f"{path}: no rows; expected a header {','.join(CSV_FIELDS)}[,phase] and one step per row")
+    reader = csv.reader(io.StringIO("\n".join(line for _, line in lines)))
+    header = [h.strip().lower() for h in next(reader)]
+    missing = [f for f in CSV_FIELDS if f not in header]
+    if missing:
+        raise SpecsimError(f"{path} line {lines[0][0]}: the header lacks {', '.join(missing)}; expected "
+                           f"{','.join(CSV_FIELDS)}[,phase]")
+    out = []
+    for (number, _), row in zip(lines[1:], reader):
+        where = f"{path} line {number}"
+        if len(row) != len(header):
+            raise SpecsimError(f"{where}: {len(row)} fields where the header has {len(header)}")
+        rec = {h: v.strip() for h, v in zip(header, row)}
+        phase = (rec.get("phase") or "decode").lower()
+        if phase not in PHASES:
+            raise SpecsimError(f"{where}: field 'phase' is {phase!r}; use one of {', '.join(PHASES)}")
+        out.append(StepTime(phase, _int(rec["batch"], where, "batch", 1), _int(rec["new_tokens"], where,
+                            "new_tokens", 1), _int(rec["context"], where, "context", 0),
+                            _time(rec["step_ms"], where, "step_ms", 1e-3), where))
+    if not out:
+        raise SpecsimError(f"{path}: a header but no rows")
+    return out
+
+
+def _latency_s(path: Path, where: str) -> float:
+    """The median latency of one `vllm bench latency --output-json` file (its p50, else its mean)."""
+    d = parse_json(read_text(path, "vLLM latency JSON"), str(path))
+    if not isinstance(d, dict) or not ({"percentiles", "avg_latency"} & set(d)):
+        raise SpecsimError(f"{path} ({where}): not the JSON of vllm bench latency --output-json (no 'percentiles' "
+                           "or 'avg_latency')")
+    p = d.get("percentiles") or {}
+    if isinstance(p, dict) and ("50" in p or 50 in p):
+        return _time(p.get("50", p.get(50)), str(path), "percentiles.50")
+    return _time(d.get("avg_latency"), str(path), "avg_latency")
+
+
+def read_vllm(manifest: str | Path) -> list[StepTime]:
+    """Decode steps and prefills from `vllm bench latency` JSON files named by a TOML manifest."""
+    manifest = Path(manifest)
+    try:
+        spec = tomllib.loads(read_text(manifest, "vLLM manifest"))
+    except tomllib.TOMLDecodeError as e:
+        raise SpecsimError(f"{manifest}: not TOML ({e})") from None
+    runs = spec.get("run")
+    if not isinstance(runs, list) or not runs:
+        raise SpecsimError(f"{manifest}: no [[run]] tables; each names file, batch, input_len, output_len")
+    groups: dict[tuple[int, int], list[tuple[int, float, str]]] = {}
+    for i, r in enumerate(runs, 1):
+        where = f"{manifest} run {i}"
+        if not isinstance(r, dict) or "file" not in r:
+            raise SpecsimError(f"{where}: field 'file' is missing")
+        b, n_in = _int(r.get("batch"), where, "batch", 1), _int(r.get("input_len"), where, "input_len", 1)
+        n_out = _int(r.get("output_len"), where, "output_len", 1)
+        groups.setdefault((b, n_in), []).append((n_out, _latency_s(manifest.parent / str(r["file"]), where), where))
+    out = []
+    for (b, n_in), g in sorted(groups.items()):
+        g.sort()
+        if len({o for o, _, _ in g}) < 2:
+            raise SpecsimError(f"{g[0][2]}: batch {b}, input {n_in} has one output length; give two or more (e.g. "
+                               "128 and 256) so that decode steps can be told from the prefill")
+        steps = []
+        for (o1, t1, _), (o2, t2, w2) in zip(g, g[1:]):
+            step = (t2 - t1) / (o2 - o1)
+            if step <= 0:
+                raise SpecsimError(f"{w2}: latency does not grow with output length ({t1:.4g} s at {o1}, {t2:.4g} s "
+                                   f"at {o2}); the runs are too noisy or mislabelled")
+            steps.append(step)
+            out.append(StepTime("decode", b, 1, n_in + (o1 + o2) // 2, step, w2))
+        o1, t1, w1 = g[0]
+        prefill = t1 - (o1 - 1) * steps[0]
+        if prefill > 0:
+            out.append(StepTime("prefill", b, n_in, 0, prefill, w1))
+    return out
+
+
+def read_sglang(path: str | Path) -> list[StepTime]:
+    """Decode steps and prefills from SGLang `bench_one_batch` result lines."""
+    out = []
+    for i, r in enumerate(read_records(path, "SGLang bench_one_batch results"), 1):
+        where = f"{path} line {i}"
+        if not isinstance(r, dict):
+            raise SpecsimError(f"{where}: not a JSON object")
+        b = _int(r.get("batch_size"), where, "batch_size", 1)
+        n_in = _int(r.get("input_len"), where, "input_len", 1)
+        n_out = _int(r.get("output_len"), where, "output_len", 1)
+        if "median_decode_latency" in r:
+            out.append(StepTime("decode", b, 1, n_in + n_out // 2,
+                                _time(r["median_decode_latency"], where, "median_decode_latency"), where))
+        if "prefill_latency" in r:
+            out.append(StepTime("prefill", b, n_in, 0, _time(r["prefill_latency"], where, "prefill_latency"), where))
+    if not out:
+        raise SpecsimError(f"{path}: no line has median_decode_latency or prefill_latency")
+    return out
+
+
+READERS = {"csv": read_csv, "vllm": read_vllm, "sglang": read_sglang}
+
+
+def read_source(source: str) -> tuple[str, list[StepTime]]:
+    """``KIND:PATH`` (csv, vllm, sglang) or a path ending in .csv -> (kind, steps)."""
+    kind, sep, path = source.partition(":")
+    if not sep or kind.lower() not in READERS:
+        if source.lower().endswith(".csv"):
+            kind, path = "csv", source
+        else:
+            raise SpecsimError(f"--from {source!r}: say which engine measured it: vllm:MANIFEST.toml, "
+                               "sglang:RESULTS.jsonl or csv:STEPS.csv")
+    return kind.lower(), READERS[kind.lower()](path)
+
+
+def to_points(steps: Sequence[StepTime], target: ModelSpec, draft: ModelSpec) -> list[PassPoint]:
+    """Every step as a pass of the model it ran (draft passes: the draft; everything else: the target)."""
+    return [PassPoint(draft.name if s.phase == "draft" else target.name, s.batch, s.new_tokens, s.context, s.time_s)
+            for s in steps]
+
+
+def _ceilings(hw: HardwareSpec, dtype: str) -> dict[str, Any]:
+    """The preset's datasheet ceilings in the shape of micro-benchmarks (nothing was measured here)."""
+    bw = hw.mem_bw_bytes_per_s
+    return {"source": f"datasheet of {hw.name} ({hw.source}); not measured: the profile was imported",
+            "bandwidth": {"read_bytes_per_s": bw, "copy_bytes_per_s": bw},
+            "matmul": {dtype: {"flops_per_s": hw.peak_flops(dtype)}}}
+
+
+def import_profile(source: str, hardware: str, target_name: str, draft_name: str, dtype: str, seed: int,
+                   command: str, options: Mapping[str, Any]) -> Profile:
+    """The profile fitted to an engine's step times (see the module docstring)."""
+    kind, steps = read_source(source)
+    hw = load_hardware(hardware)
+    target, draft = load_model(target_name, dtype), load_model(draft_name, dtype)
+    specs = {target.name: target, draft.name: draft}
+    points = to_points(steps, target, draft)
+    if len(points) < 6:
+        raise SpecsimError(f"{source}: {len(points)} step times; the fit needs at least 6 (several batch sizes)")
+
+    def fit_on(train: Sequence[PassPoint]) -> CostModel:
+        return fit_cost_model(train, specs, hw, hw.peak_flops(dtype), hw.mem_bw_bytes_per_s, dtype,
+                              floor_s_per_byte=1.0 / hw.mem_bw_bytes_per_s).cost
+
+    cost = fit_on(points)
+    heldout = cross_validated(points, fit_on, specs, seed)
+    datasheet = CostModel.from_hardware(hw, dtype, datasheet=True)
+    passes = [{"model": p.model, "batch": p.batch, "new_tokens": p.new_tokens, "context": p.context,
+               "median_s": p.time_s, "iqr_s": 0.0, "source": s.where, "phase": s.phase}
+              for p, s in zip(points, steps)]
+    d = {
+        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "specsim_version": __version__, "command": command,
+        "options": dict(options), "engine_mode": "graph", "origin": source if ":" in source else f"{kind}:{source}",
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "device": {"kind": "cuda", "name": hw.name, "memory_bytes": hw.mem_capacity_bytes, "imported_from": source},
+        "dtype": dtype, "quick": False,
+        "models": {"target": spec_to_dict(target), "draft": spec_to_dict(draft), "probes": []},
+        "microbenchmarks": _ceilings(hw, dtype),
+        "passes": passes,
+        "fit": {
+            "method": "non-negative least squares on relative error, to an engine's step times; see "
+                      "calibrate/imported.py",
+            "linear_rates": rates_to_dict(cost.linear_rates),
+            "attention_rates": rates_to_dict(cost.attention_rates),
+            "overheads": {**{k: getattr(cost.overheads, k) for k in ("pass_s", "layer_s", "row_s",
+                                                                     "sequence_layer_s")}, "engine": {}},
+            "draft_catchup_tokens": 1,
+            "attention_overlap": cost.attention_overlap,
+            "train_points": len(points),
+            "heldout": heldout,
+            "heldout_method": f"{'leave-one-out' if len(points) <= LOO_UP_TO else f'{FOLDS}-fold'} cross-validation"
+                              " (each point predicted by the fit to the others)",
+            "datasheet_heldout": errors(datasheet, points, specs),
+        },
+        "acceptance": None,
+    }
+    profile = Profile.from_dict(d, "being written")
+    return replace(profile, trust=assess_trust(profile.fit.heldout, profile.passes))
+
+
+def cross_validated(points: Sequence[PassPoint], fit_on: Any, specs: Mapping[str, ModelSpec], seed: int
+                    ) -> dict[str, Any]:
+    """Each point predicted by the fit to the others: leave one out for up to LOO_UP_TO points, else FOLDS random
+    folds. An engine's sample is small, and a fixed hold-out would leave whole batch sizes unseen or too few points
+    to judge; `errors`' summary of all the predictions."""
+    n = len(points)
+    order = np.random.default_rng(seed).permutation(n)
+    folds = [order[i::n if n <= LOO_UP_TO else FOLDS] for i in range(n if n <= LOO_UP_TO else FOLDS)]
+    rows: list[dict[str, Any]] = []
+    for held in folds:
+        test = [points[i] for i in held]
+        rows += errors(fit_on([points[i] for i in range(n) if i not in set(held.tolist())]), test, specs)["points"]
+    a = np.abs([r["rel_error"] for r in rows])
+    return {"n": len(rows), "median_abs_err": float(np.median(a)), "p90_abs_err": float(np.percentile(a, 90)),
+            "max_abs_err": float(a.max()), "points": rows}
+
+
+def calibrate_from(source: str, hardware: str | None, target: str, draft: str, dtype: str, seed: int,
+                   out: Path | None, command: str, options: Mapping[str, Any]) -> tuple[Profile, Path]:
+    """`specsim calibrate --from`: the output checked first, the profile fitted and written."""
+    if not hardware:
+        raise SpecsimError("--from needs --hardware PRESET: the GPU the engine ran on (its datasheet ceilings)")
+    if target == "specsim-target":
+        raise SpecsimError("--from needs --target (and --draft): the models the engine served, e.g. --target "
+                           "llama-3.1-8b --draft llama-3.2-1b")
+    if out is not None:
+        check_output(out, "profile", (".json",))
+    profile = import_profile(source, hardware, target, draft, dtype, seed, command, options)
+    return profile, save_profile(profile, out)
