@@ -37,8 +37,12 @@ DEFAULT_TARGET, DEFAULT_DRAFT = "llama-3.1-8b", "llama-3.2-1b"
 
 
 def params_label(spec: ModelSpec) -> str:
+    """Parameters in words; a shard says its share: '1.00 B per GPU of 8'."""
     n = spec.n_params
-    return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.1f} M"
+
+    def words(v: float) -> str:
+        return f"{v / 1e9:.2f} B" if v >= 1e9 else f"{v / 1e6:.1f} M"
+    return f"{words(n)} params" if spec.tp == 1 else f"{words(n)} params per GPU of {spec.tp}"
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,7 @@ class Setup:
     @property
     def heading(self) -> str:
         acc = f"; acceptance {self.acceptance.spec}" if self.acceptance is not None else ""
-        return (f"{self.target.name} ({params_label(self.target)} params) drafted by {self.draft.name} "
+        return (f"{self.target.name} ({params_label(self.target)}) drafted by {self.draft.name} "
                 f"({params_label(self.draft)}) on {self.where}{acc}")
 
 
@@ -192,13 +196,28 @@ def resolve_acceptance(spec: str, profile: Profile | None) -> Acceptance:
     return acceptance_from_spec(spec)
 
 
+def shard(model: ModelSpec, tp: int, hw: Any) -> ModelSpec:
+    """One GPU's shard of `model` split `tp` ways on `hw`, or a one-line reason it cannot be."""
+    if tp > 1 and hw.interconnect is None:
+        raise SpecsimError(f"preset {hw.name} has no interconnect for --tp (hardware.toml); use --tp 1")
+    try:
+        return model.shard(tp)
+    except ValueError as e:
+        raise SpecsimError(f"{e}; try --tp 2, 4 or 8") from None
+
+
 def resolve_setup(hardware: str | None, profile_path: Path | None, target: str | None, draft: str | None,
-                  dtype: str, acceptance_spec: str | None, need_acceptance: bool = True, engine: str = "vllm") -> Setup:
+                  dtype: str, acceptance_spec: str | None, need_acceptance: bool = True, engine: str = "vllm",
+                  tp: int = 1, draft_tp: int | None = None) -> Setup:
     """The cost model (a preset's roofline, or a profile's calibration), the models, and the acceptance.
 
-    Without --acceptance a profile's measured acceptance is used; a preset needs --acceptance."""
+    Without --acceptance a profile's measured acceptance is used; a preset needs --acceptance. With `tp` > 1 the
+    models are one GPU's shards (`ModelSpec.shard`), the target split `tp` ways and the draft `draft_tp` (default
+    `tp`), and the memory a GPU's."""
     if hardware and profile_path:
         raise SpecsimError("give --hardware (a preset) or --profile (a calibration), not both")
+    if (tp > 1 or (draft_tp or 1) > 1) and not hardware:
+        raise SpecsimError("--tp prices a preset's GPUs and interconnect; give --hardware (a profile is one device)")
     if not acceptance_spec and hardware and need_acceptance:
         raise SpecsimError("say how often drafts are accepted: --acceptance iid:0.7 (or markov:..., trace:FILE, "
                            "vllm-metrics:FILE, ...)")
@@ -208,9 +227,12 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
         needs_profile = spec_lower.startswith(("measured", "fit:measured"))
         profile, notes = resolve_profile(profile_path) if needs_profile else (None, [])
         acceptance = resolve_acceptance(acceptance_spec, profile) if acceptance_spec else None
-        return Setup(CostModel.from_hardware(hw, dtype), load_model(target or DEFAULT_TARGET, dtype),
-                     load_model(draft or DEFAULT_DRAFT, dtype), acceptance,
-                     f"{hw.name}, {dtype}, {engine} preset", None, tuple(notes))
+        t, d = load_model(target or DEFAULT_TARGET, dtype), load_model(draft or DEFAULT_DRAFT, dtype)
+        where = f"{hw.name}, {dtype}, {engine} preset"
+        if tp > 1 or (draft_tp or 1) > 1:
+            t, d = shard(t, tp, hw), shard(d, draft_tp or tp, hw)
+            where += f", TP {tp} over {hw.interconnect.name if hw.interconnect else '?'} (draft TP {draft_tp or tp})"
+        return Setup(CostModel.from_hardware(hw, dtype), t, d, acceptance, where, None, tuple(notes))
     profile, notes = resolve_profile(profile_path)
     spec = acceptance_spec or ("measured" if profile.acceptance is not None else None)
     if spec is None and need_acceptance:

@@ -10,12 +10,23 @@ from __future__ import annotations
 import difflib
 import math
 import sys
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from simulator import SpecsimError
-from simulator.specs import GIGA, TERA, EngineOverheads, HardwareSpec, ModelSpec, Overheads, PerStep, SpeculationTax
+from simulator.specs import (
+    GIGA,
+    TERA,
+    EngineOverheads,
+    HardwareSpec,
+    Interconnect,
+    ModelSpec,
+    Overheads,
+    PerStep,
+    SpeculationTax,
+)
 
 from .files import read_json
 
@@ -113,6 +124,12 @@ def load_hardware(name: str, engine: str = "vllm") -> HardwareSpec:
             raise SpecsimError(f"preset {key!r}: rate_curve_rows, _bw and _flops must be equally long")
         curve = tuple((int(r), float(b), float(f)) for r, b, f in zip(rows, bw, fl))
     ridge = d["ridge_p"]
+    link = None
+    if "interconnect" in d:
+        link = Interconnect(str(d["interconnect"]), _finite(d, "interconnect_GB_per_s", key, True) * GIGA,
+                            _finite(d, "interconnect_latency_us", key) * 1e-6, str(d.get("interconnect_source", "")))
+    if d.get("layer_fixed_us"):
+        overheads = replace(overheads, layer_s=overheads.layer_s + _finite(d, "layer_fixed_us", key) * 1e-6)
     return HardwareSpec(
         name=key,
         mem_bw_bytes_per_s=_finite(d, "mem_bw_GB_per_s", key, True) * GIGA,
@@ -129,6 +146,7 @@ def load_hardware(name: str, engine: str = "vllm") -> HardwareSpec:
         rate_curve=curve,
         rates_source=f"{d['rates_source']}; engine {engine}: {engine_source}",
         speculation_tax=load_speculation_tax(engine),
+        interconnect=link,
     )
 
 

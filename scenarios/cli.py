@@ -243,13 +243,15 @@ class SetupOptions:
     draft: str | None
     dtype: str
     engine: str = "vllm"
+    tp: int = 1
+    draft_tp: int | None = None
 
     def resolve(self, need_acceptance: bool = True) -> Any:
         """The `calibrate.setup.Setup` these options name; its notes said on stderr."""
         from calibrate.setup import resolve_setup
 
         return say_notes(resolve_setup(self.hardware, self.profile_path, self.target, self.draft, self.dtype,
-                                       self.acceptance_spec, need_acceptance, self.engine))
+                                       self.acceptance_spec, need_acceptance, self.engine, self.tp, self.draft_tp))
 
 
 ACCEPTANCE_HELP = ("Acceptance model: iid:A, positional:A1,A2,..., beta:a,b, markov:AE,AH,PEH,PHE, "
@@ -271,6 +273,11 @@ setup_options = packed(
                  help="Weight and KV-cache dtype (presets and config.json models)."),
     click.option("--engine", default="vllm", show_default=True, metavar="vllm|gpt-fast|tensorrt-llm",
                  help="Serving engine whose per-step costs a preset adds (scenarios/engines.toml)."),
+    click.option("--tp", type=click.IntRange(1, limits.MAX_TP), default=1, show_default=True,
+                 help="Tensor-parallel GPUs per engine (presets): weights and KV cache split, all-reduces priced on "
+                      "the preset's interconnect."),
+    click.option("--draft-tp", type=click.IntRange(1, limits.MAX_TP), default=None,
+                 help="GPUs the draft is split over [default: as --tp, as vLLM does; 1 keeps it on one GPU]."),
 )
 
 

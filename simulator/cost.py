@@ -22,6 +22,7 @@ from functools import cached_property
 
 import numpy as np
 
+from . import SpecsimError
 from .specs import HardwareSpec, ModelSpec, Overheads
 
 
@@ -98,6 +99,7 @@ class PassCost:
     bound: str  # "memory", "compute" or "overhead": the largest of the three contributions
     measured: bool = False
     operators: tuple[OperatorCost, ...] = ()
+    comm_time_s: float = 0.0  # tensor parallelism's all-reduces and logits gather (included in time_s)
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -135,6 +137,25 @@ def _operator(name: str, flops: float, nbytes: float, bw: float, flop_rate: floa
     t_mem, t_compute = nbytes / bw, flops / flop_rate
     return OperatorCost(name, flops, nbytes, ridge_combine(t_mem, t_compute, p),
                         "memory" if t_mem >= t_compute else "compute")
+
+
+ACTIVATION_BYTES = 2  # bf16 activations on the wire
+LOGIT_BYTES = 4  # fp32 logits gathered from the vocabulary shards
+
+
+def comm_time_s(hardware: HardwareSpec, model: ModelSpec, rows: np.ndarray | float) -> np.ndarray | float:
+    """What one pass of a `tp`-way shard waits on the interconnect: two all-reduces of the residual stream per layer
+    (after attention's output projection and after the MLP's down projection) and one all-gather of the logits,
+    not overlapped with compute (as in vLLM's and Megatron-LM's tensor parallelism)."""
+    if model.tp == 1:
+        return 0.0 * rows
+    link = hardware.interconnect
+    if link is None:
+        raise SpecsimError(f"{hardware.name} has no interconnect to split a model over; give a preset with one "
+                           "(hardware.toml) or --tp 1")
+    residual = rows * model.d_model * ACTIVATION_BYTES
+    logits = rows * model.vocab_size * model.tp * LOGIT_BYTES
+    return 2 * model.n_layers * link.all_reduce_s(model.tp, residual) + link.all_gather_s(model.tp, logits)
 
 
 def activation_bytes(model: ModelSpec, rows: int) -> float:
@@ -299,12 +320,13 @@ class CostModel:
         overhead = (o.pass_s + o.layer_s * model.n_layers + o.row_s * rows
                     + o.sequence_layer_s * batch * model.n_layers)
         roofline = linear.time_s + attention.time_s
+        comm = float(comm_time_s(self.hardware, model, rows))
         mem_t = sum(op.time_s for op in (linear, attention) if op.bound == "memory")
         comp_t = roofline - mem_t
         bound = max((mem_t, "memory"), (comp_t, "compute"), (overhead, "overhead"))[1]
         measured_s = self.measured.get((model.name, batch, new_tokens, context))
         anchored_s = None if measured_s is not None or not self.measured else self._anchored(
-            model, batch, new_tokens, context, roofline + overhead)
+            model, batch, new_tokens, context, roofline + overhead + comm)
         return PassCost(
             batch=batch,
             new_tokens=new_tokens,
@@ -315,11 +337,12 @@ class CostModel:
             act_bytes=act_bytes,
             roofline_time_s=roofline,
             overhead_time_s=overhead,
-            time_s=next(t for t in (measured_s, anchored_s, roofline + overhead) if t is not None)
+            time_s=next(t for t in (measured_s, anchored_s, roofline + overhead + comm) if t is not None)
             * float(self.drift_factor(model, batch)),
             bound=bound,
             measured=measured_s is not None,
             operators=(linear, attention),
+            comm_time_s=comm,
         )
 
     def pass_time_s(self, model: ModelSpec, batch: int, new_tokens: int, context: int) -> float:
@@ -345,7 +368,7 @@ class CostModel:
         mem_t = np.where(lin_mem >= lin_comp, lin, 0.0) + np.where(att_mem >= att_comp, att, 0.0)
         comp_t = lin + att - mem_t
         bound = np.argmax(np.stack([mem_t, comp_t, overhead]), axis=0)
-        return lin + att + overhead, bound
+        return lin + att + overhead + comm_time_s(self.hardware, model, rows), bound
 
     def pass_times(self, model: ModelSpec, batch: np.ndarray, new_tokens: np.ndarray | int,
                    context: int) -> np.ndarray:

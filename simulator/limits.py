@@ -18,6 +18,8 @@ WHY_CONTEXT = ("no preset device holds more cached tokens of one sequence: the s
                "(specsim-draft, 512 bytes a token) fills the largest device (MI300X, 192 GB) at 337 million")
 MAX_RANGE_VALUES = 65_536
 WHY_RANGE = "a sweep of more values than that is a different question: use a stepped range such as 1..N:x2"
+MAX_TP = 64
+WHY_TP = "tensor parallelism past 64 GPUs spans several nodes, whose links this model does not price"
 MAX_REQUESTS = 2_000_000
 WHY_REQUESTS = "two million requests are a day of traffic at 23 req/s; simulate a day at a time"
 MAX_ENGINES = 4096

@@ -101,6 +101,33 @@ class SpeculationTax:
 
 
 @dataclass(frozen=True)
+class Interconnect:
+    """The links between the GPUs of one node: a collective costs a latency plus the ring's bandwidth term
+    (Patarasuk and Yuan 2009: an all-reduce moves 2 (n - 1) / n of the message through each GPU's link; NCCL's
+    "bus bandwidth" is this bandwidth). The latency is one per collective, not per ring step: the messages of
+    decoding (a few KB to a few MB) go through one-shot or low-latency all-reduces (vLLM's custom all-reduce,
+    PyTorch's intra-node all-reduce, NCCL's LL protocol) whose time barely grows with n, which is what gpt-fast's
+    tensor-parallel table shows (benchmarks/tp_check.py)."""
+
+    name: str
+    bw_bytes_per_s: float  # per GPU, per direction
+    latency_s: float  # per collective
+    source: str = ""
+
+    def all_reduce_s(self, n: int, nbytes: np.ndarray | float) -> np.ndarray | float:
+        """An all-reduce of `nbytes` over `n` GPUs."""
+        if n <= 1:
+            return 0.0 * nbytes
+        return self.latency_s + 2 * (n - 1) / n * nbytes / self.bw_bytes_per_s
+
+    def all_gather_s(self, n: int, nbytes: np.ndarray | float) -> np.ndarray | float:
+        """An all-gather whose result is `nbytes`."""
+        if n <= 1:
+            return 0.0 * nbytes
+        return self.latency_s + (n - 1) / n * nbytes / self.bw_bytes_per_s
+
+
+@dataclass(frozen=True)
 class HardwareSpec:
     """A device's datasheet numbers plus the fractions of them that kernels are assumed to reach.
 
@@ -121,6 +148,7 @@ class HardwareSpec:
     rate_curve: tuple[tuple[int, float, float], ...] = ()  # (rows, bandwidth fraction, FLOP/s fraction), measured
     rates_source: str = ""  # where the efficiencies, the curve and p come from
     speculation_tax: SpeculationTax = field(default_factory=SpeculationTax)  # the engine's, when it speculates
+    interconnect: Interconnect | None = None  # between the GPUs of a node (tensor parallelism); None: one GPU only
 
     def peak_flops(self, dtype: str) -> float:
         """Dense peak FLOP/s for `dtype`; fp16 falls back to bf16 and vice versa."""
@@ -149,6 +177,7 @@ class ModelSpec:
     dtype: str = "bf16"
     head_dim: int = 0  # 0 means d_model // n_heads
     source: str = ""
+    tp: int = 1  # tensor-parallel degree: >1 means this spec is one GPU's shard of the model (see `shard`)
 
     def __post_init__(self) -> None:
         for attr in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size"):
@@ -200,6 +229,22 @@ class ModelSpec:
     def kv_bytes_per_token(self) -> float:
         """KV-cache bytes one token occupies across all layers (K and V)."""
         return 2 * self.n_layers * self.n_kv_heads * self.head_dim * self.bytes_per_param
+
+    def shard(self, tp: int) -> ModelSpec:
+        """One GPU's share of the model split `tp` ways as Megatron-LM does (Shoeybi et al. 2019) and vLLM runs it:
+        attention heads, the SwiGLU hidden size and the vocabulary (embedding and output head) divided, K/V heads
+        divided down to one per GPU and replicated beyond; the residual stream (d_model) whole on every GPU. The
+        cost model adds the two all-reduces per layer and the logits gather of a sharded pass."""
+        if tp == 1:
+            return self
+        if tp < 1 or self.n_heads % tp or self.d_ff % tp:
+            raise ValueError(f"model {self.name!r} cannot be split {tp} ways: its {self.n_heads} heads and d_ff "
+                             f"{self.d_ff} must both be multiples of the tensor-parallel degree")
+        if self.tp != 1:
+            raise ValueError(f"model {self.name!r} is already a {self.tp}-way shard")
+        kv = self.n_kv_heads // tp if self.n_kv_heads % tp == 0 else 1
+        return replace(self, n_heads=self.n_heads // tp, n_kv_heads=max(kv, 1), d_ff=self.d_ff // tp,
+                       vocab_size=-(-self.vocab_size // tp), head_dim=self.head_dim, tp=tp)
 
     def with_dtype(self, dtype: str) -> ModelSpec:
         dtype_bytes(dtype)
