@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -68,38 +67,7 @@ def predict(alpha: float | None, setup: ui.SetupOptions, ks: list[int], cost_rat
     Calibrated mode (the latest profile of this machine, or --profile FILE; its measured acceptance by default):
       specsim predict --batch 1..64
     """
-    from simulator.report import format_formula_table, format_hardware_table
-    from simulator.sweep import candidates_from, formula_sweep, sweep
-
-    if as_json and as_csv:
-        raise click.UsageError("choose one of --json and --csv")
-    if alpha is not None and setup.acceptance_spec:
-        raise click.UsageError("give --alpha or --acceptance, not both")
-    acceptance_spec = f"iid:{alpha}" if alpha is not None else setup.acceptance_spec
-    plot = ui.check_figures([plot_path])[0] if plot_path else None
-    if cost_ratio is not None:
-        if setup.hardware or setup.profile_path:
-            raise click.UsageError("--c is formula mode; drop it to use --hardware or --profile")
-        if not acceptance_spec:
-            raise click.UsageError("say how often drafts are accepted: --alpha 0.7 or --acceptance SPEC")
-        if plot:
-            raise click.UsageError("--plot draws a sweep over batch sizes: use it with --hardware or a profile")
-        from scenarios.acceptance import acceptance_from_spec
-
-        acceptance = acceptance_from_spec(acceptance_spec)
-        result = formula_sweep(acceptance, candidates_from(ks, trees, tree_budget, acceptance), cost_ratio)
-        meta = {"specsim_version": __version__, "acceptance": acceptance.spec, "mode": "formula", "c": cost_ratio}
-        text = format_formula_table(result, cost_ratio)
-    else:
-        s = replace(setup, acceptance_spec=acceptance_spec).resolve()
-        result = sweep(s.cost, s.target, s.draft, s.acceptance, batches,
-                       candidates_from(ks, trees, tree_budget, s.acceptance), contexts)
-        meta, text = s.meta(), s.heading + "\n" + format_hardware_table(result, "--json/--csv carry every row")
-        if plot:
-            from plots.speedup import speedup_vs_batch
-
-            ui.write_figures({plot: speedup_vs_batch(result, title=s.heading)})
-    ui.echo_result(result, meta, text, as_json, as_csv)
+    ui.run_predict(alpha, setup, ks, cost_ratio, trees, tree_budget, batches, contexts, as_json, as_csv, plot_path)
 
 
 # -- calibrate, exactness, validate ----------------------------------------------------------------------------------
@@ -298,6 +266,7 @@ def plan(setup: ui.SetupOptions, serving: ServingOptions, load_rps: float | None
     specsim plan --slo-tpot-ms 50 --slo-ttft-ms 2000 --policy off,threshold:4@16,adaptive
     """
     from simulator.capacity import capacity_plan
+    from simulator.executors import parse_executor
     from simulator.serving_report import format_plan, plan_record
 
     if serving.slo_tpot_s is None and serving.slo_ttft_s is None:
@@ -307,7 +276,8 @@ def plan(setup: ui.SetupOptions, serving: ServingOptions, load_rps: float | None
                                "FILE instead of a timed trace")
     s = setup.resolve()
     scenario, policies = ui.scenario_from(s, serving)
-    caps, fleets = capacity_plan(scenario, policies, attainment, load_rps, serving.router, ui.progress)
+    caps, fleets = capacity_plan(scenario, policies, attainment, load_rps, serving.router, ui.progress,
+                                 parse_executor(serving.executor))
     if as_json:
         click.echo(json.dumps(plan_record(s.caption, scenario.workload.label, scenario.slo.label, attainment,
                                           caps, fleets), indent=1, default=float))

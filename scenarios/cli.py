@@ -199,6 +199,47 @@ def echo_result(result: Any, meta: dict[str, Any], text: str, as_json: bool, as_
         click.echo(result_to_csv(result) if as_csv else text, nl=False)
 
 
+def run_predict(alpha: float | None, setup: SetupOptions, ks: list[int], cost_ratio: float | None,
+                trees: tuple[str, ...], tree_budget: int | None, batches: list[int], contexts: list[int],
+                as_json: bool, as_csv: bool, plot_path: Path | None) -> None:
+    """`specsim predict`: formula mode (--c) or a sweep of a preset or profile, printed as text, JSON or CSV."""
+    from dataclasses import replace
+
+    from simulator import __version__
+    from simulator.report import format_formula_table, format_hardware_table
+    from simulator.sweep import candidates_from, formula_sweep, sweep
+
+    if as_json and as_csv:
+        raise click.UsageError("choose one of --json and --csv")
+    if alpha is not None and setup.acceptance_spec:
+        raise click.UsageError("give --alpha or --acceptance, not both")
+    acceptance_spec = f"iid:{alpha}" if alpha is not None else setup.acceptance_spec
+    plot = check_figures([plot_path])[0] if plot_path else None
+    if cost_ratio is not None:
+        if setup.hardware or setup.profile_path:
+            raise click.UsageError("--c is formula mode; drop it to use --hardware or --profile")
+        if not acceptance_spec:
+            raise click.UsageError("say how often drafts are accepted: --alpha 0.7 or --acceptance SPEC")
+        if plot:
+            raise click.UsageError("--plot draws a sweep over batch sizes: use it with --hardware or a profile")
+        from scenarios.acceptance import acceptance_from_spec
+
+        acceptance = acceptance_from_spec(acceptance_spec)
+        result = formula_sweep(acceptance, candidates_from(ks, trees, tree_budget, acceptance), cost_ratio)
+        meta = {"specsim_version": __version__, "acceptance": acceptance.spec, "mode": "formula", "c": cost_ratio}
+        text = format_formula_table(result, cost_ratio)
+    else:
+        s = replace(setup, acceptance_spec=acceptance_spec).resolve()
+        result = sweep(s.cost, s.target, s.draft, s.acceptance, batches,
+                       candidates_from(ks, trees, tree_budget, s.acceptance), contexts)
+        meta, text = s.meta(), s.heading + "\n" + format_hardware_table(result, "--json/--csv carry every row")
+        if plot:
+            from plots.speedup import speedup_vs_batch
+
+            write_figures({plot: speedup_vs_batch(result, title=s.heading)})
+    echo_result(result, meta, text, as_json, as_csv)
+
+
 def echo_or_write(path: Path | None, text: str, what: str) -> None:
     if path is None:
         click.echo(text, nl=False)
@@ -317,6 +358,9 @@ serving_options = packed(
     click.option("--slo-ttft-ms", "slo_ttft_s", type=Latency(3600.0), default=None,
                  help="Time-to-first-token limit, e.g. 2000 (ms)."),
     click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the workload and every draw."),
+    click.option("--executor", default="local", show_default=True, metavar="serial|local[:N]|ray[:ADDRESS]",
+                 help="Where the independent simulations run: here, in N local processes (default: one per CPU), or "
+                      "on a Ray cluster (pip install 'specsim[ray]'); the results are the same."),
     click.option("--step-by-step", is_flag=True,
                  help="Reference mode: every decode step its own simpy event (slow; the default advances an "
                       "unchanged batch in bulk, the same in distribution)."),
@@ -359,4 +403,4 @@ def simulate_from(setup: Any, rates: list[float] | None, engines: int, serving: 
 
     scenario, policies = scenario_from(setup, serving)
     return scenario, simulate_rates(scenario, policies, rates, engines, serving.router, serving.timed_trace,
-                                    progress)
+                                    progress, serving.executor)

@@ -14,6 +14,7 @@ from simulator import SpecsimError
 from simulator.acceptance import Acceptance
 from simulator.capacity import Scenario, rate_sweep
 from simulator.cost import CostModel
+from simulator.executors import parse_executor
 from simulator.metrics import SLO, ServingMetrics
 from simulator.policies import Policy, parse_policies
 from simulator.serving import EngineConfig, ServingRun, StepCosts, engine_kv_tokens
@@ -42,6 +43,10 @@ class ServingOptions:
     slo_ttft_s: float | None = None
     seed: int = 0
     step_by_step: bool = False  # the simulator's reference mode (one simpy event per decode step)
+    executor: str = "local"  # where independent simulations run (simulator.executors.parse_executor)
+
+    def __post_init__(self) -> None:
+        parse_executor(self.executor)  # a bad --executor is refused before any work
 
     @property
     def timed_trace(self) -> bool:
@@ -73,12 +78,13 @@ def build_scenario(cost: CostModel, target: ModelSpec, draft: ModelSpec, accepta
 
 
 def simulate_rates(scenario: Scenario, policies: Sequence[Policy], rates: Sequence[float] | None, engines: int,
-                   router: str, timed_trace: bool,
-                   progress: Callable[[str, int], Any]) -> list[tuple[ServingRun, ServingMetrics]]:
+                   router: str, timed_trace: bool, progress: Callable[[str, int], Any],
+                   executor: str = "serial") -> list[tuple[ServingRun, ServingMetrics]]:
     """Every policy at every rate (a timed trace: at its own clock), with a progress bar over the simulations."""
     if timed_trace and rates:
         raise SpecsimError("a trace keeps its own arrival times: drop --rate (or use --arrivals poisson with "
                            "--lengths-from FILE)")
     grid: list[float | None] = [None] if timed_trace else list(rates or [1, 2, 4, 8, 16, 32, 64])
     with progress("simulating", len(grid) * len(policies)) as bar:
-        return rate_sweep(scenario, policies, grid, engines, router, tick=lambda: bar.update(1))
+        return rate_sweep(scenario, policies, grid, engines, router, tick=lambda: bar.update(1),
+                          executor=parse_executor(executor))

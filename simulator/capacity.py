@@ -16,6 +16,7 @@ import numpy as np
 
 from . import SpecsimError
 from .acceptance import Acceptance
+from .executors import Executor, Serial
 from .limits import MAX_ENGINES, WHY_ENGINES
 from .metrics import SLO, ServingMetrics, summarize
 from .policies import Policy
@@ -44,15 +45,18 @@ class Scenario:
         return run, summarize(run, self.slo, rate_per_s)
 
 
+def _run(job: tuple[Scenario, Policy, float | None, int, str]) -> tuple[ServingRun, ServingMetrics]:
+    scenario, policy, rate, engines, router = job
+    return scenario.run(policy, rate, engines, router)
+
+
 def rate_sweep(scenario: Scenario, policies: Sequence[Policy], rates: Sequence[float | None], engines: int = 1,
-               router: str = "least-loaded", tick: Tick | None = None) -> list[tuple[ServingRun, ServingMetrics]]:
-    out = []
-    for rate in rates:
-        for policy in policies:
-            out.append(scenario.run(policy, rate, engines, router))
-            if tick:
-                tick()
-    return out
+               router: str = "least-loaded", tick: Tick | None = None,
+               executor: Executor | None = None) -> list[tuple[ServingRun, ServingMetrics]]:
+    """Every policy at every rate (rate-major order), each simulation independent: run by `executor` (serial by
+    default) with the same results whatever runs them."""
+    jobs = [(scenario, policy, rate, engines, router) for rate in rates for policy in policies]
+    return (executor or Serial()).map(_run, jobs, tick)
 
 
 def meets(m: ServingMetrics, attainment: float) -> bool:
@@ -160,19 +164,23 @@ def check_load(scenario: Scenario, policies: Sequence[Policy], load_per_s: float
                            f"step ({per_engine:,.0f} req/s per engine at most): {WHY_ENGINES}")
 
 
+def _plan_one(job: tuple[Scenario, Policy, float, float | None, str]) -> tuple[MaxRate, FleetPlan | None]:
+    scenario, policy, attainment, load_per_s, router = job
+    cap = max_rate(scenario, policy, attainment)
+    return cap, engines_for_load(scenario, policy, load_per_s, cap, attainment, router) if load_per_s else None
+
+
 def capacity_plan(scenario: Scenario, policies: Sequence[Policy], attainment: float, load_per_s: float | None,
-                  router: str, progress: Callable[[str, int], Any]) -> tuple[list[MaxRate], list[FleetPlan]]:
-    """Per policy: the highest rate one engine sustains within the SLO, and (given a load) the fleet it needs.
-    `progress(label, total)` gives a context manager with ``update(n)``, ticked once per simulation."""
+                  router: str, progress: Callable[[str, int], Any],
+                  executor: Executor | None = None) -> tuple[list[MaxRate], list[FleetPlan]]:
+    """Per policy: the highest rate one engine sustains within the SLO, and (given a load) the fleet it needs; the
+    policies' searches are independent and run by `executor` (serial by default). `progress(label, total)` gives a
+    context manager with ``update(n)``, ticked once per policy searched."""
     if load_per_s:
         check_load(scenario, policies, load_per_s)
-    caps: list[MaxRate] = []
-    fleets: list[FleetPlan] = []
-    per_policy = 14 + (3 if load_per_s else 0)  # a typical search: doublings, bisection, fleet checks
-    with progress("searching rates", per_policy * len(policies)) as bar:
-        for policy in policies:
-            caps.append(max_rate(scenario, policy, attainment, tick=lambda: bar.update(1)))
-            if load_per_s:
-                fleets.append(engines_for_load(scenario, policy, load_per_s, caps[-1], attainment, router,
-                                               tick=lambda: bar.update(1)))
-    return caps, fleets
+    if scenario.slo.tpot_s is None and scenario.slo.ttft_s is None:
+        raise SpecsimError("a capacity plan needs an SLO: give --slo-tpot-ms and/or --slo-ttft-ms")
+    with progress("searching rates (one search per policy)", len(policies)) as bar:
+        done = (executor or Serial()).map(_plan_one, [(scenario, p, attainment, load_per_s, router)
+                                                      for p in policies], tick=lambda: bar.update(1))
+    return [cap for cap, _ in done], [fleet for _, fleet in done if fleet is not None]
