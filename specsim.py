@@ -463,6 +463,24 @@ def plot_acceptance(profile_path: Path | None, trace_spec: str | None, k: int, b
     return accepted_length_histogram(v.measured_pmf, v.models, v.k, v.label, v.caption)
 
 
+@cli.command()
+@click.argument("spec_path", metavar="SPEC.toml", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--executor", default="local", show_default=True, metavar="serial|local[:N]|ray[:ADDRESS]",
+              help="Where the simulations run: here, N local processes (default one per CPU), or a Ray cluster.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The table, .csv or .json [default: CSV on stdout].")
+@click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Draw capacity.png and one tpot-*.png per configuration into this folder.")
+def sweep(spec_path: Path, executor: str, out_path: Path | None, plot_dir: Path | None) -> None:
+    """Simulate a grid of hardware x model pairs x TP x policies x rates (a TOML spec) into one table and plots.
+
+    \b
+    specsim sweep scenarios/sweeps/example.toml --out sweep.csv --plot sweep/
+    specsim sweep spec.toml --executor ray:auto      # on the Ray cluster this machine belongs to
+    """
+    ui.run_sweep(spec_path, executor, out_path, plot_dir)
+
+
 def main() -> None:
     cli()
 

@@ -1,8 +1,11 @@
-"""Capacity-planning maps: the best draft length over batch size x context length."""
+"""Capacity-planning maps: the best draft length over batch size x context length; a sweep's capacity by
+configuration and policy."""
 
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import matplotlib
 
@@ -51,5 +54,39 @@ def best_k_map(result: SweepResult, caption: str = "") -> Figure:
                  fontsize=9)
     if caption:
         fig.suptitle(textwrap.fill(caption, width=int(14 * fig.get_size_inches()[0])), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def capacity_bars(caps: Sequence[Mapping[str, Any]], caption: str = "") -> Figure:
+    """Per configuration (hardware, pair, TP) a group of bars, one per policy: the highest rate of the sweep's grid
+    that meets the SLO; a hatched bar where even the lowest rate fails. Read with the grid in mind: the true
+    capacity lies between a bar and the next rate of the grid."""
+    configs = list(dict.fromkeys((c["hardware"], c["target"], c["draft"], c["tp"]) for c in caps))
+    policies = list(dict.fromkeys(c["policy"] for c in caps))
+    value = {(c["hardware"], c["target"], c["draft"], c["tp"], c["policy"]): c["max_rate_per_s"] for c in caps}
+    open_top = {(c["hardware"], c["target"], c["draft"], c["tp"], c["policy"]) for c in caps
+                if c["first_failing_rate_per_s"] is None}
+    width = 0.8 / max(len(policies), 1)
+    fig, ax = plt.subplots(figsize=(min(16.0, max(7.0, 0.95 * len(configs) + 2.5)), 5.4))
+    top = max(value.values(), default=1.0) or 1.0
+    for j, p in enumerate(policies):
+        xs = np.arange(len(configs)) + (j - (len(policies) - 1) / 2) * width
+        ys = [value.get((*c, p), 0.0) for c in configs]
+        bars = ax.bar(xs, [y if y > 0 else top * 0.02 for y in ys], width, label=p,
+                      color=plt.get_cmap("tab10")(j % 10), edgecolor="black", linewidth=0.5)
+        for b, y, c in zip(bars, ys, configs):
+            if y <= 0:
+                b.set_hatch("///")
+                b.set_facecolor("white")
+            elif (*c, p) in open_top:  # met at the grid's highest rate: the capacity is at least this
+                ax.annotate("≥", (b.get_x() + b.get_width() / 2, y), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(np.arange(len(configs)))
+    ax.set_xticklabels([f"{h}\n{t}\nTP {tp}" for h, t, _, tp in configs], fontsize=7)  # the draft: the pair
+    ax.set_ylabel("highest rate meeting the SLO (req/s per engine)\n≥: met at the highest rate swept; hatched: none")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, title="policy", title_fontsize=8)
+    if caption:
+        ax.set_title(caption, fontsize=9)
     fig.tight_layout()
     return fig

@@ -240,6 +240,50 @@ def run_predict(alpha: float | None, setup: SetupOptions, ks: list[int], cost_ra
     echo_result(result, meta, text, as_json, as_csv)
 
 
+def run_sweep(spec_path: Path, executor_text: str, out_path: Path | None, plot_dir: Path | None) -> None:
+    """`specsim sweep`: the spec, the executor and every output checked first; then the grid simulated, the table
+    written (CSV or JSON by its suffix; CSV on stdout without --out), the capacity per configuration and policy
+    said, and the figures drawn: capacity.png and one tpot-N.png per configuration."""
+    import re
+
+    from scenarios.files import check_output
+    from scenarios.fleet import capacity, load_sweep_spec, run_sweep, table_text
+    from simulator.executors import parse_executor
+
+    spec = load_sweep_spec(spec_path)
+    executor = parse_executor(executor_text)
+    fmt = "csv"
+    if out_path is not None:
+        check_output(out_path, "sweep table", (".csv", ".json"))
+        fmt = out_path.suffix.lower().lstrip(".")
+    grid = [(h, t, d, tp) for h in spec.hardware for t, d in spec.pairs for tp in spec.tp]
+    names = []
+    if plot_dir is not None:
+        names = check_figures([plot_dir / "capacity.png"] + [
+            plot_dir / f"tpot-{i + 1}-{re.sub(r'[^a-z0-9.]+', '-', f'{h}-{t}-tp{tp}'.lower())}.png"
+            for i, (h, t, _, tp) in enumerate(grid)])
+    configs, rows, metrics = run_sweep(spec, executor, progress)
+    caps = capacity(rows)
+    slo = configs[0].scenario.slo
+    say(f"{spec.simulations} simulations ({executor.label}); highest rate of the grid meeting "
+        f"{slo.label if slo.tpot_s or slo.ttft_s else 'no SLO (sustained only)'} for 90 % of requests:",
+        *(f"  {c['hardware']:<14} {c['target']}/{c['draft']} TP{c['tp']}  {c['policy']:<12} "
+          f"{c['max_rate_per_s']:g} req/s" for c in caps))
+    figures = {}
+    if names:
+        from plots.capacity import capacity_bars
+        from plots.serving import tpot_vs_rate
+
+        figures[names[0]] = capacity_bars(caps, f"{spec.source}: {spec.serving.n_requests} requests per simulation, "
+                                                f"acceptance {spec.acceptance}")
+        for path, c in zip(names[1:], configs):
+            figures[path] = tpot_vs_rate([m for m, r in zip(metrics, rows) if (r["hardware"], r["target"], r["tp"])
+                                          == (c.hardware, c.target, c.tp)], c.scenario.slo, caption=c.caption)
+    echo_or_write(out_path, table_text(rows, fmt), "sweep table")
+    if figures:
+        write_figures(figures)
+
+
 def echo_or_write(path: Path | None, text: str, what: str) -> None:
     if path is None:
         click.echo(text, nl=False)

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import SpecsimError
 from .acceptance import Acceptance
-from .executors import Executor, Serial
+from .executors import Executor, Serial, chunks
 from .limits import MAX_ENGINES, WHY_ENGINES
 from .metrics import SLO, ServingMetrics, summarize
 from .policies import Policy
@@ -45,18 +45,33 @@ class Scenario:
         return run, summarize(run, self.slo, rate_per_s)
 
 
-def _run(job: tuple[Scenario, Policy, float | None, int, str]) -> tuple[ServingRun, ServingMetrics]:
-    scenario, policy, rate, engines, router = job
-    return scenario.run(policy, rate, engines, router)
+def run_jobs(job: tuple[Scenario, Policy, Sequence[float | None], int, str, bool]) -> list[Any]:
+    """One policy at several rates in one scenario (scenario, policy, rates, engines, router, metrics only): what an
+    executor runs. A task of several rates reuses the step-time and policy caches it builds at the first."""
+    scenario, policy, rates, engines, router, metrics_only = job
+    out = [scenario.run(policy, rate, engines, router) for rate in rates]
+    return [m for _, m in out] if metrics_only else out
+
+
+def sweep_tasks(scenario: Scenario, policies: Sequence[Policy], rates: Sequence[float | None], slots: int,
+                engines: int = 1, router: str = "least-loaded", metrics_only: bool = False) -> list[tuple]:
+    """The tasks of a rate sweep: per policy, the rates cut into enough chunks to keep `slots` workers busy (about
+    two tasks per worker), each chunk one task."""
+    parts = max(1, -(-2 * slots // max(len(policies), 1)))
+    return [(scenario, p, [rates[i] for i in part], engines, router, metrics_only)
+            for p in policies for part in chunks(len(rates), parts)]
 
 
 def rate_sweep(scenario: Scenario, policies: Sequence[Policy], rates: Sequence[float | None], engines: int = 1,
                router: str = "least-loaded", tick: Tick | None = None,
                executor: Executor | None = None) -> list[tuple[ServingRun, ServingMetrics]]:
-    """Every policy at every rate (rate-major order), each simulation independent: run by `executor` (serial by
-    default) with the same results whatever runs them."""
-    jobs = [(scenario, policy, rate, engines, router) for rate in rates for policy in policies]
-    return (executor or Serial()).map(_run, jobs, tick)
+    """Every policy at every rate, in rate-major order; the simulations are independent and run by `executor`
+    (serial by default) with the same results whatever runs them."""
+    executor = executor or Serial()
+    tasks = sweep_tasks(scenario, policies, rates, executor.slots, engines, router)
+    done = executor.map(run_jobs, tasks, (lambda i: [tick() for _ in tasks[i][2]]) if tick else None)
+    by = {(t[1].label, rate): r for t, rs in zip(tasks, done) for rate, r in zip(t[2], rs)}
+    return [by[(p.label, rate)] for rate in rates for p in policies]
 
 
 def meets(m: ServingMetrics, attainment: float) -> bool:
@@ -182,5 +197,5 @@ def capacity_plan(scenario: Scenario, policies: Sequence[Policy], attainment: fl
         raise SpecsimError("a capacity plan needs an SLO: give --slo-tpot-ms and/or --slo-ttft-ms")
     with progress("searching rates (one search per policy)", len(policies)) as bar:
         done = (executor or Serial()).map(_plan_one, [(scenario, p, attainment, load_per_s, router)
-                                                      for p in policies], tick=lambda: bar.update(1))
+                                                      for p in policies], lambda _: bar.update(1))
     return [cap for cap, _ in done], [fleet for _, fleet in done if fleet is not None]

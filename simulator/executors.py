@@ -20,25 +20,27 @@ from typing import Any, Protocol
 
 from . import SpecsimError
 
-Tick = Callable[[], None]
+Done = Callable[[int], None]  # called with the index of each item as it finishes
 
 
 class Executor(Protocol):
     label: str
+    slots: int  # how many items run at once (to size chunks of work)
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], tick: Tick | None = None) -> list[Any]: ...
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], done: Done | None = None) -> list[Any]: ...
 
 
 @dataclass(frozen=True)
 class Serial:
     label: str = "serial"
+    slots: int = 1
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], tick: Tick | None = None) -> list[Any]:
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], done: Done | None = None) -> list[Any]:
         out = []
-        for item in items:
+        for i, item in enumerate(items):
             out.append(fn(item))
-            if tick:
-                tick()
+            if done:
+                done(i)
         return out
 
 
@@ -54,16 +56,20 @@ class LocalProcesses:
     workers: int
     label: str = "local"
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], tick: Tick | None = None) -> list[Any]:
+    @property
+    def slots(self) -> int:
+        return self.workers
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], done: Done | None = None) -> list[Any]:
         if self.workers <= 1 or len(items) <= 1:
-            return Serial().map(fn, items, tick)
+            return Serial().map(fn, items, done)
         out: list[Any] = [None] * len(items)
         with ProcessPoolExecutor(max_workers=min(self.workers, len(items))) as pool:
             futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
             for f in as_completed(futures):
                 out[futures[f]] = f.result()
-                if tick:
-                    tick()
+                if done:
+                    done(futures[f])
         return out
 
 
@@ -72,7 +78,19 @@ class Ray:
     address: str | None
     label: str = "ray"
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], tick: Tick | None = None) -> list[Any]:
+    @property
+    def slots(self) -> int:
+        """The cluster's CPUs once connected; before, this machine's."""
+        try:
+            import ray
+
+            if ray.is_initialized():
+                return max(int(ray.cluster_resources().get("CPU", 1)), 1)
+        except ImportError:
+            pass
+        return usable_cpus()
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], done: Done | None = None) -> list[Any]:
         try:
             import ray
         except ImportError:
@@ -91,12 +109,19 @@ class Ray:
         out: list[Any] = [None] * len(items)
         pending = list(refs)
         while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            for ref in done:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
                 out[index[ref]] = ray.get(ref)
-                if tick:
-                    tick()
+                if done:
+                    done(index[ref])
         return out
+
+
+def chunks(n: int, parts: int) -> list[range]:
+    """0..n-1 cut into `parts` contiguous, nearly equal ranges (fewer if n is smaller)."""
+    parts = max(1, min(parts, n))
+    edges = [round(i * n / parts) for i in range(parts + 1)]
+    return [range(a, b) for a, b in zip(edges, edges[1:]) if b > a]
 
 
 def parse_executor(text: str) -> Executor:
