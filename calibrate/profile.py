@@ -36,7 +36,7 @@ from simulator.acceptance import (
     WithRanks,
 )
 from simulator.cost import CostModel, RateTable
-from simulator.specs import HardwareSpec, ModelSpec, Overheads
+from simulator.specs import HardwareSpec, ModelSpec, Overheads, SpeculationTax
 
 SCHEMA = "specsim-profile"
 SCHEMA_VERSION = 2  # 2: options, engine mode, origin, trust, the acceptance variant chosen by held-out error
@@ -440,6 +440,7 @@ class Profile:
     specsim_version: str = ""
     device_state: Mapping[str, Any] = field(default_factory=dict)
     host: Mapping[str, Any] = field(default_factory=dict)
+    speculation_tax: Mapping[str, Any] = field(default_factory=dict)  # `calibrate.tax.measure_tax`, if measured
     path: Path | None = field(default=None, compare=False)
 
     # -- reading and writing -------------------------------------------------------------------------------------
@@ -474,7 +475,7 @@ class Profile:
                 quick=bool(d.get("quick", False)),
                 trust=Trust.from_dict(d["trust"]) if "trust" in d else assess_trust(fit.heldout, passes),
                 specsim_version=str(d.get("specsim_version", "")), device_state=dict(d.get("device_state", {})),
-                host=dict(d.get("host", {})))
+                host=dict(d.get("host", {})), speculation_tax=dict(d.get("speculation_tax") or {}))
         except (_Bad, KeyError, TypeError, ValueError, AttributeError) as e:
             detail = f"no {e.args[0]!r}" if isinstance(e, KeyError) else str(e)
             raise SpecsimError(f"profile {source} is malformed ({detail}); run specsim calibrate again") from None
@@ -494,12 +495,24 @@ class Profile:
             "microbenchmarks": self.micro.to_dict(), "passes": [p.to_dict() for p in self.passes],
             "fit": self.fit.to_dict(), "trust": self.trust.to_dict(),
             "acceptance": self.acceptance.to_dict() if self.acceptance else None,
+            "speculation_tax": dict(self.speculation_tax),
         }
 
     # -- what it predicts ----------------------------------------------------------------------------------------
     @cached_property
     def hardware(self) -> HardwareSpec:
-        return self.micro.hardware(self.device.name, self.device.memory_bytes, f"calibrated {self.created}")
+        """The device as measured, with the engine's measured tax on speculation where the calibration measured
+        it (negative measurements, noise around a free switch, are taken as zero)."""
+        hw = self.micro.hardware(self.device.name, self.device.memory_bytes, f"calibrated {self.created}")
+        by = self.speculation_tax.get("by_batch") or {}
+        if not by:
+            return hw
+        batches = sorted(by, key=int)
+        tax = SpeculationTax(tuple(int(b) for b in batches),
+                             tuple(max(float(by[b]["off_fraction"]), 0.0) for b in batches),
+                             max(float(np.median([by[b]["switch_fraction"] for b in batches])), 0.0),
+                             f"measured by specsim calibrate on its own engine ({self.created[:10]})")
+        return replace(hw, speculation_tax=tax)
 
     def cost_model(self, with_measurements: bool = True) -> CostModel:
         """The calibrated cost model: fitted rates and overheads, plus every measured pass (which wins where it

@@ -208,6 +208,7 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
         acceptance, engine = measure_builtin(device, runner, dtype, quick, max(grid.batches), progress, seed,
                                              measured_cost, target, draft)
     fit_overheads = asdict(replace(fit.cost.overheads, engine=engine))
+    tax = acceptance.pop("speculation_tax", {}) if acceptance else {}  # the engine's, not the pair's acceptance
 
     profile: dict[str, Any] = {
         "schema": SCHEMA,
@@ -240,6 +241,7 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
             "verify_ratio_batch1": ratio,
         },
         "acceptance": acceptance,
+        "speculation_tax": tax,
     }
     result = Profile.from_dict(profile, "being written")
     return CalibrationResult(replace(result, trust=assess_trust(result.fit.heldout, result.passes)), fit.cost, specs)
@@ -264,6 +266,7 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
     from .acceptance import measure_acceptance, measure_by_context
     from .builtin import encode, load_pair, long_texts, prompts
     from .speculative import Decoding, RealEngine
+    from .tax import measure_tax
 
     n_prompts, n_tokens = (16, 64) if quick else (64, 128)
     calib = [encode(p) for p in prompts("calibration")[:n_prompts]]
@@ -305,6 +308,9 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
                     bar.update(1)
     extras = {k: {b: float(np.median(v)) for b, v in by.items() if v} for k, by in samples.items()}
     acc["engine_extras_by_batch_s"] = extras
+    with progress("speculation off and switching k (real steps)", 3 * len(batches) * repeats) as bar:
+        acc["speculation_tax"] = measure_tax(engine, calib, batches, 2 * new_tokens, repeats, gen, cost, draft_spec,
+                                             tick=lambda: bar.update(1))
     return acc, EngineOverheads(**{k: _per_step(v) for k, v in extras.items()})
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import torch
@@ -128,10 +128,13 @@ class Decoding:
     drafter: str = "model"  # "model" or "ngram"
     temperature: float = 1.0
     rule: str = "exact"
+    schedule: tuple[int, ...] = ()  # a chain's k per step, cycled (0: a plain step with the draft loaded)
 
     def __post_init__(self) -> None:
         if self.k < 0:
             raise SpecsimError(f"k must be >= 0, got {self.k}")
+        if self.schedule and (self.tree is not None or min(self.schedule) < 0 or self.k != max(self.schedule)):
+            raise SpecsimError("a schedule is a chain's k per step (each >= 0) and k must be its largest")
         if self.rule not in RULES:
             raise SpecsimError(f"unknown rule {self.rule!r}; use one of {', '.join(RULES)}")
         if self.drafter not in ("model", "ngram"):
@@ -145,6 +148,10 @@ class Decoding:
     def span(self) -> int:
         """Cache slots one step may write past the current token."""
         return self.tree.n_nodes if self.tree is not None else self.k
+
+    def k_at(self, step: int) -> int:
+        """The chain's draft length at step `step` (0-based)."""
+        return self.schedule[step % len(self.schedule)] if self.schedule else self.k
 
 
 class PhaseClock:
@@ -236,6 +243,7 @@ class _Batch:
     prev: torch.Tensor  # (B,) the token before it
     history: list[list[int]]
     out: list[list[int]]
+    lag: int = 0  # tokens before `prev` the draft has not cached (plain steps of a schedule since it last drafted)
 
 
 class RealEngine:
@@ -342,12 +350,14 @@ class RealEngine:
             captures = self.runner.captures
             clock = PhaseClock(self.device)
             clock.mark()
-            if how.span == 0:
+            k = how.k_at(len(result.steps))
+            if how.span == 0 or (tables is None and k == 0):
                 packed = self._plain_step(batch, how, gen, clock)
+                batch.lag += 1 if how.span else 0  # a scheduled plain step: the draft falls one token behind
             elif tables is not None:
                 packed = self._tree_step(batch, how, tables, gen, clock)
             else:
-                packed = self._chain_step(batch, how, gen, clock)
+                packed = self._chain_step(batch, replace(how, k=k, schedule=()) if how.schedule else how, gen, clock)
             step = self._finish_step(batch, packed, clock)
             step.captured = self.runner.captures != captures
             result.steps.append(step)
@@ -394,10 +404,17 @@ class RealEngine:
         return packed
 
     def _draft_window(self, batch: _Batch) -> torch.Tensor:
-        """Draft logits at the current token after (re)caching [previous, current] at [P - 1, P]."""
+        """Draft logits at the current token after (re)caching [previous, current] at [P - 1, P], and, after
+        scheduled plain steps, the `lag` tokens before them it missed (its catch-up)."""
         assert self.draft is not None
-        toks = torch.stack([batch.prev, batch.cur], dim=1)
-        return self._causal_pass(self.draft, toks, batch.P - 1, max(batch.P_host) - 1)[:, -1]
+        if batch.lag == 0:
+            toks = torch.stack([batch.prev, batch.cur], dim=1)
+            return self._causal_pass(self.draft, toks, batch.P - 1, max(batch.P_host) - 1)[:, -1]
+        n = batch.lag + 2
+        toks = torch.tensor([h[-n:] for h in batch.history], device=self.device)
+        logits = self._causal_pass(self.draft, toks, batch.P - (n - 1), max(batch.P_host) - (n - 1))[:, -1]
+        batch.lag = 0
+        return logits
 
     def _chain_step(self, batch: _Batch, how: Decoding, gen: torch.Generator | None,
                     clock: PhaseClock) -> torch.Tensor:

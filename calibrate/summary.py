@@ -70,6 +70,13 @@ def format_summary(profile: Profile, path: Path) -> str:
     if fit.verify_ratio_batch1:
         lines.append("batch-1 verify cost t(k+1)/t(1), measured -> fitted: " + ", ".join(
             f"k={r['k']}: {r['measured_ratio']:.2f}->{r['predicted_ratio']:.2f}" for r in fit.verify_ratio_batch1))
+    by = profile.speculation_tax.get("by_batch") or {}
+    if by:
+        block = profile.speculation_tax["block"]
+        lines.append("speculation off and switching k in this engine, by batch: " + "; ".join(
+            f"B={b}: k = 0 step {100 * v['off_fraction']:+.1f} % vs no draft, catch-up of {block} tokens "
+            f"{1e3 * v['catchup_measured_s']:.2f} ms (priced {1e3 * v['catchup_predicted_s']:.2f}), "
+            f"switch 4 -> 2 {100 * v['switch_fraction']:+.1f} % of a plain step" for b, v in by.items()))
     if profile.acceptance is not None:
         a = profile.acceptance
         lines.append(f"acceptance (built-in pair, {a.prompts} calibration prompts): alpha {a.alpha:.3f}, "

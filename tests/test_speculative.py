@@ -136,3 +136,48 @@ def test_acceptance_measurement_on_the_built_in_pair(builtin_pair, heldout):
     for variant in ("markov", "beta", "trace"):  # fitted / replayed: close to the replayed steps, not equal
         assert measured.model(variant).expected_tokens(4) == pytest.approx(replay.expected_tokens(4), rel=0.05)
     assert measured.model().ranks == tuple(acc["ranks"])
+
+
+def test_a_schedule_of_k_keeps_the_output_and_the_draft_catches_up(builtin_pair, heldout):
+    """A schedule with plain steps between speculative ones decodes the greedy text exactly (the draft re-reads the
+    tokens it missed), and the draft right after its catch-up is accepted as often as in steady steps (a wrong
+    catch-up would leave it predicting from a stale cache)."""
+    target, draft = builtin_pair
+    engine = RealEngine(target, draft)
+    ps = heldout[:4]
+    plain = engine.generate(ps, 40, Decoding(k=0, temperature=0)).tokens
+    for schedule in ((4, 0, 0, 3, 1), (2, 0), (0, 0, 0, 5)):
+        how = Decoding(k=max(schedule), schedule=schedule, temperature=0)
+        assert engine.generate(ps, 40, how).tokens == plain, schedule
+    first, steady = [], []
+    for seed in range(3):
+        how = Decoding(k=4, schedule=(4, 4, 0, 0, 0, 0))
+        run = engine.generate(ps, 60, how, torch.Generator().manual_seed(seed), until="first")
+        for i, s in enumerate(run.steps):
+            (first if i % 6 == 0 and i else steady if i % 6 == 1 else []).append(np.mean(s.accepted))
+    assert np.mean(first) > 0.7 * np.mean(steady) > 0.5
+    with pytest.raises(SpecsimError, match="k must be its largest"):
+        Decoding(k=2, schedule=(4, 0))
+
+
+def test_the_engine_tax_is_measured_and_reaches_the_cost_model(builtin_pair, builtin_profile, heldout):
+    """`measure_tax` returns per batch the off-tax, the catch-up and the switch; a profile carrying it gives its
+    hardware a `SpeculationTax` (negative noise clamped to zero)."""
+    import dataclasses
+
+    from calibrate.tax import measure_tax
+
+    target, draft = builtin_pair
+    tax = measure_tax(RealEngine(target, draft), heldout, [1, 2], 36, 1, torch.Generator().manual_seed(0),
+                      builtin_profile.cost_model(), builtin_profile.draft)
+    by = tax["by_batch"]
+    assert set(by) == {"1", "2"} and all(v["steps"]["after_off"] >= 1 and v["steps"]["off"] >= 4 for v in by.values())
+    # (magnitudes are not checked: steps of a few ms on a shared CPU drift between runs; calibration repeats them)
+    assert all(np.isfinite(v["off_fraction"]) and v["catchup_predicted_s"] >= 0 for v in by.values())
+    fake = {"block": 6, "by_batch": {"1": {**by["1"], "off_fraction": 0.05, "switch_fraction": -0.01},
+                                     "8": {**by["2"], "off_fraction": 0.10, "switch_fraction": 0.03}}}
+    hw = dataclasses.replace(builtin_profile, speculation_tax=fake).hardware
+    assert hw.speculation_tax.off_fraction(1) == pytest.approx(0.05)
+    assert hw.speculation_tax.off_fraction(8) == pytest.approx(0.10)
+    assert hw.speculation_tax.switch_fraction == pytest.approx(0.01)  # median of -0.01 and 0.03
+    assert "measured by specsim calibrate" in hw.speculation_tax.source
