@@ -8,6 +8,12 @@ With --fit, the three numbers the A100 preset takes from this table are fitted t
 on relative error over a grid): the bandwidth efficiency, the per-layer time that splitting does not divide, and
 the latency of one all-reduce. Without it, the preset as shipped is checked. Either way the 70B rows are not used by
 the fit: they are the check.
+
+Then vLLM on H100s: LambdaLabsML/vllm-benchmark's runs of Llama-3-70B-Instruct (the shapes of Llama-3.1-70B), bf16,
+vLLM 0.6, 10 prompts sent at once (results/prompt_10/{4,8}xH100-80GB-SXM/Meta-Llama-3-70B-Instruct_tp{4,8}_len2048
+.json): median TPOT 18.12 ms at TP 4 and 12.18 ms at TP 8. Eight of the ten prompts produce output, so the batch
+falls from eight as they finish; priced here at batch 6 (the range 4..8 is printed) and a context of 400 tokens.
+vLLM's all-reduce latency (engines.toml) was fitted to the TP 4 run; the TP 8 run is the check.
 """
 
 from __future__ import annotations
@@ -47,6 +53,23 @@ def errors(cost: CostModel, rows: list[tuple[str, int]]) -> np.ndarray:
     return np.array([predicted_tok_s(cost, m, tp) / MEASURED[(m, tp)] - 1 for m, tp in rows])
 
 
+LAMBDA_SOURCE = ("LambdaLabsML/vllm-benchmark results/prompt_10/{n}xH100-80GB-SXM/Meta-Llama-3-70B-Instruct_tp{n}"
+                 "_len2048.json (vLLM 0.6, bf16, 10 prompts at once)")
+LAMBDA_TPOT_MS = {4: 18.12, 8: 12.18}
+
+
+def vllm_h100_rows() -> None:
+    cost = CostModel.from_hardware(load_hardware("h100-sxm", "vllm"))
+    m = load_model("llama-3.1-70b")
+    print(f"\nsource: {LAMBDA_SOURCE.format(n='{4,8}')}")
+    print(f"{'model':<14} {'GPUs':>4} {'median TPOT ms':>15} {'predicted (B=6)':>16} {'error':>8}  {'B=4..8':>14}")
+    for tp, tpot in LAMBDA_TPOT_MS.items():
+        step = [1e3 * cost.plain_step_s(m.shard(tp), b, 400) for b in (4, 6, 8)]
+        role = "fit" if tp == 4 else "check"
+        print(f"{'llama-3.1-70b':<14} {tp:>4} {tpot:>15.2f} {step[1]:>16.2f} {100 * (step[1] / tpot - 1):>+7.1f}%  "
+              f"{step[0]:>6.2f}..{step[2]:<6.2f} {role}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fit", action="store_true", help="fit the A100's three numbers to the 7B rows first")
@@ -66,6 +89,7 @@ def main() -> None:
         p = predicted_tok_s(cost, m, tp)
         role = "fit" if m == "llama-2-7b" else "check"  # the shipped preset was fitted to the 7B rows too
         print(f"{m:<12} {tp:>4} {tok_s:>15.2f} {p:>10.2f} {100 * (p / tok_s - 1):>+7.1f}%  {1e3 / p:>8.2f}  {role}")
+    vllm_h100_rows()
 
 
 if __name__ == "__main__":

@@ -128,6 +128,10 @@ def load_hardware(name: str, engine: str = "vllm") -> HardwareSpec:
     if "interconnect" in d:
         link = Interconnect(str(d["interconnect"]), _finite(d, "interconnect_GB_per_s", key, True) * GIGA,
                             _finite(d, "interconnect_latency_us", key) * 1e-6, str(d.get("interconnect_source", "")))
+    engine_d = _engine_table(engine)
+    if link is not None and "allreduce_latency_us" in engine_d:  # the engine's collectives, where measured
+        link = replace(link, latency_s=_finite(engine_d, "allreduce_latency_us", engine) * 1e-6,
+                       source=f"{link.source}; latency: {engine_d.get('allreduce_source', engine)}")
     if d.get("layer_fixed_us"):
         overheads = replace(overheads, layer_s=overheads.layer_s + _finite(d, "layer_fixed_us", key) * 1e-6)
     return HardwareSpec(

@@ -56,6 +56,16 @@ def test_a100_preset_against_gpt_fast_tensor_parallel_table(model, tp):
     assert tok_s == pytest.approx(GPT_FAST_TP[(model, tp)], rel=0.02 if model == "llama-2-7b" else 0.10)
 
 
+@pytest.mark.parametrize("tp, tpot_ms", [(4, 18.12), (8, 12.18)])
+def test_h100_vllm_preset_against_published_tensor_parallel_runs(tp, tpot_ms):
+    """LambdaLabsML/vllm-benchmark, results/prompt_10/{4,8}xH100-80GB-SXM/Meta-Llama-3-70B-Instruct_tp{4,8}_len2048
+    .json (vLLM 0.6, bf16, 10 prompts at once): median TPOT 18.12 and 12.18 ms. vLLM's all-reduce latency was
+    fitted to the TP 4 run (within 1 %); TP 8 is predicted within 20 % (measured -8.8 %)."""
+    cost = CostModel.from_hardware(load_hardware("h100-sxm", "vllm"))
+    step_ms = 1e3 * cost.plain_step_s(load_model("llama-3.1-70b").shard(tp), 6, 400)
+    assert step_ms == pytest.approx(tpot_ms, rel=0.01 if tp == 4 else 0.20)
+
+
 def test_tp_on_the_command_line():
     args = ("--hardware", "h100-sxm", "--acceptance", "iid:0.7", "--target", "llama-3.1-70b")
     r = run("predict", *args, "--tp", "8", "--batch", "1,64", "--k", "0..3")
