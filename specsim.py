@@ -173,35 +173,26 @@ def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: i
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Draw validation-scatter.png and validation-batch.png into this folder.")
 @click.option("--seed", type=ui.SEED, default=0, show_default=True, help="Seed of the sampling and the run order.")
+@click.option("--acceptance", "acceptance_spec", metavar="SPEC", default=None,
+              help="Validate at the profile's own shapes (random weights), replaying this acceptance: trace:FILE, "
+                   "markov:..., iid:A, an engine's counters.")
+@click.option("--target", default=None, metavar="NAME|config.json", help="With --acceptance: the shapes to expect.")
+@click.option("--draft", default=None, metavar="NAME|config.json", help="With --acceptance: the draft's shape.")
+@click.option("--prompt-tokens", type=click.IntRange(1, 65_536), default=128, show_default=True,
+              help="With --acceptance: random prompt length.")
 def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int] | None, trees: tuple[str, ...],
              repeats: int | None, new_tokens: int | None, quick: bool, as_json: bool, plot_dir: Path | None,
-             seed: int) -> None:
+             seed: int, acceptance_spec: str | None, target: str | None, draft: str | None,
+             prompt_tokens: int) -> None:
     """Predict every configuration from the profile, run it for real on held-out prompts, and show the error.
 
     \b
     specsim validate --quick --plot out/
     specsim validate --batch 1,2,4,8,16,32 --k 1,2,4,6 --tree 2,2,1 --repeats 5 --json > validation.json
+    specsim validate --profile llama68m.json --acceptance trace:eagle.jsonl --tree ''   # at a preset's shapes
     """
-    from calibrate.setup import resolve_profile
-    from calibrate.validate import check_validatable, run_validation
-    from simulator.trees import parse_branching
-
-    plots = ui.check_figures([plot_dir / f"validation-{n}.png" for n in ("scatter", "batch")]) if plot_dir else []
-    shapes = [parse_branching(t) for t in trees if t.strip()]
-    profile, notes = resolve_profile(profile_path)
-    check_validatable(profile)
-    ui.say(*notes)
-    report, curves = run_validation(profile, batches, ks, shapes, repeats, new_tokens, seed, ui.progress, quick)
-    if plots:
-        from plots.validation import predicted_vs_measured, speedup_vs_batch
-
-        ui.write_figures({plots[0]: predicted_vs_measured(report), plots[1]: speedup_vs_batch(report, curves)})
-    if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=1, default=float))
-    else:
-        from calibrate.validate_report import format_report
-
-        click.echo(format_report(report))
+    ui.run_validate(profile_path, batches, ks, trees, repeats, new_tokens, quick, as_json, plot_dir, seed, target,
+                    draft, acceptance_spec, prompt_tokens)
 
 
 # -- serving: simulate, plan, policy ---------------------------------------------------------------------------------

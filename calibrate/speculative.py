@@ -28,7 +28,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import Any
 
+import numpy as np
 import torch
 
 from simulator import SpecsimError
@@ -259,7 +261,18 @@ class RealEngine:
         # Graphs are captured per number of keys read: coarser buckets mean fewer captures.
         self.key_bucket = key_bucket or (64 if self.runner.mode == "graph" else KEY_ALIGN)
         self._patterns: dict[int, Window] = {}
+        # Forced acceptance (`force`): which drafts each step accepts comes from an acceptance model instead of the
+        # accept/reject rule; everything else (passes, the rule's own work, the roll-back) is real.
+        self.forced: Any = None
+        self.forced_rng: np.random.Generator | None = None
+        self._streams: list[Any] = []
 
+    def force(self, acceptance: Any, seed: int = 0) -> None:
+        """Replay the accepted lengths of `acceptance` (a `simulator.acceptance.Acceptance`; one stream per sequence,
+        so correlated models keep their correlation along a sequence) in every chain step from now on; None stops.
+        For validating step times at shapes whose random weights accept nothing of each other."""
+        self.forced = acceptance
+        self.forced_rng = np.random.default_rng(seed) if acceptance is not None else None
     # -- set-up --------------------------------------------------------------------------------------------------
     def _check(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, how: Decoding, until: str) -> None:
         if not prompts:
@@ -341,6 +354,10 @@ class RealEngine:
         done = max if until == "first" else min
         t0 = time.perf_counter()
         use_draft = how.span > 0 and how.drafter == "model"
+        if self.forced is not None:
+            if how.tree is not None:
+                raise SpecsimError("forced acceptance replays chains; validate trees with the built-in pair")
+            self._streams = [self.forced.stream(self.forced_rng) for _ in prompts]
         batch = self._prefill(prompts, use_draft)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -440,6 +457,9 @@ class RealEngine:
         p = distribution(self._causal_pass(self.target, verify_tokens, batch.P, top), T)  # (B, k + 1, V)
         clock.mark()
         A, nxt = accept_chain(p, q, d, how.rule, gen)
+        if self.forced is not None:  # the rule ran (its cost is real); its outcome is replaced by the model's
+            A = torch.tensor([min(stream(k), k) for stream in self._streams], device=self.device)
+            nxt = sample(p[torch.arange(A.shape[0], device=self.device), A], gen)
         packed = self._advance(batch, A, (A + 1).clamp(max=k), d, nxt)
         clock.mark()
         return packed

@@ -50,18 +50,25 @@ class Prediction:
 Predictor = Callable[[int, Candidate, int], Prediction]
 
 
-def predictors(profile: Profile, drift: Mapping[str, tuple[tuple[int, float], ...]] | None = None
-               ) -> dict[str, Predictor]:
+def predictors(profile: Profile, drift: Mapping[str, tuple[tuple[int, float], ...]] | None = None,
+               forced: Acceptance | None = None) -> dict[str, Predictor]:
     """name -> f(batch, candidate, context) for every predictor this profile supports. With `drift` (a spot check
     of the device now, `spot_check`), the calibrated predictors price passes at today's speed and ``as-profiled``
-    is the primary one without it."""
+    is the primary one without it. With `forced` (the acceptance a shape validation replays), every predictor
+    uses it instead of the profile's measurement, and ``calibrated+iid`` an i.i.d. model of the same mean."""
     acc = profile.acceptance
-    if acc is None:
+    if acc is None and forced is None:
         raise SpecsimError("validation needs a profile with measured acceptance")
     target, draft = profile.target, profile.draft
     as_profiled = profile.cost_model()
     calibrated = replace(as_profiled, drift=dict(drift or {}))
-    models: dict[str, Acceptance] = {v: acc.model(v) for v in acc.variants if v != "ranks"}
+    if forced is not None:
+        models: dict[str, Acceptance] = {"iid": IIDAcceptance(forced.alpha)}
+        primary: Acceptance = forced
+    else:
+        assert acc is not None
+        models = {v: acc.model(v) for v in acc.variants if v != "ranks"}
+        primary = acc.model()
     iid = models["iid"]
 
     def with_cost(cost: CostModel, acceptance: Acceptance) -> Predictor:
@@ -76,13 +83,15 @@ def predictors(profile: Profile, drift: Mapping[str, tuple[tuple[int, float], ..
         depth = cand.shape.depth
         return Prediction(tokens_per_pass(cand, iid), StepPhases(base * depth * c, base), base)
 
-    out = {PRIMARY: with_cost(calibrated, acc.model())}
+    out = {PRIMARY: with_cost(calibrated, primary)}
     if drift:
-        out["as-profiled"] = with_cost(as_profiled, acc.model())
+        out["as-profiled"] = with_cost(as_profiled, primary)
     for v in models:
         out[f"calibrated+{v}"] = with_cost(calibrated, models[v])
     out["leviathan"] = leviathan
-    out["roofline"] = with_cost(profile.datasheet_cost(), WithRanks(IIDAcceptance(iid.alpha), acc.ranks))
+    ranks = acc.ranks if acc is not None and forced is None else None
+    out["roofline"] = with_cost(profile.datasheet_cost(),
+                                WithRanks(IIDAcceptance(iid.alpha), ranks) if ranks else IIDAcceptance(iid.alpha))
     return out
 
 
@@ -234,9 +243,9 @@ def miss_breakdown(pred: Prediction, meas: MeasuredConfig) -> dict[str, float]:
 
 def compare(profile: Profile, measured: Sequence[MeasuredConfig], trees: Sequence[Tree], context: int,
             batches: Sequence[int], settings: Mapping[str, Any] | None = None,
-            spot: SpotCheck | None = None) -> ValidationReport:
+            spot: SpotCheck | None = None, forced: Acceptance | None = None) -> ValidationReport:
     """Predicted against measured for every configuration and predictor, with summaries."""
-    preds = predictors(profile, spot.drift if spot else None)
+    preds = predictors(profile, spot.drift if spot else None, forced)
     by_label = {t.label: t for t in trees}
     timed = [(p.batch, p.new_tokens) for p in profile.timed if p.model == profile.target.name]
     max_batch, max_rows = max(b for b, _ in timed), max(b * n for b, n in timed)
@@ -283,9 +292,10 @@ def compare(profile: Profile, measured: Sequence[MeasuredConfig], trees: Sequenc
 
 
 def predicted_curves(profile: Profile, candidates: Sequence[Candidate], batches: Sequence[int],
-                     context: int, spot: SpotCheck | None = None) -> dict[str, list[tuple[int, float]]]:
+                     context: int, spot: SpotCheck | None = None,
+                     forced: Acceptance | None = None) -> dict[str, list[tuple[int, float]]]:
     """The primary prediction's speed-up over every batch, per candidate (the lines of the validation plot)."""
-    f = predictors(profile, spot.drift if spot else None)[PRIMARY]
+    f = predictors(profile, spot.drift if spot else None, forced)[PRIMARY]
     return {(f"tree {c.tree.label}" if c.tree is not None else f"k = {c.k}"):
             [(b, f(b, c, context).speedup) for b in batches] for c in candidates}
 
@@ -349,3 +359,60 @@ def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence
                 "engine_mode": profile.engine_mode}
     report = compare(profile, measured, trees, context, batches, settings, spot)
     return report, predicted_curves(profile, cands, list(range(1, max(batches) + 1)), context, spot)
+
+
+def run_shape_validation(profile: Profile, acceptance: Acceptance, batches: Sequence[int] | None,
+                         ks: Sequence[int] | None, repeats: int | None, new_tokens: int | None, prompt_tokens: int,
+                         seed: int, progress: Callable[[str, int], Any], quick: bool = False
+                         ) -> tuple[ValidationReport, dict[str, list[tuple[int, float]]]]:
+    """Validation at the profile's own shapes (a preset or config.json pair, calibrated here with random weights):
+    random-weight models of those shapes decode random prompts of `prompt_tokens` tokens, and which drafts each step
+    accepts is replayed from `acceptance` (`RealEngine.force`: one stream per sequence) while the passes, the
+    accept/reject rule's work and the bookkeeping are real. Every predictor then uses that acceptance, so the error
+    is the cost model's at these shapes. Chains only (a tree's replay needs per-rank outcomes)."""
+    batches = batches or ([1, 4, 8] if quick else [1, 2, 4, 8, 16, 32])
+    ks = ks or ([1, 4] if quick else [1, 2, 4, 6])
+    repeats = repeats or (3 if quick else 5)
+    new_tokens = new_tokens or (32 if quick else 48)
+    import torch
+
+    from .device import device_identity, resolve_device
+    from .model import build_decoder
+    from .profile import check_device
+    from .realruns import Config, measure
+    from .runner import make_runner
+    from .speculative import RealEngine
+
+    device = resolve_device("cuda" if profile.device.kind == "cuda" else "cpu")
+    check_device(profile, device_identity(device))
+    span = max(ks)
+    max_len = prompt_tokens + new_tokens + span + 8
+    vocab = profile.target.vocab_size
+    if profile.draft.vocab_size != vocab:
+        raise SpecsimError(f"the draft's vocabulary ({profile.draft.vocab_size}) is not the target's ({vocab})")
+    rng = np.random.default_rng(seed)
+    prompts = [rng.integers(0, vocab, prompt_tokens).tolist() for _ in range(max(64, max(batches)))]
+    target = build_decoder(profile.target, max_len, device, seed=seed)
+    draft = build_decoder(profile.draft, max_len, device, seed=seed + 1)
+    engine = RealEngine(target, draft, make_runner(device, eager=profile.engine_mode == "eager"))
+    engine.force(acceptance, seed)
+    configs = [Config(b, k) for b in batches for k in ks]
+    context = prompt_tokens + new_tokens // 2
+    cands = [Candidate(k) for k in ks]
+    runner = make_runner(device, eager=profile.engine_mode == "eager")
+    with progress("spot check, before", 1) as bar:
+        before = time_spot(profile, device, runner, batches, context, seed)
+        bar.update(1)
+    with progress("real runs at these shapes, acceptance replayed", repeats * (len(configs) + len(batches))) as bar:
+        measured = measure(engine, prompts, configs, new_tokens, repeats, 1.0, seed, tick=lambda: bar.update(1),
+                           min_sequences=MIN_SEQUENCES)
+    with progress("spot check, after", 1) as bar:
+        after = time_spot(profile, device, runner, batches, context, seed + 1)
+        bar.update(1)
+    spot = spot_check(profile, before, after, context)
+    settings = {"profile": str(profile.path), "new_tokens": new_tokens, "repeats": repeats, "batches": list(batches),
+                "ks": list(ks), "trees": [], "sequences_per_run": MIN_SEQUENCES, "prompt_tokens": prompt_tokens,
+                "torch_threads": torch.get_num_threads(), "engine_mode": profile.engine_mode,
+                "shapes": f"{profile.target.name} / {profile.draft.name}", "acceptance": acceptance.spec}
+    report = compare(profile, measured, [], context, batches, settings, spot, acceptance)
+    return report, predicted_curves(profile, cands, list(range(1, max(batches) + 1)), context, spot, acceptance)

@@ -240,6 +240,61 @@ def run_predict(alpha: float | None, setup: SetupOptions, ks: list[int], cost_ra
     echo_result(result, meta, text, as_json, as_csv)
 
 
+def run_validate(profile_path: Path | None, batches: list[int] | None, ks: list[int] | None,
+                 trees: tuple[str, ...], repeats: int | None, new_tokens: int | None, quick: bool, as_json: bool,
+                 plot_dir: Path | None, seed: int, target: str | None, draft: str | None,
+                 acceptance_spec: str | None, prompt_tokens: int) -> None:
+    """`specsim validate`: the built-in pair on held-out prompts, or (`--acceptance`) the profile's own shapes with
+    random weights and the acceptance replayed; the report as text or JSON, and the plots."""
+    import json
+
+    from calibrate.setup import resolve_profile
+    from calibrate.validate import check_validatable, run_shape_validation, run_validation
+    from simulator.trees import parse_branching
+
+    plots = check_figures([plot_dir / f"validation-{n}.png" for n in ("scatter", "batch")]) if plot_dir else []
+    shapes = [parse_branching(t) for t in trees if t.strip()]
+    if (target or draft) and not acceptance_spec:
+        raise click.UsageError("--target/--draft name the shapes of a validation with --acceptance SPEC")
+    profile, notes = resolve_profile(profile_path)
+    if acceptance_spec:
+        check_shapes(profile, target, draft)
+        if shapes:
+            raise click.UsageError("a validation with --acceptance replays chains: add --tree '' (trees need the "
+                                   "built-in pair's real acceptance)")
+        from calibrate.setup import resolve_acceptance
+
+        say(*notes)
+        report, curves = run_shape_validation(profile, resolve_acceptance(acceptance_spec, profile), batches, ks,
+                                              repeats, new_tokens, prompt_tokens, seed, progress, quick)
+    else:
+        check_validatable(profile)
+        say(*notes)
+        report, curves = run_validation(profile, batches, ks, shapes, repeats, new_tokens, seed, progress, quick)
+    if plots:
+        from plots.validation import predicted_vs_measured, speedup_vs_batch
+
+        write_figures({plots[0]: predicted_vs_measured(report), plots[1]: speedup_vs_batch(report, curves)})
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=1, default=float))
+    else:
+        from calibrate.validate_report import format_report
+
+        click.echo(format_report(report))
+
+
+def check_shapes(profile: Any, target: str | None, draft: str | None) -> None:
+    """The profile was calibrated at the shapes asked for (by name), or a one-line error saying how to get one."""
+    from scenarios import load_model
+
+    for want, have in ((target, profile.target), (draft, profile.draft)):
+        if want and load_model(want, have.dtype).name != have.name:
+            raise SpecsimError(f"profile {profile.path} was calibrated at {profile.target.name} / "
+                               f"{profile.draft.name}; calibrate these shapes first: specsim calibrate --target "
+                               f"{target or profile.target.name} --draft {draft or profile.draft.name} "
+                               "(then --profile that file)")
+
+
 def run_sweep(spec_path: Path, executor_text: str, out_path: Path | None, plot_dir: Path | None) -> None:
     """`specsim sweep`: the spec, the executor and every output checked first; then the grid simulated, the table
     written (CSV or JSON by its suffix; CSV on stdout without --out), the capacity per configuration and policy

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from calibrate.builtin import encode, load_pair, prompts
 from calibrate.realruns import Config, MeasuredConfig, Summary, measure
-from calibrate.speculative import RealEngine
+from calibrate.speculative import Decoding, RealEngine
 from calibrate.validate import PRIMARY, compare, predicted_curves, predictors
 from calibrate.validate_report import format_report
 from simulator.sweep import Candidate
@@ -115,3 +115,51 @@ def test_spot_check_reanchors_the_calibrated_prediction(builtin_profile):
     report = compare(builtin_profile, measured, [], 30, [1], {"profile": "p"}, spot)
     assert report.predictors["as-profiled"].median_abs_err_speedup == pytest.approx(0, abs=1e-12)
     assert "runs up to 20 % off its profile" in format_report(report)
+
+
+def test_forced_acceptance_replays_the_model_and_keeps_the_passes_real(tiny_profile):
+    """Random-weight models accept almost nothing of each other; forced, the engine's accepted lengths follow the
+    acceptance model (mean within sampling error of E[A]) while every pass still runs."""
+    import torch
+
+    from calibrate.model import build_decoder
+    from simulator.acceptance import parse_acceptance
+
+    p = tiny_profile.profile
+    engine = RealEngine(build_decoder(p.target, 128, seed=0), build_decoder(p.draft, 128, seed=1))
+    acc = parse_acceptance("markov:0.95,0.2,0.1,0.3")
+    engine.force(acc, seed=0)
+    rng = np.random.default_rng(0)
+    prompts_ = [rng.integers(0, p.target.vocab_size, 12).tolist() for _ in range(8)]
+    run = engine.generate(prompts_, 60, Decoding(k=3), torch.Generator().manual_seed(0), until="first")
+    A = np.concatenate([s.accepted for s in run.steps])
+    expected = acc.expected_tokens(3) - 1
+    assert abs(A.mean() - expected) < 4 * A.std() / np.sqrt(A.size) + 0.05
+    assert all(s.phases.draft_s > 0 and s.phases.verify_s > 0 for s in run.steps)
+    engine.force(None)
+    from simulator import SpecsimError
+
+    engine.force(acc)
+    with pytest.raises(SpecsimError, match="forced acceptance replays chains"):
+        engine.generate(prompts_, 8, Decoding(tree=parse_branching("2,1")))
+
+
+def test_shape_validation_at_the_profiles_shapes(tiny_profile, tmp_path):
+    """`validate --acceptance SPEC` at a profile's own (tiny) shapes runs, reports every predictor with the replayed
+    acceptance, and refuses shapes the profile was not calibrated at and trees."""
+    from conftest import one_line_error, run
+
+    from calibrate.profile import save_profile
+
+    path = tmp_path / "tiny.json"
+    save_profile(tiny_profile.profile, path)
+    r = run("validate", "--profile", str(path), "--acceptance", "iid:0.8", "--batch", "1,2", "--k", "1,3",
+            "--repeats", "1", "--tokens", "12", "--tree", "", "--prompt-tokens", "8", "--json")
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output[r.output.index("{"):])
+    assert report["settings"]["shapes"] == "tiny-target / tiny-draft" and len(report["rows"]) == 4
+    assert {"calibrated", "calibrated+iid", "leviathan", "roofline"} <= set(report["predictors"])
+    one_line_error(run("validate", "--profile", str(path), "--acceptance", "iid:0.8", "--target", "llama-68m",
+                       "--tree", ""), "calibrated at tiny-target / tiny-draft", "specsim calibrate --target llama-68m")
+    r = run("validate", "--profile", str(path), "--acceptance", "iid:0.8")
+    assert r.exit_code == 2 and "replays chains" in r.output
