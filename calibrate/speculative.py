@@ -357,7 +357,8 @@ class RealEngine:
         if self.forced is not None:
             if how.tree is not None:
                 raise SpecsimError("forced acceptance replays chains; validate trees with the built-in pair")
-            self._streams = [self.forced.stream(self.forced_rng) for _ in prompts]
+            # Stationary: a run of a few dozen tokens per sequence would otherwise replay only responses' openings.
+            self._streams = [self.forced.stream(self.forced_rng, stationary=True) for _ in prompts]
         batch = self._prefill(prompts, use_draft)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)

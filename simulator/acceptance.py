@@ -81,8 +81,10 @@ class Acceptance:
         """`size` independent draws of A for a chain of k (the distribution ``chain_pmf`` gives)."""
         return rng.choice(k + 1, size=size, p=self.chain_pmf(_check_k(k)))
 
-    def stream(self, rng: np.random.Generator) -> AcceptanceStream:
-        """A sequence followed across steps (stateless models: independent steps)."""
+    def stream(self, rng: np.random.Generator, stationary: bool = False) -> AcceptanceStream:
+        """A sequence followed across steps (stateless models: independent steps). `stationary`: start it at a
+        random point of the process rather than at a request's start (matters only for position-dependent
+        replays: a short run that starts every sequence at a response's opening sees only openings)."""
         return lambda k: int(self.sample_chain(k, rng, 1)[0])
 
     def __repr__(self) -> str:
@@ -197,7 +199,7 @@ class BetaAcceptance(Acceptance):
         alpha = rng.beta(self.a, self.b, size=size)
         return _geometric_capped(alpha, k, rng)
 
-    def stream(self, rng: np.random.Generator) -> AcceptanceStream:
+    def stream(self, rng: np.random.Generator, stationary: bool = False) -> AcceptanceStream:
         alpha = np.array([rng.beta(self.a, self.b)])
         return lambda k: int(_geometric_capped(alpha, k, rng)[0])
 
@@ -230,7 +232,7 @@ class ScaledBetaAcceptance(BetaAcceptance):
     def sample_chain(self, k: int, rng: np.random.Generator, size: int) -> np.ndarray:
         return _geometric_capped(np.minimum(self.factor * rng.beta(self.a, self.b, size=size), 1.0), k, rng)
 
-    def stream(self, rng: np.random.Generator) -> AcceptanceStream:
+    def stream(self, rng: np.random.Generator, stationary: bool = False) -> AcceptanceStream:
         alpha = np.minimum(self.factor * np.array([rng.beta(self.a, self.b)]), 1.0)
         return lambda k: int(_geometric_capped(alpha, k, rng)[0])
 
@@ -365,7 +367,7 @@ class HiddenChain(Acceptance):
         return HiddenStateAcceptance(tuple(float(min(a * factor, 1.0)) for a in self.alphas),
                                      tuple(tuple(float(p) for p in row) for row in self.transition))
 
-    def stream(self, rng: np.random.Generator) -> AcceptanceStream:
+    def stream(self, rng: np.random.Generator, stationary: bool = False) -> AcceptanceStream:
         alphas = self.alphas
         pi = np.cumsum(self.token_stationary)
         state = [int(min((rng.random() >= pi).sum(), self.n_states - 1))]
@@ -462,6 +464,7 @@ class TraceAcceptance(Acceptance):
     yields: tuple[np.ndarray, ...]
     source: str = "trace"
     _pmf_cache: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
+    _starts: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.yields or all(len(y) == 0 for y in self.yields):
@@ -500,10 +503,28 @@ class TraceAcceptance(Acceptance):
             self._pmf_cache[k] = counts / counts.sum()
         return self._pmf_cache[k]
 
-    def stream(self, rng: np.random.Generator) -> AcceptanceStream:
-        pos = [int(rng.integers(len(self.yields))), 0]
+    def step_starts(self, k: int) -> np.ndarray:
+        """(request, position) of every step of the replay at k: what ``chain_pmf`` averages over."""
+        if k not in self._starts:
+            starts = []
+            for r, y in enumerate(self.yields):
+                ys, t = y.tolist(), 0
+                while t < len(ys):
+                    starts.append((r, t))
+                    t += min(ys[t], k + 1)
+            self._starts[k] = np.asarray(starts, dtype=int)
+        return self._starts[k]
+
+    def stream(self, rng: np.random.Generator, stationary: bool = False) -> AcceptanceStream:
+        # From a request's start; or (stationary) from a step of the replay drawn uniformly at the first call's k,
+        # so that a short run's steps are distributed as `chain_pmf`'s.
+        pos = [int(rng.integers(len(self.yields))), 0, stationary]
 
         def step(k: int) -> int:
+            if pos[2]:
+                starts = self.step_starts(min(k, self.max_k))
+                pos[0], pos[1] = (int(v) for v in starts[int(rng.integers(len(starts)))])
+                pos[2] = False
             y = self.yields[pos[0]]
             while pos[1] >= len(y):
                 pos[0], pos[1] = int(rng.integers(len(self.yields))), 0
@@ -582,8 +603,8 @@ class WithRanks(Acceptance):
     def sample_chain(self, k: int, rng: np.random.Generator, size: int) -> np.ndarray:
         return self.chain.sample_chain(k, rng, size)
 
-    def stream(self, rng: np.random.Generator) -> AcceptanceStream:
-        return self.chain.stream(rng)
+    def stream(self, rng: np.random.Generator, stationary: bool = False) -> AcceptanceStream:
+        return self.chain.stream(rng, stationary)
 
     def scaled(self, factor: float) -> Acceptance:
         if factor == 1.0:

@@ -59,8 +59,8 @@ class ContextDependent(Acceptance):
     def sample_chain(self, k: int, rng: np.random.Generator, size: int) -> np.ndarray:
         return self.base.sample_chain(k, rng, size)
 
-    def stream(self, rng: np.random.Generator) -> AcceptanceStream:
-        return self.base.stream(rng)
+    def stream(self, rng: np.random.Generator, stationary: bool = False) -> AcceptanceStream:
+        return self.base.stream(rng, stationary)
 
 
 def with_context(model: Acceptance, table: str) -> ContextDependent:

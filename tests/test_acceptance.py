@@ -226,3 +226,19 @@ def test_a_trace_spec_with_a_context_table_gets_one_line_saying_why(tmp_path):
         acceptance_from_spec(f"trace:{path}@context:0=1,100=0.5")
     scaled = acceptance_from_spec("accept-length:2.5@3@context:0=1,4000=0.5")  # an engine's '@K', then the table
     assert scaled.context_factor(4000) == 0.5
+
+
+def test_a_stationary_trace_stream_replays_the_traces_step_distribution():
+    """Streams started at a request's opening see only openings (EAGLE's acceptance is lower there); started at a
+    uniformly drawn step of the replay, 16 steps of each of 600 streams have the mean tokens per step that
+    `chain_pmf` gives, within sampling error."""
+    trace = load_acceptance_trace(trace_path("sharegpt"), "eagle")
+    rng = np.random.default_rng(0)
+    for k in (2, 4):
+        means = {}
+        for stationary in (False, True):
+            a = [s(k) for s in (trace.stream(rng, stationary) for _ in range(600)) for _ in range(16)]
+            means[stationary] = (np.mean(a) + 1, np.std(a) / np.sqrt(600))  # streams independent, steps not
+        exact = trace.expected_tokens(k)
+        assert abs(means[True][0] - exact) < 4 * means[True][1]
+        assert means[False][0] < exact - 4 * means[False][1]
