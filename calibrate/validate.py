@@ -307,6 +307,27 @@ def check_validatable(profile: Profile) -> None:
                            "acceptance; run `specsim calibrate` (default target and draft) first")
 
 
+def runs_with_spot_checks(profile: Profile, device: Any, engine: Any, prompts: Sequence[Sequence[int]],
+                          configs: Sequence[Any], batches: Sequence[int], new_tokens: int, repeats: int, context: int,
+                          seed: int, progress: Callable[[str, int], Any], label: str
+                          ) -> tuple[list[MeasuredConfig], SpotCheck]:
+    """The real runs (`realruns.measure`, interleaved and repeated) between two spot checks of single passes."""
+    from .realruns import measure
+    from .runner import make_runner
+
+    runner = make_runner(device, eager=profile.engine_mode == "eager")  # its own: time_passes resets its graphs
+    with progress("spot check, before", 1) as bar:
+        before = time_spot(profile, device, runner, batches, context, seed)
+        bar.update(1)
+    with progress(label, repeats * (len(configs) + len(batches))) as bar:
+        measured = measure(engine, prompts, configs, new_tokens, repeats, 1.0, seed, tick=lambda: bar.update(1),
+                           min_sequences=MIN_SEQUENCES)
+    with progress("spot check, after", 1) as bar:
+        after = time_spot(profile, device, runner, batches, context, seed + 1)
+        bar.update(1)
+    return measured, spot_check(profile, before, after, context)
+
+
 def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence[int] | None, trees: Sequence[Tree],
                    repeats: int | None, new_tokens: int | None, seed: int, progress: Callable[[str, int], Any],
                    quick: bool = False) -> tuple[ValidationReport, dict[str, list[tuple[int, float]]]]:
@@ -324,7 +345,7 @@ def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence
     from .builtin import encode, load_pair, prompts
     from .device import device_identity, resolve_device
     from .profile import check_device
-    from .realruns import Config, measure
+    from .realruns import Config
     from .runner import make_runner
     from .speculative import RealEngine
 
@@ -342,17 +363,8 @@ def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence
         for cand in cands:
             for b in batches:
                 f(b, cand, context)
-    runner = make_runner(device, eager=profile.engine_mode == "eager")  # its own: time_passes resets its graphs
-    with progress("spot check, before", 1) as bar:
-        before = time_spot(profile, device, runner, batches, context, seed)
-        bar.update(1)
-    with progress("real runs (interleaved)", repeats * (len(configs) + len(batches))) as bar:
-        measured = measure(engine, held, configs, new_tokens, repeats, 1.0, seed, tick=lambda: bar.update(1),
-                           min_sequences=MIN_SEQUENCES)
-    with progress("spot check, after", 1) as bar:
-        after = time_spot(profile, device, runner, batches, context, seed + 1)
-        bar.update(1)
-    spot = spot_check(profile, before, after, context)
+    measured, spot = runs_with_spot_checks(profile, device, engine, held, configs, batches, new_tokens, repeats,
+                                           context, seed, progress, "real runs (interleaved)")
     settings = {"profile": str(profile.path), "new_tokens": new_tokens, "repeats": repeats, "batches": list(batches),
                 "sequences_per_run": MIN_SEQUENCES,
                 "ks": list(ks), "trees": [t.label for t in trees], "torch_threads": torch.get_num_threads(),
@@ -379,7 +391,7 @@ def run_shape_validation(profile: Profile, acceptance: Acceptance, batches: Sequ
     from .device import device_identity, resolve_device
     from .model import build_decoder
     from .profile import check_device
-    from .realruns import Config, measure
+    from .realruns import Config
     from .runner import make_runner
     from .speculative import RealEngine
 
@@ -399,17 +411,8 @@ def run_shape_validation(profile: Profile, acceptance: Acceptance, batches: Sequ
     configs = [Config(b, k) for b in batches for k in ks]
     context = prompt_tokens + new_tokens // 2
     cands = [Candidate(k) for k in ks]
-    runner = make_runner(device, eager=profile.engine_mode == "eager")
-    with progress("spot check, before", 1) as bar:
-        before = time_spot(profile, device, runner, batches, context, seed)
-        bar.update(1)
-    with progress("real runs at these shapes, acceptance replayed", repeats * (len(configs) + len(batches))) as bar:
-        measured = measure(engine, prompts, configs, new_tokens, repeats, 1.0, seed, tick=lambda: bar.update(1),
-                           min_sequences=MIN_SEQUENCES)
-    with progress("spot check, after", 1) as bar:
-        after = time_spot(profile, device, runner, batches, context, seed + 1)
-        bar.update(1)
-    spot = spot_check(profile, before, after, context)
+    measured, spot = runs_with_spot_checks(profile, device, engine, prompts, configs, batches, new_tokens, repeats,
+                                           context, seed, progress, "real runs at these shapes, acceptance replayed")
     settings = {"profile": str(profile.path), "new_tokens": new_tokens, "repeats": repeats, "batches": list(batches),
                 "ks": list(ks), "trees": [], "sequences_per_run": MIN_SEQUENCES, "prompt_tokens": prompt_tokens,
                 "torch_threads": torch.get_num_threads(), "engine_mode": profile.engine_mode,
