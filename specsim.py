@@ -448,7 +448,9 @@ def plot_acceptance(profile_path: Path | None, trace_spec: str | None, k: int, b
     from calibrate.setup import acceptance_view, context_figure
     from plots.acceptance import accepted_length_histogram
 
-    if by_context and not trace_spec:
+    if by_context:
+        if trace_spec:
+            raise click.UsageError("--context draws a profile's measurement; a trace's: specsim acceptance fit trace:F")
         return context_figure(profile_path)
     v = acceptance_view(trace_spec, profile_path, k)
     return accepted_length_histogram(v.measured_pmf, v.models, v.k, v.label, v.caption)
