@@ -5,7 +5,8 @@
 #   2. validate it: batch 1..64, k 1, 2, 4, 6 and the tree 2,2,1, against real runs;
 #   3. calibrate the llama-3.1-8b / llama-3.2-1b shapes over batch 1..256:x2 and contexts 128, 1024 (random
 #      weights drawn on the device) and time it;
-#   4. predict from that profile beside the h200 preset;
+#   4. predict from that profile beside the h200 preset, and validate it at those shapes with EAGLE-3's ShareGPT
+#      acceptance replayed (the hidden-chain model `specsim acceptance fit` chose for that trace: no file needed);
 #   5. exactness on the device; then a summary of the figures the GPU issue asks for (benchmarks/gpu_report.py).
 #
 # The device machine has no package registry: simpy travels as a wheel. Before the call, here, once:
@@ -57,11 +58,13 @@ step() {  # step NAME 'COMMAND': run it (stdout and stderr to the log unless it 
 if [ "$SMALL" = 1 ]; then
   BUILTIN_BATCH=1,2; VALIDATE="--batch 1,2 --k 1,4 --tree 2,2,1 --repeats 2 --tokens 16"
   REAL="--target llama-68m --draft llama-68m --batch 1,2 --context 64"; PRED_BATCH=1..4:x2; SAMPLES=500
+  SHAPES="--batch 1,2 --k 1,4 --repeats 1 --tokens 16 --prompt-tokens 32"
 else
   BUILTIN_BATCH=1..64:x2; VALIDATE="--batch 1,2,4,8,16,32,64 --k 1,2,4,6 --tree 2,2,1 --repeats 3 --tokens 48"
   REAL="--target llama-3.1-8b --draft llama-3.2-1b --batch 1..256:x2 --context 128,1024"; PRED_BATCH=1..256:x2
-  SAMPLES=20000
+  SAMPLES=20000; SHAPES="--batch 1,8,32 --k 1,2,4 --repeats 3 --tokens 48 --prompt-tokens 512"
 fi
+EAGLE_SHAREGPT="hmm:0.8817,0.6407,0.07342/0.903,0.04214,0.05489/0.06914,0.6495,0.2814/0.0001,0.9998,0.0001"
 
 step calibrate-builtin "$SPECSIM calibrate --device $DEVICE --quick --batch $BUILTIN_BATCH --out $OUT/builtin-profile.json"
 step validate "$SPECSIM validate --profile $OUT/builtin-profile.json $VALIDATE --plot $OUT --json > $OUT/validate.json"
@@ -69,5 +72,7 @@ step calibrate-real "$SPECSIM calibrate --device $DEVICE --quick $REAL --out $OU
 step predict-profile "$SPECSIM predict --profile $OUT/real-profile.json --acceptance iid:0.7 --batch $PRED_BATCH \
   --k 0..6 --context 1024"
 step predict-preset "$SPECSIM predict --hardware h200 --acceptance iid:0.7 --batch $PRED_BATCH --k 0..6 --context 1024"
+step validate-shapes "$SPECSIM validate --profile $OUT/real-profile.json --acceptance '$EAGLE_SHAREGPT' --tree '' \
+  $SHAPES --json > $OUT/validate-shapes.json"
 step exactness "$SPECSIM exactness --device $DEVICE --samples $SAMPLES --k 1,4 --tree 2,2"
 python3 benchmarks/gpu_report.py "$OUT" | tee "$OUT/summary.txt"

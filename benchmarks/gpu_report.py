@@ -58,13 +58,13 @@ def real_shape(profile: Profile) -> list[str]:
     return lines
 
 
-def validation(out: Path) -> list[str]:
-    path = out / "validate.json"
+def validation(out: Path, name: str = "validate.json", what: str = "validation") -> list[str]:
+    path = out / name
     if not path.exists() or not path.stat().st_size:
-        return ["validation: no validate.json"]
+        return [f"{what}: no {name}"]
     r = json.loads(path.read_text())
     cal = r["predictors"]["calibrated"]
-    lines = [f"validation: calibrated speed-up median |error| {100 * cal['median_abs_err_speedup']:.1f} % (goal <= 5), "
+    lines = [f"{what}: calibrated speed-up median |error| {100 * cal['median_abs_err_speedup']:.1f} % (goal <= 5), "
              f"p90 {100 * cal['p90_abs_err_speedup']:.1f} % (goal <= 12); repeatability (IQR / median) median "
              f"{100 * r['repeatability_median']:.1f} % (goal < 10)"]
     b1 = [row for row in r["rows"] if row["batch"] == 1]
@@ -95,6 +95,7 @@ def main() -> None:
                 spreads = [q.spread for q in p.timed]
                 lines.append(f"  pass timing spread (IQR / median): median {100 * float(np.median(spreads)):.1f} %")
     lines += validation(out)
+    lines += validation(out, "validate-shapes.json", "validation at the real shapes, EAGLE-3 ShareGPT replayed")
     print("\n".join(lines))
 
 

@@ -709,7 +709,10 @@ def parse_acceptance(spec: str) -> Acceptance:
         groups = [_floats("hmm", g, "hmm:0.9,0.3/0.9,0.1/0.3,0.7") for g in body.split("/")]
         if len(groups) < 2:
             raise SpecsimError("hmm acceptance is ALPHAS/ROW1/ROW2/..., e.g. hmm:0.9,0.3/0.9,0.1/0.3,0.7")
-        return HiddenStateAcceptance(groups[0], tuple(groups[1:]))
+        # A printed spec rounds each probability to four digits, so its rows sum to 1 within about 1e-4: those
+        # are renormalised; a row further off is a mistake and refused (HiddenStateAcceptance).
+        rows = tuple(tuple(p / sum(r) for p in r) if abs(sum(r) - 1.0) <= 1e-3 else tuple(r) for r in groups[1:])
+        return HiddenStateAcceptance(groups[0], rows)
     if kind == "trace":
         raise SpecsimError("trace:FILE reads a file; resolve it with scenarios.acceptance_from_spec")
     raise SpecsimError(f"unknown acceptance model {kind!r}; use iid, positional, beta, markov, hmm, trace or ranks")

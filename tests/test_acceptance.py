@@ -152,6 +152,19 @@ def test_bad_specs_raise_one_line_errors(spec):
     assert "\n" not in str(e.value)
 
 
+def test_every_fitted_models_printed_spec_parses_back():
+    """`acceptance fit` prints each model's spec at four significant digits; each parses back to (nearly) the same
+    model, hmm rows included (their rounding leaves sums of 1 +- 1e-4), while a row that is really off is refused."""
+    from simulator.acceptance import HiddenStateAcceptance
+
+    hmm = HiddenStateAcceptance((0.8817, 0.6407, 0.07342), ((0.903, 0.04214, 0.05486),
+                                                            (0.06914, 0.6495, 0.28136), (0.0001, 0.9998, 0.0001)))
+    again = parse_acceptance(hmm.spec)
+    assert again.expected_tokens(5) == pytest.approx(hmm.expected_tokens(5), rel=1e-3)
+    with pytest.raises(SpecsimError, match="sums to 1.01"):
+        parse_acceptance("hmm:0.9,0.3/0.91,0.1/0.3,0.7")
+
+
 # --- acceptance that changes with context ---------------------------------------------------------------------------
 
 
