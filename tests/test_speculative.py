@@ -1,5 +1,8 @@
 """Real speculative decoding: greedy equality, the built-in pair and its expansion, exactness, acceptance."""
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -181,3 +184,7 @@ def test_the_engine_tax_is_measured_and_reaches_the_cost_model(builtin_pair, bui
     assert hw.speculation_tax.off_fraction(8) == pytest.approx(0.10)
     assert hw.speculation_tax.switch_fraction == pytest.approx(0.01)  # median of -0.01 and 0.03
     assert "measured by specsim calibrate" in hw.speculation_tax.source
+    from calibrate.profile import load_profile, save_profile
+
+    path = save_profile(dataclasses.replace(builtin_profile, speculation_tax=fake), Path(tempfile.mkdtemp()) / "p.json")
+    assert load_profile(path).speculation_tax == fake  # kept through the file
