@@ -64,7 +64,8 @@ class Grid:
         else:
             b, n, c = (1, 2, 4, 8, 16, 32), tuple(range(1, 9)) + (11, 16), (64, 512)
         n = tuple(sorted(set(n) | {t for t in tree_sizes}))
-        return cls(tuple(batches or b), n, (1, 2, 4), tuple(contexts or c))
+        # The draft: one token per drafting pass, and the catch-ups of a lagging draft (re-reading missed tokens).
+        return cls(tuple(batches or b), n, (1, 2, 4, 8), tuple(contexts or c))
 
 
 @dataclass
