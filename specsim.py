@@ -178,21 +178,21 @@ def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: i
                    "markov:..., iid:A, an engine's counters.")
 @click.option("--target", default=None, metavar="NAME|config.json", help="With --acceptance: the shapes to expect.")
 @click.option("--draft", default=None, metavar="NAME|config.json", help="With --acceptance: the draft's shape.")
-@click.option("--prompt-tokens", type=click.IntRange(1, 65_536), default=128, show_default=True,
-              help="With --acceptance: random prompt length.")
+@ui.served_options
 def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int] | None, trees: tuple[str, ...],
              repeats: int | None, new_tokens: int | None, quick: bool, as_json: bool, plot_dir: Path | None,
              seed: int, acceptance_spec: str | None, target: str | None, draft: str | None,
-             prompt_tokens: int) -> None:
+             served: ui.ServedOptions) -> None:
     """Predict every configuration from the profile, run it for real on held-out prompts, and show the error.
 
     \b
     specsim validate --quick --plot out/
     specsim validate --batch 1,2,4,8,16,32 --k 1,2,4,6 --tree 2,2,1 --repeats 5 --json > validation.json
     specsim validate --profile llama68m.json --acceptance trace:eagle.jsonl --tree ''   # at a preset's shapes
+    specsim validate --serving --quick --plot out/          # a served stream against its simulation
     """
     ui.run_validate(profile_path, batches, ks, trees, repeats, new_tokens, quick, as_json, plot_dir, seed, target,
-                    draft, acceptance_spec, prompt_tokens)
+                    draft, acceptance_spec, served)
 
 
 # -- serving: simulate, plan, policy ---------------------------------------------------------------------------------

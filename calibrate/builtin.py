@@ -40,15 +40,16 @@ def prompts(split: str) -> list[str]:
     return data[split]
 
 
-def long_texts(n: int, length: int, seed: int = 0) -> list[list[int]]:
-    """`n` ASCII stretches of `length` bytes from line starts of standard-library files of the calibration split
-    (files the pair never trained on), at most four disjoint ones per file, spread over as many files as there are;
-    for acceptance against context. They come from this machine's Python: another version measures other text."""
+def long_texts(n: int, length: int, seed: int = 0, split: str = "calibration") -> list[list[int]]:
+    """`n` ASCII stretches of `length` bytes from line starts of standard-library files of the calibration (or
+    held-out) split (files the pair never trained on), at most four disjoint ones per file, spread over as many files
+    as there are; for acceptance against context, and prompts of a served stream. They come from this machine's
+    Python: another version measures other text."""
     from .train import split_of, stdlib_files
 
     rng = np.random.default_rng(seed)
     per_file: list[list[list[int]]] = []
-    for f in (f for f in stdlib_files() if split_of(f) == "calibration"):
+    for f in (f for f in stdlib_files() if split_of(f) == split):
         try:
             data = f.read_bytes()
         except OSError:
@@ -65,7 +66,7 @@ def long_texts(n: int, length: int, seed: int = 0) -> list[list[int]]:
     out = [stretch for rnd in range(4) for stretch in (fs[rnd] for fs in per_file if len(fs) > rnd)][:n]
     if len(out) < n:
         raise SpecsimError(f"this Python's standard library holds {len(out)} stretches of {length} ASCII bytes in "
-                           f"its calibration files, fewer than {n}; measure at shorter contexts")
+                           f"its {split} files, fewer than {n}; measure at shorter contexts")
     return [out[i] for i in sorted(rng.permutation(len(out))[:n])]
 
 

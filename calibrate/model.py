@@ -69,6 +69,7 @@ class Window:
     visible: torch.Tensor  # (n, W) bool: token i sees window slot start + w
     keys: int
     positions: torch.Tensor | None = None  # (B, n) long rotary positions; None: the slots
+    row0: int = 0  # the pass's B sequences live in cache rows row0 .. row0 + B - 1 (a prefill joining a batch)
 
     @property
     def slots(self) -> torch.Tensor:
@@ -150,17 +151,19 @@ class Attention(nn.Module):
         return self.wo(out.transpose(1, 2).reshape(B, n, c.n_heads * c.head_dim))
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor,
-                mask: torch.Tensor, keys: int) -> torch.Tensor:
-        """Write the new keys and values to `slots` (B, n), then attend over the first `keys` slots with `mask`."""
+                mask: torch.Tensor, keys: int, row0: int = 0) -> torch.Tensor:
+        """Write the new keys and values to `slots` (B, n) of cache rows row0.., then attend over the first `keys`
+        slots with `mask`."""
         assert self.k_cache is not None and self.v_cache is not None, "call setup_cache first"
         B, n, _ = x.shape
         c = self.cfg
         groups = c.n_heads // c.n_kv_heads
         q, k, v = self._qkv(x, cos, sin)
-        rows = torch.arange(B, device=x.device)[:, None]
+        rows = torch.arange(row0, row0 + B, device=x.device)[:, None]
         self.k_cache[rows, :, slots] = k  # (B, n) index pairs select (n_kv, head_dim) rows
         self.v_cache[rows, :, slots] = v
-        kc, vc = self.k_cache[:B, :, :keys], self.v_cache[:B, :, :keys]  # views: the cache is read once, in place
+        # views: the cache is read once, in place
+        kc, vc = self.k_cache[row0:row0 + B, :, :keys], self.v_cache[row0:row0 + B, :, :keys]
         # Grouped queries: head h = kv * groups + g reads kv head kv; (B, n, H, d) -> (B, KV, groups * n, d).
         qg = q.view(B, n, c.n_kv_heads, groups, c.head_dim).permute(0, 2, 3, 1, 4)
         qg = qg.reshape(B, c.n_kv_heads, groups * n, c.head_dim)
@@ -189,13 +192,13 @@ class Block(nn.Module):
         self.feed_forward = FeedForward(cfg)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor | None,
-                mask: torch.Tensor | None, keys: int) -> torch.Tensor:
+                mask: torch.Tensor | None, keys: int, row0: int = 0) -> torch.Tensor:
         h = self.attention_norm(x)
         if slots is None:
             h = x + self.attention.forward_uncached(h, cos, sin)
         else:
             assert mask is not None
-            h = x + self.attention(h, cos, sin, slots, mask, keys)
+            h = x + self.attention(h, cos, sin, slots, mask, keys, row0)
         return h + self.feed_forward(self.ffn_norm(h))
 
 
@@ -285,13 +288,26 @@ class Decoder(nn.Module):
             mask = mask[:, :, None].expand(B, 1, groups, n, k).reshape(B, 1, groups * n, k)
         slots = window.slots
         for layer in self.layers:
-            x = layer(x, cos, sin, slots, mask, window.keys)
+            x = layer(x, cos, sin, slots, mask, window.keys, window.row0)
         return self.output(self.norm(x))
 
-    def check_window(self, batch: int, last_slot: int, keys: int) -> None:
+    def move_rows(self, src: list[int], dst: list[int], slots: int) -> None:
+        """Copy the first `slots` cache slots of rows `src` to rows `dst` in every layer (a continuously batched
+        engine keeps its running sequences in rows 0..B-1: a finished sequence's row takes a later one)."""
+        if not src:
+            return
+        s = torch.tensor(src, device=self.device)
+        d = torch.tensor(dst, device=self.device)
+        for layer in self.layers:
+            a = layer.attention
+            assert a.k_cache is not None and a.v_cache is not None
+            a.k_cache[d, :, :slots] = a.k_cache[s, :, :slots]
+            a.v_cache[d, :, :slots] = a.v_cache[s, :, :slots]
+
+    def check_window(self, batch: int, last_slot: int, keys: int, row0: int = 0) -> None:
         """Host-side checks of a pass before it runs (no device reads)."""
-        if batch > self.cache_rows:
-            raise SpecsimError(f"batch of {batch} sequences but the cache holds {self.cache_rows}")
+        if row0 + batch > self.cache_rows:
+            raise SpecsimError(f"batch of {batch} sequences from row {row0} but the cache holds {self.cache_rows}")
         if last_slot >= self.cfg.max_seq_len or keys > self.cfg.max_seq_len:
             raise SpecsimError(f"cache slot {max(last_slot, keys - 1)} is past the cache of {self.cfg.max_seq_len}; "
                                "use a shorter prompt, a smaller k, or a larger max_seq_len")

@@ -266,6 +266,7 @@ class RealEngine:
         self.forced: Any = None
         self.forced_rng: np.random.Generator | None = None
         self._streams: list[Any] = []
+        self._serving: list[Decoder] = []  # the models whose caches a served batch uses (`open_batch`)
 
     def force(self, acceptance: Any, seed: int = 0) -> None:
         """Replay the accepted lengths of `acceptance` (a `simulator.acceptance.Acceptance`; one stream per sequence,
@@ -365,23 +366,96 @@ class RealEngine:
         result = RunResult(batch.out, prefill_s=time.perf_counter() - t0)
         tables = TreeTables(how.tree, self.device) if how.tree is not None else None
         while done(len(o) for o in batch.out) < max_new_tokens:
-            captures = self.runner.captures
-            clock = PhaseClock(self.device)
-            clock.mark()
-            k = how.k_at(len(result.steps))
-            if how.span == 0 or (tables is None and k == 0):
-                packed = self._plain_step(batch, how, gen, clock)
-                batch.lag += 1 if how.span else 0  # a scheduled plain step: the draft falls one token behind
-            elif tables is not None:
-                packed = self._tree_step(batch, how, tables, gen, clock)
-            else:
-                packed = self._chain_step(batch, replace(how, k=k, schedule=()) if how.schedule else how, gen, clock)
-            step = self._finish_step(batch, packed, clock)
-            step.captured = self.runner.captures != captures
-            result.steps.append(step)
+            result.steps.append(self.step(batch, how, gen, tables, index=len(result.steps)))
         result.tokens = [o[:max_new_tokens] for o in batch.out]
         result.wall_s = time.perf_counter() - t0
         return result
+
+    def step(self, batch: _Batch, how: Decoding, gen: torch.Generator | None, tables: TreeTables | None = None,
+             index: int = 0, draft_current: bool = False) -> StepRecord:
+        """One decoding step of the running batch: plain, a chain (of the schedule's k at step `index`) or a tree.
+        `draft_current`: a plain step also runs the draft over the current token, so its cache stays current (a
+        serving engine's eager draft sync) instead of catching up when it next drafts."""
+        captures = self.runner.captures
+        clock = PhaseClock(self.device)
+        clock.mark()
+        k = how.k_at(index)
+        if how.span == 0 or (tables is None and k == 0):
+            packed = self._plain_step(batch, how, gen, clock, draft_current)
+            batch.lag += 1 if how.span and not draft_current else 0  # a plain step: the draft falls one behind
+        elif tables is not None:
+            packed = self._tree_step(batch, how, tables, gen, clock)
+        else:
+            packed = self._chain_step(batch, replace(how, k=k, schedule=()) if how.schedule else how, gen, clock)
+        step = self._finish_step(batch, packed, clock)
+        step.captured = self.runner.captures != captures
+        return step
+
+    # -- continuous batching (`calibrate.served`): sequences join and leave the running batch between steps -------
+    def open_batch(self, rows: int, use_draft: bool) -> _Batch:
+        """An empty running batch, with caches for `rows` sequences in the target (and the draft)."""
+        self._serving = [self.target] + ([self.draft] if use_draft and self.draft is not None else [])
+        for m in self._serving:
+            if m.cache_rows < rows:
+                m.setup_cache(rows)
+        empty = torch.empty(0, dtype=torch.long, device=self.device)
+        self._streams = []
+        return _Batch(empty, [], empty, empty, [], [])
+
+    @torch.inference_mode()
+    def join(self, batch: _Batch, prompts: Sequence[Sequence[int]], use_draft: bool, temperature: float,
+             gen: torch.Generator | None) -> None:
+        """Prefill `prompts` into the cache rows after the running batch's, one pass per model padded to the longest
+        prompt, and sample each one's first token from the target at its last prompt token: they join the batch
+        with that token emitted. The draft's cache is filled too when `use_draft` (it is then current)."""
+        B0, n = len(batch.P_host), len(prompts)
+        lengths = [len(p) for p in prompts]
+        longest = max(lengths)
+        for m in [self.target] + ([self.draft] if use_draft and self.draft is not None else []):
+            m.check_window(n, longest - 1, longest, row0=B0)
+        padded = torch.tensor([list(p) + [0] * (longest - len(p)) for p in prompts], device=self.device)
+        start = torch.zeros(n, dtype=torch.long, device=self.device)
+        base = causal_window(start, longest, longest)
+        window = Window(start, base.offsets, base.visible, round_keys(longest, self.target.cfg.max_seq_len),
+                        row0=B0)
+        logits = self.target(padded, window)
+        last = logits[torch.arange(n, device=self.device), torch.tensor(lengths, device=self.device) - 1]
+        first = sample(distribution(last, temperature), gen)
+        if use_draft and self.draft is not None:
+            self.draft(padded, window)  # padding sits past each prompt's end and is overwritten before it is read
+        firsts = first.tolist()
+        batch.P = torch.cat([batch.P, torch.tensor(lengths, device=self.device)])
+        batch.P_host.extend(lengths)
+        batch.cur = torch.cat([batch.cur, first])
+        batch.prev = torch.cat([batch.prev, torch.tensor([p[-1] for p in prompts], device=self.device)])
+        batch.history.extend(list(p) + [t] for p, t in zip(prompts, firsts))
+        batch.out.extend([t] for t in firsts)
+        if self.forced is not None:
+            self._streams.extend(self.forced.stream(self.forced_rng, stationary=True) for _ in prompts)
+
+    def leave(self, batch: _Batch, finished: Sequence[int]) -> list[int]:
+        """Finished sequences leave; the last running rows move into the rows they free (both caches), so the batch
+        stays in rows 0..B-1. Returns the new order: new row i holds what old row order[i] held."""
+        gone = set(finished)
+        B = len(batch.P_host)
+        n_keep = B - len(gone)
+        holes = [h for h in sorted(gone) if h < n_keep]  # freed rows the batch still spans
+        movers = [r for r in range(n_keep, B) if r not in gone]  # running rows past the new end: one per hole
+        order = list(range(n_keep))
+        for h, r in zip(holes, movers):
+            order[h] = r
+        if movers:
+            slots = max(batch.P_host[r] for r in movers) + 1
+            for m in self._serving:
+                m.move_rows(movers, holes, slots)
+        idx = torch.tensor(order, dtype=torch.long, device=self.device)
+        batch.P, batch.cur, batch.prev = batch.P[idx], batch.cur[idx], batch.prev[idx]
+        batch.P_host = [batch.P_host[r] for r in order]
+        batch.history = [batch.history[r] for r in order]
+        batch.out = [batch.out[r] for r in order]
+        if self._streams:
+            self._streams = [self._streams[r] for r in order]
+        return order
 
     def _finish_step(self, batch: _Batch, packed: torch.Tensor, clock: PhaseClock) -> StepRecord:
         """The step's one host read, `packed` (B, 2 + emitted slots): A, the candidates tried, then the emitted
@@ -410,9 +484,11 @@ class RealEngine:
         tokens = torch.where(cols[None, :] < A[:, None], torch.cat([emitted, emitted[:, :1]], 1), nxt[:, None])
         return torch.cat([A[:, None], tried[:, None], tokens], 1)
 
-    def _plain_step(self, batch: _Batch, how: Decoding, gen: torch.Generator | None,
-                    clock: PhaseClock) -> torch.Tensor:
-        clock.mark()  # no drafting
+    def _plain_step(self, batch: _Batch, how: Decoding, gen: torch.Generator | None, clock: PhaseClock,
+                    draft_current: bool = False) -> torch.Tensor:
+        if draft_current and self.draft is not None:  # the draft reads the current token as the target does
+            self._causal_pass(self.draft, batch.cur[:, None], batch.P, max(batch.P_host))
+        clock.mark()
         logits = self._causal_pass(self.target, batch.cur[:, None], batch.P, max(batch.P_host))
         nxt = sample(distribution(logits[:, -1], how.temperature), gen)
         clock.mark()

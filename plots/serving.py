@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from typing import Any
 
 import matplotlib
 
@@ -64,4 +65,45 @@ def tpot_vs_rate(metrics: Sequence[ServingMetrics], slo: SLO | None = None, capt
     if caption:
         fig.suptitle("\n".join(textwrap.fill(line, width=150) for line in caption.splitlines()), fontsize=9)
     fig.tight_layout(rect=(0, 0.1 + 0.03 * (len(labels) // 7), 1, 1))
+    return fig
+
+
+def served_vs_predicted(report: Any) -> Figure:
+    """A served stream against its simulation (`calibrate.served.ServingValidation`): TPOT p50, TPOT p90 and
+    throughput against the offered rate, the simulation's predictions as lines and the real engine's measurements as
+    points, one colour per policy; a rate the engine did not serve within its time cap is a cross (not scored)."""
+    policies = list(report.policies)
+    colors = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(policies)}
+    fig, axes = plt.subplots(1, 3, figsize=(15.0, 4.8))
+    panels = (("TPOT p50 (ms)", lambda m: 1e3 * m.tpot_s[0]), ("TPOT p90 (ms)", lambda m: 1e3 * m.tpot_s[1]),
+              ("throughput (output tokens/s)", lambda m: m.throughput_tokens_per_s))
+    for ax, (title, value) in zip(axes, panels):
+        for p in policies:
+            rows = sorted((r for r in report.rows if r.policy == p), key=lambda r: r.rate_per_s)
+            ax.plot([r.rate_per_s for r in rows], [value(r.predicted) for r in rows], "-", color=colors[p],
+                    linewidth=1.6, label=f"{p} predicted")
+            held = [r for r in rows if r.held]
+            ax.scatter([r.rate_per_s for r in held], [value(r.measured) for r in held], color=colors[p], s=36,
+                       zorder=3, edgecolors="black", linewidths=0.5, label=f"{p} measured")
+            missed = [r for r in rows if not r.held]
+            ax.scatter([r.rate_per_s for r in missed], [value(r.measured) for r in missed], marker="x",
+                       color=colors[p], s=50, zorder=3)
+        ax.set_xlabel("request rate (requests/s)")
+        ax.set_title(title, fontsize=10)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+    for pol, c in report.crossovers().items():
+        for which, style in (("measured", ":"), ("predicted", "--")):
+            if c[which] is not None:
+                axes[0].axvline(c[which], color=colors[pol], linestyle=style, linewidth=1.0, alpha=0.7)
+    s = report.summary()
+    st = report.settings
+    fig.suptitle(textwrap.fill(
+        f"served stream ({st.get('pair', '')}, {st.get('requests')} requests per run, max batch "
+        f"{st.get('max_batch')}) against its simulation: TPOT p50 |error| median {100 * s['tpot_p50']['median']:.1f} "
+        f"%, throughput {100 * s['throughput']['median']:.1f} %; vertical lines: where speculation stops paying "
+        "(dotted measured, dashed predicted)", width=170), fontsize=9)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 0.93))
     return fig

@@ -243,15 +243,26 @@ def run_predict(alpha: float | None, setup: SetupOptions, ks: list[int], cost_ra
 def run_validate(profile_path: Path | None, batches: list[int] | None, ks: list[int] | None,
                  trees: tuple[str, ...], repeats: int | None, new_tokens: int | None, quick: bool, as_json: bool,
                  plot_dir: Path | None, seed: int, target: str | None, draft: str | None,
-                 acceptance_spec: str | None, prompt_tokens: int) -> None:
+                 acceptance_spec: str | None, served: ServedOptions) -> None:
     """`specsim validate`: the built-in pair on held-out prompts, or (`--acceptance`) the profile's own shapes with
-    random weights and the acceptance replayed; the report as text or JSON, and the plots."""
+    random weights and the acceptance replayed, or (`--serving`) a served stream against its simulation; the
+    report as text or JSON, and the plots."""
     import json
 
     from calibrate.setup import resolve_profile
     from calibrate.validate import check_validatable, run_shape_validation, run_validation
     from simulator.trees import parse_branching
 
+    if served.on:
+        static = [name for name, v in (("--batch", batches), ("--k", ks), ("--repeats", repeats),
+                                       ("--tokens", new_tokens)) if v]
+        if static:
+            raise click.UsageError(f"{', '.join(static)} size a static validation; a served stream takes --rate, "
+                                   "--policy, --requests, --prompt-tokens, --output-tokens, --max-batch")
+        return run_served_validation(profile_path, quick, as_json, plot_dir, seed, acceptance_spec, target, draft,
+                                     served)
+    if served.given:
+        raise click.UsageError(f"{', '.join(served.given)} describe a served stream: add --serving")
     plots = check_figures([plot_dir / f"validation-{n}.png" for n in ("scatter", "batch")]) if plot_dir else []
     shapes = [parse_branching(t) for t in trees if t.strip()]
     if (target or draft) and not acceptance_spec:
@@ -266,7 +277,7 @@ def run_validate(profile_path: Path | None, batches: list[int] | None, ks: list[
 
         say(*notes)
         report, curves = run_shape_validation(profile, resolve_acceptance(acceptance_spec, profile), batches, ks,
-                                              repeats, new_tokens, prompt_tokens, seed, progress, quick)
+                                              repeats, new_tokens, served.fixed_prompt_tokens, seed, progress, quick)
     else:
         check_validatable(profile)
         say(*notes)
@@ -281,6 +292,32 @@ def run_validate(profile_path: Path | None, batches: list[int] | None, ks: list[
         from calibrate.validate_report import format_report
 
         click.echo(format_report(report))
+
+
+def run_served_validation(profile_path: Path | None, quick: bool, as_json: bool, plot_dir: Path | None, seed: int,
+                          acceptance_spec: str | None, target: str | None, draft: str | None,
+                          served: ServedOptions) -> None:
+    """`specsim validate --serving`: everything checked first (profile, shapes, policies, workload, plot path), then
+    the served stream and its simulation at every rate and policy, the report and TPOT against rate."""
+    import json
+
+    from calibrate.served import format_serving_validation, run_serving_validation
+    from calibrate.setup import resolve_profile
+
+    plots = check_figures([plot_dir / "validation-serving.png"]) if plot_dir else []
+    profile, notes = resolve_profile(profile_path)
+    check_shapes(profile, target, draft)
+    say(*notes)
+    report = run_serving_validation(profile, served.serving(quick, seed), served.rates, acceptance_spec,
+                                    served.time_cap(quick), seed, progress, quick)
+    if plots:
+        from plots.serving import served_vs_predicted
+
+        write_figures({plots[0]: served_vs_predicted(report)})
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=1, default=float))
+    else:
+        click.echo(format_serving_validation(report), nl=False)
 
 
 def check_shapes(profile: Any, target: str | None, draft: str | None) -> None:
@@ -470,6 +507,80 @@ def _serving(**kw: Any) -> Any:
     from scenarios.serving import ServingOptions
 
     return ServingOptions(**kw)
+
+
+@dataclass(frozen=True)
+class ServedOptions:
+    """What `validate --serving` takes (see validate --help); unset values take the quick or full defaults."""
+
+    on: bool = False
+    rates: list[float] | None = None
+    policy_text: str | None = None
+    arrivals: str | None = None
+    n_requests: int | None = None
+    prompt_tokens: str | None = None
+    output_tokens: str | None = None
+    max_batch: int | None = None
+    time_cap_s: float | None = None
+
+    @property
+    def given(self) -> list[str]:
+        """The serving-only options given (a static validation refuses them)."""
+        names = {"rates": "--rate", "policy_text": "--policy", "arrivals": "--arrivals", "n_requests": "--requests",
+                 "output_tokens": "--output-tokens", "max_batch": "--max-batch", "time_cap_s": "--time-cap-s"}
+        return [flag for key, flag in names.items() if getattr(self, key) is not None]
+
+    @property
+    def fixed_prompt_tokens(self) -> int:
+        """A shape validation's prompt length: one number (default 128)."""
+        text = self.prompt_tokens or "128"
+        try:
+            n = int(text)
+        except ValueError:
+            n = 0
+        if not 1 <= n <= 65_536:
+            raise click.BadParameter(f"{text!r}: a validation with --acceptance takes one prompt length, 1..65536",
+                                     param_hint="--prompt-tokens")
+        return n
+
+    def serving(self, quick: bool, seed: int) -> Any:
+        from scenarios.serving import ServingOptions
+
+        return ServingOptions(policy_text=self.policy_text or "off,fixed:4,adaptive",
+                              n_requests=self.n_requests or (48 if quick else 160),
+                              arrivals=self.arrivals or "poisson", prompt_tokens=self.prompt_tokens or "64..128",
+                              output_tokens=self.output_tokens or ("16..80" if quick else "32..96"),
+                              max_batch=self.max_batch or (8 if quick else 16), seed=seed, executor="serial")
+
+    def time_cap(self, quick: bool) -> float:
+        return self.time_cap_s or (60.0 if quick else 300.0)
+
+
+served_options = packed(
+    "served", ServedOptions,
+    click.option("--serving", "on", is_flag=True,
+                 help="Validate a served stream: the real engine with continuous batching against the simulation."),
+    click.option("--rate", "rates", type=RATES, default=None,
+                 help="With --serving: request rates, e.g. 1,2,4,8 [default: light load to past saturation, from the "
+                      "profile]."),
+    click.option("--policy", "policy_text", default=None, metavar="P1,P2,...",
+                 help="With --serving: policies [default: off,fixed:4,adaptive]."),
+    click.option("--arrivals", default=None, metavar="poisson|gamma:CV|trace:FILE",
+                 help="With --serving: arrival process, or a trace (its gaps scaled to each --rate; its own clock "
+                      "without --rate) [default: poisson]."),
+    click.option("--requests", "n_requests", type=click.IntRange(1, 100_000), default=None,
+                 help="With --serving: requests per run [default: 160; quick 48]."),
+    click.option("--prompt-tokens", default=None, metavar="N|A..B|exp:MEAN",
+                 help="Prompt length: with --acceptance one N [default: 128]; with --serving a length spec "
+                      "[default: 64..128]."),
+    click.option("--output-tokens", default=None, metavar="N|A..B|exp:MEAN",
+                 help="With --serving: output length [default: 32..96; quick 16..80]."),
+    click.option("--max-batch", type=click.IntRange(1, 4096), default=None,
+                 help="With --serving: sequences the engine decodes together [default: 16; quick 8]."),
+    click.option("--time-cap-s", type=Finite(1, 86_400), default=None,
+                 help="With --serving: seconds a run may take; a rate not served within it is marked, not scored "
+                      "[default: 300; quick 60]."),
+)
 
 
 out_option = click.option("--out", "out_paths", multiple=True, required=True,

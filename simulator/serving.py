@@ -67,8 +67,9 @@ class StepCosts(StepDurations):
     that changes the draft length (``switch_s``)."""
 
     def __init__(self, cost: CostModel, target: ModelSpec, draft: ModelSpec | None, context_step: int = 32,
-                 prompt_step: int = 16) -> None:
+                 prompt_step: int = 16, prefill_cost: CostModel | None = None) -> None:
         self.cost, self.target, self.draft = cost, target, draft
+        self.prefill_cost = prefill_cost or cost  # prefills priced apart (a decode-pass drift need not apply to them)
         self.context_step, self.prompt_step = context_step, prompt_step
         self.tax = cost.hardware.speculation_tax
         self.speculating = False  # this view prices an engine started with speculation
@@ -143,9 +144,9 @@ class StepCosts(StepDurations):
         key = (n_requests, tokens, with_draft)
         t = self._prefill.get(key)
         if t is None:
-            t = self.cost.pass_time_s(self.target, n_requests, tokens, 0)
+            t = self.prefill_cost.pass_time_s(self.target, n_requests, tokens, 0)
             if with_draft and self.draft is not None:
-                t += self.cost.pass_time_s(self.draft, n_requests, tokens, 0)
+                t += self.prefill_cost.pass_time_s(self.draft, n_requests, tokens, 0)
             self._prefill[key] = t
         return t
 
@@ -170,6 +171,8 @@ class EngineConfig:
     bulk: bool = True  # advance decode steps of an unchanged batch as one event; False: one event per step
     kv_allocation: str = "reserve"  # "reserve" or "on-demand" (module docstring)
     lookahead_slots: bool = True  # False: reserve only the tokens a request keeps (what engines do not do)
+    prefill_padded: bool = False  # a prefill pass pads every prompt to its longest (static shapes, specsim's own
+    #                               engine); False: the prompts' tokens are packed, as vLLM does
 
     def __post_init__(self) -> None:
         if self.max_batch < 1 or self.max_prefill_tokens < 1:
@@ -200,6 +203,20 @@ class _Log:
 
 
 BULK_CELLS = 1 << 15  # most (step, sequence) draws one bulk advance makes
+
+
+def admissible(needs: Sequence[int], prefill_tokens: Sequence[int], kv_free: int, budget: int) -> int:
+    """How many of the requests at the head of the queue (their KV-cache needs and prefill tokens, in order, as many
+    as the batch has room for) join it: first come, first served while the cache holds each one's need and the
+    step's prompt budget its prefill (the first one always fits the budget: a long prompt is not starved)."""
+    n = 0
+    for need, tokens in zip(needs, prefill_tokens):
+        if need > kv_free or (n and tokens > budget):
+            break
+        kv_free -= need
+        budget -= tokens
+        n += 1
+    return n
 
 
 @dataclass
@@ -300,31 +317,21 @@ class Engine:
                 self._retire()
 
     def _admit(self) -> tuple[list[int], list[int], list[int]] | None:
-        """First come, first served while a slot, the KV cache and the prefill budget allow: (slots, requests,
-        reserved tokens), or None."""
-        slots: list[int] = []
-        reqs: list[int] = []
-        needs: list[int] = []
-        budget = self.config.max_prefill_tokens
+        """First come, first served while a slot, the KV cache and the prefill budget allow (`admissible`): (slots,
+        requests, reserved tokens), or None."""
         if self.admit_blocked:
             return None
-        free = self._kv_free_now()
-        room = self.batch_cap - len(self.active)
-        while self.waiting and self.free_slots and len(reqs) < room:
-            req = self.waiting[0]
-            need = self.need_tokens(req)
-            prompt = self.prefill_tokens(req)
-            if need > free or (reqs and prompt > budget):
-                break
-            self.waiting.popleft()
-            slots.append(self.free_slots.pop())
-            reqs.append(req)
-            needs.append(need)
-            free -= need
-            budget -= prompt
+        room = min(self.batch_cap - len(self.active), len(self.free_slots))
+        head = [self.waiting[i] for i in range(min(max(room, 0), len(self.waiting)))]
+        needs = [self.need_tokens(r) for r in head]
+        n = admissible(needs, [self.prefill_tokens(r) for r in head], self._kv_free_now(),
+                       self.config.max_prefill_tokens)
         if not self.on_demand:
-            self.kv_free = free
-        return (slots, reqs, needs) if reqs else None
+            self.kv_free -= sum(needs[:n])
+        if not n:
+            return None
+        reqs = [self.waiting.popleft() for _ in range(n)]
+        return [self.free_slots.pop() for _ in range(n)], reqs, needs[:n]
 
     def prefill_tokens(self, request: int) -> int:
         """Tokens a prefill of `request` computes: its prompt, and for a preempted one the tokens it had emitted."""
@@ -340,8 +347,8 @@ class Engine:
         if self.resumed:
             emitted = np.array([self.resumed.pop(r, 1) for r in reqs_list], dtype=np.int64)
         computed = prompts + emitted - 1  # a preempted request recomputes the tokens it had emitted
-        duration = self.costs.prefill_s(len(slots), int(computed.sum()) / len(computed),
-                                        self.with_draft and self.eager)
+        per_request = float(computed.max()) if self.config.prefill_padded else int(computed.sum()) / len(computed)
+        duration = self.costs.prefill_s(len(slots), per_request, self.with_draft and self.eager)
         end = self.env.now + duration
         self.log.prefill_duration_s.append(duration)
         new = np.isnan(self.log.first_token_s[reqs])

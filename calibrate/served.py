@@ -1,0 +1,620 @@
+"""A real served stream: the real engine serving requests as they arrive, with continuous batching, next to the simpy
+simulation of the same stream from the calibration profile (`specsim validate --serving`).
+
+The engine (`serve`) runs what `simulator.serving` models, step for step, on the wall clock:
+
+- requests arrive at their workload times; between steps the waiting ones are admitted first come, first served
+  while a batch row, the KV cache (each request reserves its whole life plus the policy's lookahead, the simulator's
+  ``reserve`` allocation) and the step's prompt budget allow (`simulator.serving.admissible`, the simulator's own
+  rule);
+- a step that admits requests is a prefill: one pass of the target (and of the draft, when the policy speculates) over
+  the new prompts padded to the longest, into the cache rows after the running batch's; it emits each one's first
+  token (`RealEngine.join`);
+- otherwise the running batch decodes one step: the policy chooses k (or a tree) from the same `BatchState` and step
+  costs the simulator gives it; plain steps under a speculating policy also run the draft over the current token
+  (the simulator's ``eager`` draft sync); each sequence keeps at most the tokens it still needs;
+- finished sequences leave and the last running rows move into their rows (`RealEngine.leave`).
+
+Timestamps are the wall clock (a GPU's step ends at its one host read), so everything the engine does between two
+passes — the policy's choice, admission, the rows' moves — counts, as it does in a real server. With the built-in pair
+the accept/reject rule decides which drafts are kept; with `--acceptance` (any pair, random weights allowed) the
+accepted lengths are replayed from an acceptance model (`RealEngine.force`), everything else still real.
+
+The simulation (`predict_run`) uses the same arrivals, lengths, engine configuration (padded prefill, eager draft
+sync, the real cache's capacity) and policy, with the profile's cost model and acceptance; its latency percentiles
+are averaged over a few acceptance seeds, so the prediction is not one draw's luck.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from simulator import SpecsimError
+from simulator.acceptance import Acceptance
+from simulator.metrics import ServingMetrics, summarize
+from simulator.policies import PLAIN, BatchState, Policy
+from simulator.serving import EngineConfig, ServingRun, StepCosts, admissible, simulate
+from simulator.sweep import Candidate
+from simulator.workload import Workload
+
+if TYPE_CHECKING:
+    from .validate import SpotCheck
+
+PREDICTION_SEEDS = 5  # simulations per (rate, policy), averaged
+
+
+@dataclass
+class ServedStep:
+    """One decode step as it ran, and what the simulator charges for the same step."""
+
+    batch: int
+    context_mean: float
+    candidate: Candidate  # what the policy chose
+    previous: Candidate | None  # what the step before drafted
+    tokens: int  # kept by the whole batch
+    duration_s: float
+    captured: bool  # a CUDA graph was captured during the step
+
+    def predicted_s(self, costs: StepCosts, policy: Policy) -> float:
+        return step_charge(costs, policy, BatchState(self.batch, self.context_mean, previous=self.previous),
+                           self.candidate)
+
+
+@dataclass
+class ServedPrefill:
+    requests: int
+    tokens_per_request: int  # the longest prompt (the pass is padded to it)
+    duration_s: float
+
+    def predicted_s(self, costs: StepCosts, policy: Policy) -> float:
+        return costs.prefill_s(self.requests, self.tokens_per_request, policy.uses_draft)
+
+
+@dataclass
+class Served:
+    """A real served stream: the run in the simulator's terms (so one `summarize` reads both), its steps and
+    prefills, and whether every request finished within the time cap."""
+
+    run: ServingRun
+    steps: list[ServedStep]
+    prefills: list[ServedPrefill]
+    held: bool
+    wall_s: float
+    tokens: list[list[int] | None]  # each request's output tokens (None: not finished within the time cap)
+
+    @property
+    def captures(self) -> int:
+        return sum(s.captured for s in self.steps)
+
+
+def step_charge(costs: StepCosts, policy: Policy, state: BatchState, cand: Candidate) -> float:
+    """What the simulator charges for a decode step (`simulator.serving.Engine._decode_step`, eager draft sync)."""
+    t = costs.decode_s(state.batch, state.context_mean, cand)
+    if state.previous is not None and cand != state.previous:
+        t += costs.switch_s(state.batch, state.context_mean)
+    if cand.is_plain and policy.uses_draft:
+        t += costs.draft_sync_s(state.batch, 1, state.context_mean)
+    return t
+
+
+def serve(engine: Any, workload: Workload, prompts: Sequence[Sequence[int]], policy: Policy, costs: StepCosts,
+          config: EngineConfig, kv_tokens: int, temperature: float, seed: int, time_cap_s: float,
+          tick: Callable[[int], Any] | None = None) -> Served:
+    """Serve `workload` (request i's prompt is `prompts[i]`) on the real engine as the module docstring says, until
+    every request has finished or `time_cap_s` has passed (then `held` is False and the unfinished requests have no
+    times). `tick(n)` is told of n requests finished."""
+    import torch
+
+    from .speculative import Decoding, TreeTables
+
+    n = len(workload)
+    if len(prompts) != n:
+        raise SpecsimError(f"{len(prompts)} prompts for {n} requests")
+    costs = costs.for_policy(policy)
+    uses_draft = policy.uses_draft
+    lookahead = config.lookahead(policy)
+    batch_cap = min(config.max_batch, config.max_prefill_tokens // max(lookahead, 1))
+    device = engine.device
+    gen = torch.Generator(device=device).manual_seed(seed)
+    batch = engine.open_batch(config.max_batch, uses_draft)
+    tables: dict[str, Any] = {}
+    arrival = workload.arrival_s.tolist()
+    outputs = workload.output_tokens.tolist()
+    first_s, finish_s = np.full(n, np.nan), np.full(n, np.nan)
+    tokens: list[list[int] | None] = [None] * n
+    running: list[int] = []  # request per cache row
+    remaining: list[int] = []  # output tokens each row still needs
+    context: list[int] = []  # tokens each row has cached (prompt + emitted), the simulator's context
+    reserved: list[int] = []
+    kv_free = kv_tokens
+    waiting: deque[int] = deque()
+    steps: list[ServedStep] = []
+    prefills: list[ServedPrefill] = []
+    log_steps: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]] = []
+    accepted_hist: dict[str, np.ndarray] = {}
+    previous: Candidate | None = None
+    draft_warm = True
+    arrived = 0
+    waiting_at_last_arrival = -1
+    t0 = time.perf_counter()
+
+    def clock() -> float:
+        return time.perf_counter() - t0
+
+    def retire(end: float) -> None:
+        nonlocal kv_free
+        done = [r for r, left in enumerate(remaining) if left <= 0]
+        if not done:
+            return
+        for r in done:
+            finish_s[running[r]] = end
+            tokens[running[r]] = batch.out[r][:outputs[running[r]]]
+            kv_free += reserved[r]
+        order = engine.leave(batch, done)
+        for xs in (running, remaining, context, reserved):
+            xs[:] = [xs[r] for r in order]
+        if tick:
+            tick(len(done))
+
+    with torch.inference_mode():
+        while np.isnan(finish_s).any():
+            now = clock()
+            if now > time_cap_s:
+                break
+            while arrived < n and arrival[arrived] <= now:
+                waiting.append(arrived)
+                arrived += 1
+                if arrived == n:
+                    waiting_at_last_arrival = len(waiting)
+            if not waiting and not running:
+                time.sleep(max(0.0, min(arrival[arrived] - now, time_cap_s - now)))
+                continue
+            room = min(batch_cap - len(running), len(waiting))
+            head = [waiting[i] for i in range(max(room, 0))]
+            needs = [int(workload.prompt_tokens[r] + workload.output_tokens[r]) + lookahead for r in head]
+            admit = admissible(needs, [int(workload.prompt_tokens[r]) for r in head], kv_free,
+                               config.max_prefill_tokens) if head else 0
+            if admit:
+                reqs = [waiting.popleft() for _ in range(admit)]
+                start = now
+                engine.join(batch, [prompts[r] for r in reqs], uses_draft, temperature, gen)
+                end = clock()
+                longest = max(len(prompts[r]) for r in reqs)
+                prefills.append(ServedPrefill(admit, longest, end - start))
+                first_s[reqs] = end
+                running += reqs
+                remaining += [outputs[r] - 1 for r in reqs]
+                context += [len(prompts[r]) + 1 for r in reqs]
+                reserved += needs[:admit]
+                kv_free -= sum(needs[:admit])
+                retire(end)
+                continue
+            start = now
+            B = len(running)
+            state = BatchState(B, sum(context) / B, 0.0, 1.0, draft_warm, previous)
+            cand = policy.choose(state, costs)
+            if cand.tree is not None and cand.tree.label not in tables:
+                tables[cand.tree.label] = TreeTables(cand.tree, device)
+            how = Decoding(k=cand.k or 0, tree=cand.tree, temperature=temperature)
+            record = engine.step(batch, how, gen, tables.get(cand.tree.label) if cand.tree is not None else None,
+                                 draft_current=uses_draft)
+            kept = [min(a + 1, left) for a, left in zip(record.accepted, remaining)]
+            remaining[:] = [left - k for left, k in zip(remaining, kept)]
+            context[:] = [c + k for c, k in zip(context, kept)]
+            retire(clock())
+            end = clock()
+            duration = end - start
+            steps.append(ServedStep(B, state.context_mean, cand, previous, sum(kept), duration, record.captured))
+            log_steps.append((np.array([end]), np.array([duration]), np.array([state.context_mean]),
+                              np.array([sum(kept)]), B, cand.shape.n_nodes))
+            if not cand.is_plain:
+                counts = np.bincount(record.accepted, minlength=cand.shape.depth + 1)[:cand.shape.depth + 1]
+                hist = accepted_hist.setdefault(cand.label, np.zeros(cand.shape.depth + 1, dtype=np.int64))
+                hist += counts
+            previous, draft_warm = cand, not cand.is_plain
+    wall = clock()
+    held = not np.isnan(finish_s).any()
+    from simulator.serving import _step_columns
+
+    run = ServingRun(workload=workload, policy=policy.label, engines=1, router="least-loaded",
+                     first_token_s=first_s, finish_s=finish_s, engine_of=np.zeros(n, dtype=np.int64),
+                     **_step_columns(log_steps),
+                     prefill_duration_s=np.array([p.duration_s for p in prefills]), accepted_hist=accepted_hist,
+                     waiting_at_last_arrival=max(waiting_at_last_arrival, len(waiting)) if held else len(waiting),
+                     kv_capacity_tokens=kv_tokens)
+    return Served(run, steps, prefills, held, wall, tokens)
+
+
+def predict_run(workload: Workload, costs: StepCosts, policy: Policy, acceptance: Acceptance, config: EngineConfig,
+                seed: int, seeds: int = PREDICTION_SEEDS) -> tuple[ServingMetrics, list[ServingRun]]:
+    """The simulator on the same stream, `seeds` acceptance draws: metrics averaged field by field (percentiles
+    included), and the runs."""
+    runs = [simulate(workload, costs, policy, acceptance, np.random.default_rng([seed, i]), config)
+            for i in range(seeds)]
+    metrics = [summarize(r, rate_per_s=None) for r in runs]
+    return average(metrics), runs
+
+
+def average(ms: Sequence[ServingMetrics]) -> ServingMetrics:
+    """Field-by-field means of metrics of the same policy and stream (tuples element-wise; flags: all of them)."""
+    out: dict[str, Any] = {}
+    for name in ServingMetrics.__dataclass_fields__:
+        vals = [getattr(m, name) for m in ms]
+        present = [v for v in vals if v is not None]
+        first = present[0] if present else None
+        if first is None or isinstance(first, str):
+            out[name] = first
+        elif isinstance(first, bool):
+            out[name] = all(present)
+        elif isinstance(first, tuple):
+            out[name] = tuple(float(np.nanmean(col)) for col in zip(*present))
+        elif isinstance(first, int):
+            out[name] = int(round(float(np.mean(present))))
+        else:
+            out[name] = float(np.mean(present))
+    return ServingMetrics(**out)
+
+
+def rel(measured: float, predicted: float) -> float:
+    """(predicted - measured) / measured; NaN where either is missing or measured is zero."""
+    if not (measured == measured and predicted == predicted) or measured == 0:
+        return math.nan
+    return (predicted - measured) / measured
+
+
+@dataclass
+class ServedRow:
+    """One (rate, policy): measured and predicted metrics, their errors and where a miss comes from."""
+
+    rate_per_s: float
+    policy: str
+    held: bool
+    measured: ServingMetrics
+    predicted: ServingMetrics
+    causes: dict[str, float]  # relative errors of the pieces: step time, prefill, acceptance, queueing
+    captures: int = 0
+    wall_s: float = 0.0
+    as_profiled: ServingMetrics | None = None  # predicted from the profile without the spot checks' re-anchoring
+
+    @property
+    def errors(self) -> dict[str, float]:
+        m, p = self.measured, self.predicted
+        return {"throughput": rel(m.throughput_tokens_per_s, p.throughput_tokens_per_s),
+                "ttft_p50": rel(m.ttft_s[0], p.ttft_s[0]), "ttft_p90": rel(m.ttft_s[1], p.ttft_s[1]),
+                "ttft_p99": rel(m.ttft_s[2], p.ttft_s[2]),
+                "tpot_p50": rel(m.tpot_s[0], p.tpot_s[0]), "tpot_p90": rel(m.tpot_s[1], p.tpot_s[1]),
+                "tpot_p99": rel(m.tpot_s[2], p.tpot_s[2])}
+
+    @property
+    def cause(self) -> str:
+        """The piece whose error is largest (what to look at first when the row misses)."""
+        known = {k: abs(v) for k, v in self.causes.items() if v == v}
+        return max(known, key=known.__getitem__) if known else "-"
+
+
+def causes(served: Served, costs: StepCosts, policy: Policy, predicted_runs: Sequence[ServingRun],
+           measured: ServingMetrics, predicted: ServingMetrics) -> dict[str, float]:
+    """Relative errors of the pieces a served run is made of, each priced by the simulator on what really ran:
+    decode steps (the same batch, context and choice), prefills (the same requests and prompt lengths), acceptance
+    (tokens per sequence-step, simulated against measured) and queueing (mean wait before a request's prefill)."""
+    costs = costs.for_policy(policy)
+    steps = [s for s in served.steps if not s.captured]
+    pre = served.prefills
+    out = {"step time": rel(sum(s.duration_s for s in steps), sum(s.predicted_s(costs, policy) for s in steps))
+           if steps else math.nan,
+           "prefill": rel(sum(p.duration_s for p in pre), sum(p.predicted_s(costs, policy) for p in pre))
+           if pre else math.nan}
+    out["acceptance"] = (rel(measured.tokens_per_step, predicted.tokens_per_step)
+                         if measured.mean_drafted > 0 else math.nan)
+
+    def mean_wait(run: ServingRun) -> float:
+        w = run.workload
+        ok = ~np.isnan(run.first_token_s)
+        return float(np.mean(run.first_token_s[ok] - w.arrival_s[ok])) if ok.any() else math.nan
+
+    out["queueing"] = rel(mean_wait(served.run), float(np.mean([mean_wait(r) for r in predicted_runs])))
+    return out
+
+
+@dataclass
+class ServingValidation:
+    rows: list[ServedRow]
+    rates: list[float]
+    policies: list[str]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def crossover(self, which: str, policy: str) -> float | None:
+        """The lowest rate at which `policy`'s TPOT p50 is no better than off's (`which`: measured or predicted);
+        None if it is better at every rate tried (or there is no `off` to compare with)."""
+        by = {(r.rate_per_s, r.policy): getattr(r, which) for r in self.rows}
+        for rate in self.rates:
+            off, p = by.get((rate, "off")), by.get((rate, policy))
+            if off is None or p is None:
+                return None
+            if p.tpot_s[0] >= off.tpot_s[0]:
+                return rate
+        return None
+
+    def crossovers(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        for pol in self.policies:
+            if pol == "off" or "off" not in self.policies:
+                continue
+            m, p = self.crossover("measured", pol), self.crossover("predicted", pol)
+            idx = {r: i for i, r in enumerate(self.rates)}
+            steps = abs(idx.get(m, len(self.rates)) - idx.get(p, len(self.rates)))
+            out[pol] = {"measured": m, "predicted": p, "grid_steps_apart": steps}
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        held = [r for r in self.rows if r.held]
+
+        def stat(key: str) -> dict[str, float]:
+            xs = np.array([abs(r.errors[key]) for r in held if r.errors[key] == r.errors[key]])
+            if not len(xs):
+                return {"median": math.nan, "max": math.nan, "n": 0}
+            return {"median": float(np.median(xs)), "max": float(xs.max()), "n": int(len(xs))}
+
+        s = {k: stat(k) for k in ("throughput", "tpot_p50", "tpot_p90", "tpot_p99", "ttft_p50", "ttft_p90")}
+        xs = np.array([abs(rel(r.measured.tpot_s[0], r.as_profiled.tpot_s[0])) for r in held
+                       if r.as_profiled is not None])
+        xs = xs[xs == xs]
+        s["as_profiled_tpot_p50"] = ({"median": float(np.median(xs)), "max": float(xs.max()), "n": int(len(xs))}
+                                     if len(xs) else {"median": math.nan, "max": math.nan, "n": 0})
+        s["rows_not_held"] = len(self.rows) - len(held)
+        return s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"settings": self.settings, "summary": self.summary(), "crossovers": self.crossovers(),
+                "rows": [{"rate_per_s": r.rate_per_s, "policy": r.policy, "held": r.held, "cause": r.cause,
+                          "causes": r.causes, "errors": r.errors, "captures": r.captures, "wall_s": r.wall_s,
+                          "measured": r.measured.as_dict(), "predicted": r.predicted.as_dict()} for r in self.rows]}
+
+
+def auto_rates(costs: StepCosts, config: EngineConfig, workload: Workload, quick: bool) -> list[float]:
+    """Rates from light load to past saturation of plain decoding: fractions of the rate at which a full batch of
+    plain steps (the profile's prediction, at the workload's mean context) just keeps up."""
+    ctx = float(workload.prompt_tokens.mean() + workload.output_tokens.mean() / 2)
+    b = config.max_batch
+    tokens_per_s = b / costs.decode_s(b, ctx, PLAIN)
+    saturation = tokens_per_s / float(workload.output_tokens.mean())
+    fractions = (0.2, 0.5, 0.9, 1.5) if quick else (0.15, 0.3, 0.5, 0.7, 0.9, 1.2, 1.6)
+    return [float(f"{saturation * f:.3g}") for f in fractions]
+
+
+def format_serving_validation(report: ServingValidation) -> str:
+    """The report as text: one line per (rate, policy), then the crossovers and the summary against the targets."""
+    def pct(x: float) -> str:
+        return f"{100 * x:+.1f}%" if x == x else "-"
+
+    def ms(x: float) -> str:
+        return f"{1e3 * x:.1f}" if x == x else "-"
+
+    st = report.settings
+    lines = [f"served stream: {st.get('pair', '')}; {st.get('workload', '')}; {st.get('requests')} requests per run, "
+             f"max batch {st.get('max_batch')}; acceptance {st.get('acceptance')}",
+             f"{'rate/s':>7} {'policy':<14} {'tok/s meas':>10} {'pred':>7} {'err':>7}  {'TPOT p50':>8} {'pred':>6} "
+             f"{'err':>7}  {'p90':>6} {'pred':>6} {'err':>7}  {'TTFT p50':>8} {'err':>7}  largest piece"]
+    for r in report.rows:
+        m, p, e = r.measured, r.predicted, r.errors
+        flag = "" if r.held else "  NOT HELD within the time cap (marked, not scored)"
+        lines.append(
+            f"{r.rate_per_s:>7.3g} {r.policy:<14} {m.throughput_tokens_per_s:>10.0f} {p.throughput_tokens_per_s:>7.0f} "
+            f"{pct(e['throughput']):>7}  {ms(m.tpot_s[0]):>8} {ms(p.tpot_s[0]):>6} {pct(e['tpot_p50']):>7}  "
+            f"{ms(m.tpot_s[1]):>6} {ms(p.tpot_s[1]):>6} {pct(e['tpot_p90']):>7}  {ms(m.ttft_s[0]):>8} "
+            f"{pct(e['ttft_p50']):>7}  {r.cause} {pct(r.causes.get(r.cause, math.nan))}{flag}")
+    lines.append("(latencies in ms; err = (predicted - measured) / measured; 'largest piece': of step time, prefill, "
+                 "acceptance and queueing, each priced on what really ran)")
+    for pol, c in report.crossovers().items():
+        def show(x: float | None) -> str:
+            return f"{x:g} req/s" if x is not None else "none in the rates tried"
+        verdict = "within one grid step" if c["grid_steps_apart"] <= 1 else f"{c['grid_steps_apart']} grid steps apart"
+        lines.append(f"{pol}: stops paying (TPOT p50 no better than off) at {show(c['measured'])} measured, "
+                     f"{show(c['predicted'])} predicted: {verdict}")
+    s = report.summary()
+    targets = {"throughput": 0.05, "tpot_p50": 0.10, "tpot_p90": 0.15}
+    for key, target in targets.items():
+        v = s[key]
+        ok = "met" if v["n"] and v["max"] <= target else "MISSED"
+        lines.append(f"{key:<11} |error| median {100 * v['median']:.1f} %, max {100 * v['max']:.1f} % over "
+                     f"{v['n']} rows (target: every row within {100 * target:g} %): {ok}")
+    a = s["as_profiled_tpot_p50"]
+    if a["n"]:
+        lines.append(f"the device drifted up to {100 * st.get('largest_drift', 0.0):.0f} % from its profile during "
+                     f"the runs (spot checks between rates); priced as profiled, TPOT p50 |error| median "
+                     f"{100 * a['median']:.1f} %, max {100 * a['max']:.1f} %")
+    if s["rows_not_held"]:
+        lines.append(f"{s['rows_not_held']} row(s) not held within the time cap: raise --time-cap-s or lower the rate")
+    return "\n".join(lines) + "\n"
+
+
+def served_config(config: EngineConfig, max_batch: int, max_seq_len: int) -> tuple[EngineConfig, int]:
+    """The simulator's engine as the real one runs: padded prefills, eager draft sync, reserved KV allocation, and
+    the real cache's capacity (every row holds `max_seq_len` slots)."""
+    return (replace(config, max_batch=max_batch, draft_sync="eager", prefill_padded=True, kv_allocation="reserve"),
+            max_batch * max_seq_len)
+
+
+def check_fits(device: Any, models: Sequence[Any], rows: int, max_seq_len: int) -> None:
+    """The models' weights and caches of `rows` sequences of `max_seq_len` slots fit the device's free memory (GPU)
+    or the host's available memory (CPU), or a one-line error saying how to make them fit."""
+    need = sum(m.resident_weight_bytes + rows * max_seq_len * m.kv_bytes_per_token for m in models)
+    if device.type == "cuda":
+        import torch
+
+        free = torch.cuda.mem_get_info(device)[0]
+    else:
+        try:
+            import os
+
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return
+    if need > 0.9 * free:
+        raise SpecsimError(f"the served engine needs {need / 2**30:.1f} GiB (weights and caches of {rows} sequences of "
+                           f"{max_seq_len} tokens) but {free / 2**30:.1f} GiB is free on {device}: lower --max-batch, "
+                           "or shorten prompts and outputs")
+
+
+def stream_prompts(workload: Workload, builtin: bool, vocab: int, seed: int) -> list[list[int]]:
+    """A prompt of each request's length: for the built-in pair the committed held-out prompts (the static
+    validation's), request i ending as prompt i (in turn) ends, longer ones reaching back into the prompts before it;
+    random tokens for random-weight shapes."""
+    lengths = workload.prompt_tokens.tolist()
+    if not builtin:
+        rng = np.random.default_rng(seed)
+        return [rng.integers(0, vocab, n).tolist() for n in lengths]
+    from .builtin import encode, prompts
+
+    held = [encode(p) for p in prompts("heldout")]
+    out = []
+    for i, n in enumerate(lengths):
+        text: list[int] = []
+        j = i
+        while len(text) < n:
+            text = held[j % len(held)] + text
+            j -= 1
+        out.append(text[-n:])
+    return out
+
+
+def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | None, acceptance_spec: str | None,
+                           time_cap_s: float, seed: int, progress: Callable[[str, int], Any], quick: bool = False
+                           ) -> ServingValidation:
+    """Serve the stream for real and simulate it, at every rate and policy (policies interleaved within a rate, so
+    the machine's drift falls on all of them alike). `serving` is a `scenarios.serving.ServingOptions`. Without
+    `acceptance_spec` the built-in pair decides acceptance itself; with it, acceptance is replayed at the profile's
+    shapes (the built-in pair's real weights, or random weights for other shapes)."""
+    import torch
+
+    from scenarios.serving import build_scenario
+
+    from .device import device_identity, resolve_device
+    from .profile import check_device
+    from .runner import make_runner
+    from .setup import resolve_acceptance
+    from .speculative import RealEngine
+    from .validate import SpotCheck, check_validatable, spot_check, time_spot
+
+    builtin = profile.target.name == "specsim-target"
+    if acceptance_spec is None:
+        check_validatable(profile)
+        acceptance = profile.acceptance.model()
+        temperature = profile.acceptance.temperature
+    else:
+        acceptance = resolve_acceptance(acceptance_spec, profile)
+        temperature = 1.0
+    device = resolve_device("cuda" if profile.device.kind == "cuda" else "cpu")
+    check_device(profile, device_identity(device))
+    scenario, policies = build_scenario(profile.cost_model(), profile.target, profile.draft, acceptance, serving)
+    workload = scenario.workload
+    grid: list[float | None]
+    if serving.timed_trace:
+        # A trace keeps its clock without --rate; with rates its gaps are scaled (the burstiness kept).
+        unit = Workload(workload.arrival_s * workload.mean_rate_per_s, workload.prompt_tokens,
+                        workload.output_tokens, workload.label) if rates and len(workload) > 1 else workload
+        workload = unit
+        grid = list(rates) if rates else [None]
+    else:
+        grid = list(rates) if rates else []
+    span = max(p.lookahead_tokens for p in policies)
+    max_seq_len = int((workload.prompt_tokens + workload.output_tokens).max()) + span + 8
+    config, kv_tokens = served_config(scenario.config, serving.max_batch, max_seq_len)
+    if not grid:
+        grid = list(auto_rates(scenario.costs, config, workload, quick))
+    models = [profile.target] + ([profile.draft] if any(p.uses_draft for p in policies) else [])
+    check_fits(device, models, serving.max_batch, max_seq_len)
+    if builtin:
+        from .builtin import load_pair
+
+        target, draft = load_pair(expanded=True, dtype=profile.target.dtype, max_seq_len=max_seq_len, device=device)
+    else:
+        from .model import build_decoder
+
+        target = build_decoder(profile.target, max_seq_len, device, seed=seed)
+        draft = build_decoder(profile.draft, max_seq_len, device, seed=seed + 1)
+    engine = RealEngine(target, draft, make_runner(device, eager=profile.engine_mode == "eager"))
+    if acceptance_spec is not None:
+        engine.force(acceptance, seed)
+    prompts = stream_prompts(workload, builtin, profile.target.vocab_size, seed)
+    cost = profile.cost_model()
+    context = int(workload.prompt_tokens.mean() + workload.output_tokens.mean() / 2)
+    spot_runner = make_runner(device, eager=profile.engine_mode == "eager")
+    spot_batches = sorted({1, serving.max_batch})
+
+    def spot(repeats: int = 3) -> dict[tuple[str, int], float]:
+        """Single passes timed now: the median of `repeats` spot checks (one burst of a neighbour's work would
+        otherwise re-anchor a whole run's prediction)."""
+        takes = [time_spot(profile, device, spot_runner, spot_batches, context, seed + i) for i in range(repeats)]
+        return {key: float(np.median([t[key] for t in takes if key in t])) for key in takes[0]}
+
+    def drifted(check: SpotCheck) -> StepCosts:
+        """Decode steps re-anchored by a spot check of decoding passes; prefills (compute-bound) as profiled."""
+        return StepCosts(replace(cost, drift=check.drift), profile.target, profile.draft, prefill_cost=cost)
+
+    rows: list[ServedRow] = []
+    nominals: list[float] = []
+    checks: list[SpotCheck] = []
+    n = len(workload)
+    with progress("served stream and its simulation", len(grid) * len(policies) * (n + 1) + 1) as bar:
+        before = spot()
+        bar.update(1)
+        for rate in grid:
+            w = workload if rate is None else workload.at_rate(rate)
+            nominal = w.mean_rate_per_s if rate is None else rate
+            nominals.append(nominal)
+            for policy in policies:
+                # The engine chooses with the profile re-anchored by the spot check before its run; the prediction
+                # uses the spot checks on both sides of it (the machine drifts over minutes).
+                engine_costs = drifted(spot_check(profile, before, before, context))
+                if engine.runner.mode == "graph":  # capture every shape this stream meets before timing it
+                    serve(engine, w, prompts, policy, engine_costs, config, kv_tokens, temperature, seed,
+                          time_cap_s)
+                served = serve(engine, w, prompts, policy, engine_costs, config, kv_tokens, temperature, seed,
+                               time_cap_s, tick=bar.update)
+                if not served.held:
+                    bar.update(int(np.isnan(served.run.finish_s).sum()))
+                after = spot()
+                bar.update(1)
+                check = spot_check(profile, before, after, context)
+                checks.append(check)
+                before = after
+                costs = drifted(check)
+                measured = summarize(served.run, rate_per_s=nominal) if served.held else _partial(served, nominal)
+                predicted, runs = predict_run(w, costs, policy, acceptance, config, seed)
+                as_profiled, _ = predict_run(w, scenario.costs, policy, acceptance, config, seed)
+                rows.append(ServedRow(nominal, policy.label, served.held, measured,
+                                      replace(predicted, rate_per_s=nominal),
+                                      causes(served, costs, policy, runs, measured, predicted), served.captures,
+                                      served.wall_s, replace(as_profiled, rate_per_s=nominal)))
+    settings = {"profile": str(profile.path), "pair": f"{profile.target.name} / {profile.draft.name}",
+                "workload": workload.label, "requests": n, "max_batch": serving.max_batch,
+                "acceptance": acceptance_spec or f"real (simulated with {acceptance.spec})",
+                "temperature": temperature, "time_cap_s": time_cap_s, "engine_mode": profile.engine_mode,
+                "prediction_seeds": PREDICTION_SEEDS, "torch_threads": torch.get_num_threads(), "rates": nominals,
+                "spot_checks": [c.to_dict() for c in checks],
+                "largest_drift": max((c.largest for c in checks), default=0.0)}
+    return ServingValidation(rows, nominals, [p.label for p in policies], settings)
+
+
+def _partial(served: Served, rate: float) -> ServingMetrics:
+    """Metrics of a run stopped at its time cap, over the requests that finished (the row is marked, not scored)."""
+    run = served.run
+    done = ~np.isnan(run.finish_s)
+    if not done.any():
+        nan3 = (math.nan,) * 3
+        return ServingMetrics(run.policy, rate, 1, 0, served.wall_s, 0.0, 0.0, nan3, nan3, nan3, 0.0, 0.0, False,
+                              int(run.waiting_at_last_arrival), 0.0, 0.0, 0.0, None, 0)
+    w = run.workload
+    idx = np.flatnonzero(done)
+    sub = Workload(w.arrival_s[idx], w.prompt_tokens[idx], w.output_tokens[idx], w.label)
+    part = replace(run, workload=sub, first_token_s=run.first_token_s[idx], finish_s=run.finish_s[idx],
+                   engine_of=run.engine_of[idx])
+    return replace(summarize(part, rate_per_s=rate), sustained=False)

@@ -1,0 +1,176 @@
+"""The real served stream: continuous batching keeps every request's output, the limits hold, the time cap marks a
+row, forced acceptance follows its model, the report's crossover, and `validate --serving` end to end (no timing
+asserted)."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from calibrate.builtin import encode, prompts
+from calibrate.served import (ServedRow, ServingValidation, average, format_serving_validation, serve,
+                              served_config)
+from calibrate.speculative import Decoding, RealEngine
+from simulator.metrics import ServingMetrics, summarize
+from simulator.policies import parse_policies
+from simulator.serving import EngineConfig, StepCosts, admissible
+from simulator.workload import Workload
+
+
+def stream(n: int, gap_s: float, out_lo: int, out_hi: int, seed: int = 0) -> tuple[Workload, list[list[int]]]:
+    rng = np.random.default_rng(seed)
+    held = [encode(p) for p in prompts("heldout")]
+    ps = [held[i % len(held)][:int(rng.integers(20, 48))] for i in range(n)]
+    outs = rng.integers(out_lo, out_hi + 1, n)
+    w = Workload(np.arange(n) * gap_s, np.array([len(p) for p in ps]), outs, "test stream")
+    return w, ps
+
+
+def costs_of(profile):
+    return StepCosts(profile.cost_model(), profile.target, profile.draft)
+
+
+@pytest.mark.parametrize("policy", ["off", "fixed:3", "tree:2,1", "adaptive:4"])
+def test_continuous_batching_decodes_each_request_as_if_alone(builtin_pair, builtin_profile, policy):
+    """Greedy decoding: whatever joins and leaves the batch around it (rows moved, prefills into later rows, plain
+    and speculative steps mixed), each request's output is what decoding its prompt alone gives."""
+    target, draft = builtin_pair
+    engine = RealEngine(target, draft)
+    w, ps = stream(9, 0.002, 3, 24)
+    pol = parse_policies(policy, builtin_profile.acceptance.model())[0]
+    config, kv = served_config(EngineConfig(), max_batch=3, max_seq_len=target.cfg.max_seq_len)
+    served = serve(engine, w, ps, pol, costs_of(builtin_profile), config, kv, 0.0, 0, 600)
+    assert served.held and max(s.batch for s in served.steps) <= 3
+    alone = RealEngine(target, draft)
+    for i, p in enumerate(ps):
+        want = alone.generate([p], int(w.output_tokens[i]), Decoding(k=0, temperature=0)).tokens[0]
+        assert served.tokens[i] == want, f"request {i}"
+    run = served.run
+    assert np.all(run.first_token_s >= w.arrival_s) and np.all(run.finish_s >= run.first_token_s)
+    m = summarize(run)
+    assert m.requests == 9 and m.throughput_tokens_per_s > 0 and m.tpot_s[0] > 0
+    if pol.uses_draft and policy != "adaptive:4":
+        assert m.tokens_per_step > 1.0
+
+
+def test_the_cache_limit_and_the_batch_limit_hold(builtin_pair, builtin_profile):
+    """A KV cache that holds two requests' lives never runs more than two at once, and they all finish."""
+    target, draft = builtin_pair
+    w, ps = stream(6, 0.0, 8, 8)
+    pol = parse_policies("fixed:2", builtin_profile.acceptance.model())[0]
+    config, _ = served_config(EngineConfig(), max_batch=4, max_seq_len=target.cfg.max_seq_len)
+    need = int((w.prompt_tokens + w.output_tokens).max()) + pol.lookahead_tokens
+    served = serve(RealEngine(target, draft), w, ps, pol, costs_of(builtin_profile), config, 2 * need, 1.0, 0, 600)
+    assert served.held and max(s.batch for s in served.steps) == 2
+    assert all(len(t) == 8 for t in served.tokens)
+
+
+def test_admission_is_first_come_first_served_within_cache_and_budget():
+    assert admissible([10, 10, 10], [5, 5, 5], kv_free=25, budget=100) == 2
+    assert admissible([10, 10], [50, 60], kv_free=100, budget=100) == 1  # the second prompt exceeds the budget
+    assert admissible([10], [500], kv_free=100, budget=100) == 1  # the first always takes the budget
+    assert admissible([30, 5], [1, 1], kv_free=20, budget=100) == 0  # the head blocks: first come, first served
+
+
+def test_a_run_past_its_time_cap_is_marked_and_not_scored(builtin_pair, builtin_profile):
+    target, draft = builtin_pair
+    w, ps = stream(6, 0.0, 40, 40)
+    pol = parse_policies("off", builtin_profile.acceptance.model())[0]
+    config, kv = served_config(EngineConfig(), max_batch=2, max_seq_len=target.cfg.max_seq_len)
+    served = serve(RealEngine(target, draft), w, ps, pol, costs_of(builtin_profile), config, kv, 1.0, 0, 0.05)
+    assert not served.held and any(t is None for t in served.tokens)
+    from calibrate.served import _partial
+
+    m = _partial(served, 5.0)
+    assert not m.sustained
+    row = ServedRow(5.0, "off", False, m, m, {"step time": 0.0})
+    report = ServingValidation([row], [5.0], ["off"], {"requests": 6})
+    assert report.summary()["rows_not_held"] == 1 and report.summary()["throughput"]["n"] == 0
+    assert "NOT HELD" in format_serving_validation(report)
+
+
+def test_forced_acceptance_in_a_served_stream_follows_the_model(tiny_profile):
+    """Random weights accept nothing of each other; forced, the served stream's tokens per step follow the model."""
+    from calibrate.model import build_decoder
+    from simulator.acceptance import parse_acceptance
+
+    p = tiny_profile.profile
+    engine = RealEngine(build_decoder(p.target, 128, seed=0), build_decoder(p.draft, 128, seed=1))
+    acc = parse_acceptance("iid:0.7")
+    engine.force(acc, seed=0)
+    rng = np.random.default_rng(0)
+    n = 12
+    ps = [rng.integers(0, p.target.vocab_size, 10).tolist() for _ in range(n)]
+    w = Workload(np.zeros(n), np.full(n, 10), np.full(n, 60), "forced")
+    pol = parse_policies("fixed:3", acc)[0]
+    config, kv = served_config(EngineConfig(), max_batch=4, max_seq_len=128)
+    served = serve(engine, w, ps, pol, StepCosts(p.cost_model(), p.target, p.draft), config, kv, 1.0, 0, 600)
+    (hist,) = served.run.accepted_hist.values()
+    mean_a = float(np.dot(np.arange(len(hist)), hist) / hist.sum())
+    assert abs(mean_a - (acc.expected_tokens(3) - 1)) < 0.25
+
+
+def metrics(policy: str, rate: float, tpot: float) -> ServingMetrics:
+    t = (tpot, tpot * 1.2, tpot * 1.5)
+    return ServingMetrics(policy, rate, 1, 10, 1.0, 100.0, 10.0, t, t, t, 1.0, 10.0, True, 0, 2.0, 0.0, 1.0, None, 5)
+
+
+def test_the_crossover_is_the_lowest_rate_speculation_no_longer_lowers_tpot():
+    rates = [1.0, 2.0, 4.0, 8.0]
+    measured = {1.0: (10, 5), 2.0: (11, 7), 4.0: (12, 12.5), 8.0: (20, 25)}  # rate: (off, fixed) TPOT
+    predicted = {1.0: (10, 5), 2.0: (11, 7), 4.0: (12, 11), 8.0: (20, 21)}
+    rows = []
+    for r in rates:
+        for i, pol in enumerate(("off", "fixed:4")):
+            rows.append(ServedRow(r, pol, True, metrics(pol, r, measured[r][i]), metrics(pol, r, predicted[r][i]),
+                                  {}))
+    report = ServingValidation(rows, rates, ["off", "fixed:4"], {})
+    assert report.crossovers()["fixed:4"] == {"measured": 4.0, "predicted": 8.0, "grid_steps_apart": 1}
+    assert "within one grid step" in format_serving_validation(report)
+    avg = average([metrics("off", 1.0, 10.0), metrics("off", 1.0, 20.0)])
+    assert avg.tpot_s[0] == pytest.approx(15.0) and avg.decode_steps == 5 and avg.acceptance_rate is None
+
+
+def test_validate_serving_end_to_end_and_its_bad_inputs(tiny_profile, tmp_path):
+    """`validate --serving` at a tiny profile's shapes with acceptance replayed: a JSON report with a row per rate and
+    policy, the crossovers and the plot; a trace of arrivals on its own clock; one-line errors for a trace with no
+    usable rows, a static option, and caches that cannot fit in memory (nothing written)."""
+    from conftest import one_line_error, run
+
+    from calibrate.profile import save_profile
+
+    path = tmp_path / "tiny.json"
+    save_profile(tiny_profile.profile, path)
+    common = ["validate", "--profile", str(path), "--serving", "--acceptance", "iid:0.7", "--requests", "8",
+              "--prompt-tokens", "6..10", "--output-tokens", "4..8", "--max-batch", "4"]
+    r = run(*common, "--rate", "50,400", "--policy", "off,fixed:2", "--json", "--plot", str(tmp_path / "out"))
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output[r.output.index("{"):])
+    assert len(report["rows"]) == 4 and set(report["crossovers"]) == {"fixed:2"}
+    assert all(row["held"] for row in report["rows"]) and report["settings"]["spot_checks"]
+    assert {"step time", "prefill", "acceptance", "queueing"} == set(report["rows"][1]["causes"])
+    assert (tmp_path / "out" / "validation-serving.png").read_bytes()[:4] == b"\x89PNG"
+    trace = tmp_path / "arrivals.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{0.01 * i},8,5\n" for i in range(8)))
+    r = run(*common[:-8], "--arrivals", f"trace:{trace}", "--policy", "off,fixed:2")
+    assert r.exit_code == 0, r.output
+    assert "stops paying" in r.output and r.output.count("fixed:2") >= 2
+    empty = tmp_path / "empty.csv"
+    empty.write_text("arrival_s,prompt_tokens,output_tokens\n")
+    r = run(*common, "--arrivals", f"trace:{empty}", "--plot", str(tmp_path / "no"))
+    assert r.exit_code != 0 and "Traceback" not in r.output and not (tmp_path / "no").exists()
+    one_line_error(run(*common, "--k", "2"), "--k size a static validation")
+    one_line_error(run("validate", "--rate", "4"), "add --serving")
+    one_line_error(run(*common[:-6], "--max-batch", "4096", "--prompt-tokens", "60000", "--output-tokens", "60000"),
+                   "lower --max-batch")
+
+
+def test_generate_still_matches_after_serving(builtin_pair):
+    """A served stream leaves the engine usable for static runs (its caches are re-made as needed)."""
+    target, draft = builtin_pair
+    engine = RealEngine(target, draft)
+    ps = [encode(p)[:30] for p in prompts("heldout")[:2]]
+    before = engine.generate(ps, 10, Decoding(k=2, temperature=0)).tokens
+    engine.open_batch(4, True)
+    assert engine.generate(ps, 10, Decoding(k=2, temperature=0), torch.Generator().manual_seed(0)).tokens == before
