@@ -55,6 +55,10 @@ class Grid:
     contexts: tuple[int, ...]
     probe_layers: tuple[int, ...] = (1, 8)
     heldout_fraction: float = 0.3
+    # Prefill-shaped passes (batch x prompt tokens, nothing cached) of both models: a served stream's prefills run
+    # at hundreds of rows, past the decoding grid's largest, where the linear layers run at another rate.
+    prefill_batches: tuple[int, ...] = ()
+    prefill_tokens: tuple[int, ...] = ()
 
     @classmethod
     def default(cls, quick: bool, batches: Sequence[int] | None = None, contexts: Sequence[int] | None = None,
@@ -64,8 +68,10 @@ class Grid:
         else:
             b, n, c = (1, 2, 4, 8, 16, 32), tuple(range(1, 9)) + (11, 16), (64, 512)
         n = tuple(sorted(set(n) | {t for t in tree_sizes}))
+        prefill = ((1, 2), (64, 128)) if quick else ((1, 2, 4), (64, 128, 256))
         # The draft: one token per drafting pass, and the catch-ups of a lagging draft (re-reading missed tokens).
-        return cls(tuple(batches or b), n, (1, 2, 4, 8), tuple(contexts or c))
+        return cls(tuple(batches or b), n, (1, 2, 4, 8), tuple(contexts or c), prefill_batches=prefill[0],
+                   prefill_tokens=prefill[1])
 
 
 @dataclass
@@ -178,6 +184,12 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     with progress(f"draft passes ({draft.name})", n_draft) as bar:
         passes += time_passes(draft, device, timer, runner, grid.batches, grid.draft_new_tokens, grid.contexts, bar,
                               effort, seed)
+    n_prefill = 2 * len(grid.prefill_batches) * len(grid.prefill_tokens)
+    if n_prefill:
+        with progress("prefill passes", n_prefill) as bar:
+            for spec in (target, draft):
+                passes += time_passes(spec, device, timer, runner, grid.prefill_batches, grid.prefill_tokens, (0,),
+                                      bar, effort, seed)
     with progress("overhead probes", len(probes) * len(grid.contexts)) as bar:
         for p in probes:
             passes += time_passes(p, device, timer, runner, (1,), (1,), grid.contexts, bar, effort, seed)
