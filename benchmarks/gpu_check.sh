@@ -7,7 +7,9 @@
 #      weights drawn on the device) and time it;
 #   4. predict from that profile beside the h200 preset, and validate it at those shapes with EAGLE-3's ShareGPT
 #      acceptance replayed (the hidden-chain model `specsim acceptance fit` chose for that trace: no file needed);
-#   5. exactness on the device; then a summary of the figures the GPU issue asks for (benchmarks/gpu_report.py).
+#   5. served streams against their simulation (`validate --serving --quick`): the built-in pair, and the 8B / 1B
+#      shapes with EAGLE-3's acceptance replayed (off, fixed:4, adaptive at four rates to past saturation);
+#   6. exactness on the device; then a summary of the figures the GPU issue asks for (benchmarks/gpu_report.py).
 #
 # The device machine has no package registry: simpy travels as a wheel. Before the call, here, once:
 #   echo /.whl/ >> .git/info/exclude
@@ -59,10 +61,13 @@ if [ "$SMALL" = 1 ]; then
   BUILTIN_BATCH=1,2; VALIDATE="--batch 1,2 --k 1,4 --tree 2,2,1 --repeats 2 --tokens 16"
   REAL="--target llama-68m --draft llama-68m --batch 1,2 --context 64"; PRED_BATCH=1..4:x2; SAMPLES=500
   SHAPES="--batch 1,2 --k 1,4 --repeats 1 --tokens 16 --prompt-tokens 32"
+  SERVE="--requests 12 --max-batch 4"; SERVE_SHAPES="--requests 12 --max-batch 4 --prompt-tokens 16..32 --output-tokens 8..16"
 else
   BUILTIN_BATCH=1..64:x2; VALIDATE="--batch 1,2,4,8,16,32,64 --k 1,2,4,6 --tree 2,2,1 --repeats 3 --tokens 48"
   REAL="--target llama-3.1-8b --draft llama-3.2-1b --batch 1..256:x2 --context 128,1024"; PRED_BATCH=1..256:x2
   SAMPLES=20000; SHAPES="--batch 1,8,32 --k 1,2,4 --repeats 3 --tokens 48 --prompt-tokens 512"
+  SERVE="--requests 96 --max-batch 32"
+  SERVE_SHAPES="--requests 96 --max-batch 32 --prompt-tokens 128..512 --output-tokens 64..192"
 fi
 EAGLE_SHAREGPT="hmm:0.8817,0.6407,0.07342/0.903,0.04214,0.05489/0.06914,0.6495,0.2814/0.0001,0.9998,0.0001"
 
@@ -74,5 +79,9 @@ step predict-profile "$SPECSIM predict --profile $OUT/real-profile.json --accept
 step predict-preset "$SPECSIM predict --hardware h200 --acceptance iid:0.7 --batch $PRED_BATCH --k 0..6 --context 1024"
 step validate-shapes "$SPECSIM validate --profile $OUT/real-profile.json --acceptance '$EAGLE_SHAREGPT' --tree '' \
   $SHAPES --json > $OUT/validate-shapes.json"
+step validate-serving "$SPECSIM validate --profile $OUT/builtin-profile.json --serving --quick $SERVE \
+  --time-cap-s 40 --plot $OUT --json > $OUT/validate-serving.json"
+step validate-serving-shapes "$SPECSIM validate --profile $OUT/real-profile.json --serving --quick \
+  --acceptance '$EAGLE_SHAREGPT' $SERVE_SHAPES --time-cap-s 40 --json > $OUT/validate-serving-shapes.json"
 step exactness "$SPECSIM exactness --device $DEVICE --samples $SAMPLES --k 1,4 --tree 2,2"
 python3 benchmarks/gpu_report.py "$OUT" | tee "$OUT/summary.txt"

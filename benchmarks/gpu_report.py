@@ -76,6 +76,25 @@ def validation(out: Path, name: str = "validate.json", what: str = "validation")
     return lines
 
 
+def serving(out: Path, name: str, what: str) -> list[str]:
+    """A `validate --serving --json` report in three lines: the summary against the targets and the crossovers."""
+    path = out / name
+    if not path.exists() or not path.stat().st_size:
+        return [f"{what}: no {name}"]
+    r = json.loads(path.read_text())
+    s = r["summary"]
+
+    def pct(key: str) -> str:
+        return f"median {100 * s[key]['median']:.1f} %, max {100 * s[key]['max']:.1f} %"
+
+    lines = [f"{what}: throughput |error| {pct('throughput')} (goal 5), TPOT p50 {pct('tpot_p50')} (goal 10), "
+             f"p90 {pct('tpot_p90')} (goal 15); {s['rows_not_held']} rate(s) not held within the cap"]
+    for pol, c in r["crossovers"].items():
+        lines.append(f"  {pol}: stops paying at {c['measured']} req/s measured, {c['predicted']} predicted "
+                     f"({c['grid_steps_apart']} grid steps apart; goal <= 1)")
+    return lines
+
+
 def main() -> None:
     out = Path(sys.argv[1])
     lines = ["", "=== GPU check summary"]
@@ -96,6 +115,8 @@ def main() -> None:
                 lines.append(f"  pass timing spread (IQR / median): median {100 * float(np.median(spreads)):.1f} %")
     lines += validation(out)
     lines += validation(out, "validate-shapes.json", "validation at the real shapes, EAGLE-3 ShareGPT replayed")
+    lines += serving(out, "validate-serving.json", "served stream, built-in pair")
+    lines += serving(out, "validate-serving-shapes.json", "served stream at the real shapes, EAGLE-3 replayed")
     print("\n".join(lines))
 
 
