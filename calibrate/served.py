@@ -56,6 +56,7 @@ class ServedStep:
 
     batch: int
     context_mean: float
+    context_max: float
     candidate: Candidate  # what the policy chose
     previous: Candidate | None  # what the step before drafted
     tokens: int  # kept by the whole batch
@@ -63,7 +64,8 @@ class ServedStep:
     captured: bool  # a CUDA graph was captured during the step
 
     def predicted_s(self, costs: StepCosts, policy: Policy) -> float:
-        return step_charge(costs, policy, BatchState(self.batch, self.context_mean, previous=self.previous),
+        """The simulator's charge for this step; attention priced at the longest context (the engine pads to it)."""
+        return step_charge(costs, policy, BatchState(self.batch, self.context_max, previous=self.previous),
                            self.candidate)
 
 
@@ -199,6 +201,7 @@ def serve(engine: Any, workload: Workload, prompts: Sequence[Sequence[int]], pol
             start = now
             B = len(running)
             state = BatchState(B, sum(context) / B, 0.0, 1.0, draft_warm, previous)
+            context_max = float(max(context))
             cand = policy.choose(state, costs)
             if cand.tree is not None and cand.tree.label not in tables:
                 tables[cand.tree.label] = TreeTables(cand.tree, device)
@@ -211,7 +214,8 @@ def serve(engine: Any, workload: Workload, prompts: Sequence[Sequence[int]], pol
             retire(clock())
             end = clock()
             duration = end - start
-            steps.append(ServedStep(B, state.context_mean, cand, previous, sum(kept), duration, record.captured))
+            steps.append(ServedStep(B, state.context_mean, context_max, cand, previous, sum(kept), duration,
+                                    record.captured))
             log_steps.append((np.array([end]), np.array([duration]), np.array([state.context_mean]),
                               np.array([sum(kept)]), B, cand.shape.n_nodes))
             if not cand.is_plain:
@@ -436,10 +440,10 @@ def format_serving_validation(report: ServingValidation) -> str:
 
 
 def served_config(config: EngineConfig, max_batch: int, max_seq_len: int) -> tuple[EngineConfig, int]:
-    """The simulator's engine as the real one runs: padded prefills, eager draft sync, reserved KV allocation, and
-    the real cache's capacity (every row holds `max_seq_len` slots)."""
-    return (replace(config, max_batch=max_batch, draft_sync="eager", prefill_padded=True, kv_allocation="reserve"),
-            max_batch * max_seq_len)
+    """The simulator's engine as the real one runs: padded prefills, attention padded to the batch's longest context,
+    eager draft sync, reserved KV allocation, and the real cache's capacity (every row holds `max_seq_len` slots)."""
+    return (replace(config, max_batch=max_batch, draft_sync="eager", prefill_padded=True, attention_padded=True,
+                    kv_allocation="reserve"), max_batch * max_seq_len)
 
 
 def check_fits(device: Any, models: Sequence[Any], rows: int, max_seq_len: int) -> None:

@@ -24,6 +24,10 @@ Scenario: requests arrive (Poisson, bursty gamma gaps, or a trace) at a fleet of
   draft. ``eager`` - the draft is kept current every step, as vLLM's draft-model path does: prefills run both models
   and plain steps under a speculating policy run a one-token draft pass too.
 
+- **static shapes** (``prefill_padded``, ``attention_padded``, both off by default): an engine without paged
+  attention (specsim's own, `calibrate.served`) pads a prefill to its longest prompt and has every sequence's
+  attention read as many cache slots as the batch's longest context; vLLM packs prompts and reads each sequence's own.
+
 A pass's context terms (each sequence's KV-cache reads, its attention FLOPs) are sums over the sequences of a
 function linear in that sequence's context, so the batch's mean context prices a batch of mixed contexts exactly;
 ``StepCosts`` evaluates the cost model on a grid of mean contexts and interpolates linearly between grid points.
@@ -173,6 +177,8 @@ class EngineConfig:
     lookahead_slots: bool = True  # False: reserve only the tokens a request keeps (what engines do not do)
     prefill_padded: bool = False  # a prefill pass pads every prompt to its longest (static shapes, specsim's own
     #                               engine); False: the prompts' tokens are packed, as vLLM does
+    attention_padded: bool = False  # every sequence's attention reads as many cache slots as the batch's longest
+    #                                 (static shapes, specsim's own engine); False: its own (paged attention, vLLM)
 
     def __post_init__(self) -> None:
         if self.max_batch < 1 or self.max_prefill_tokens < 1:
@@ -388,16 +394,17 @@ class Engine:
         lazy = self.with_draft and not self.eager
         plain = cand.is_plain
         self.draft_warm = not plain
-        duration = self.costs.decode_s(batch, context_mean, cand)
+        priced = context_mean + self._padding()  # the context the step's attention reads per sequence
+        duration = self.costs.decode_s(batch, priced, cand)
         if self.last_cand is not None and cand != self.last_cand:
-            duration += self.costs.switch_s(batch, context_mean)
+            duration += self.costs.switch_s(batch, priced)
         self.last_cand = cand
         if self.with_draft:
             if plain:
                 if self.eager:
-                    duration += self.costs.draft_sync_s(batch, 1, context_mean)
+                    duration += self.costs.draft_sync_s(batch, 1, priced)
             elif missing_mean > 0:
-                duration += self.costs.draft_sync_s(batch, missing_mean, context_mean)
+                duration += self.costs.draft_sync_s(batch, missing_mean, priced)
                 self.draft_missing[:] = 0
         self.sampler.at_context(context_mean)
         if plain:  # one token per sequence: no draws
@@ -420,6 +427,13 @@ class Engine:
         self._log_steps(cand, np.array([self.env.now]), np.array([duration]), np.array([context_mean]), batch,
                         np.array([tokens]), None if plain else accepted)
         self._retire()
+
+    def _padding(self) -> float:
+        """What attention reads per sequence beyond the batch's mean context: the longest's lead when attention is
+        padded to it (`EngineConfig.attention_padded`; within a run of steps the lead is taken as constant)."""
+        if not self.config.attention_padded or not len(self.context):
+            return 0.0
+        return float(self.context.max() - self.context.mean())
 
     def _decode_run(self, start: float | None = None):  # noqa: ANN202
         """Decode steps of an unchanged batch in bulk, from `start` (default: now; later after a prefill): the steps
@@ -494,16 +508,18 @@ class Engine:
         elif n > 1:  # the second step sees a current draft: is `cand` its choice, and for how long?
             warm = BatchState(batch, float(context_means[1]), previous=first)
             n = 1 + policy.holds(warm, context_means[1:], costs, lags) if policy.choose(warm, costs) == cand else 1
-        durations = costs.decode_many_s(batch, context_means[:n], cand)
+        pad = self._padding()
+        priced = context_means[:n] + pad  # the contexts the steps' attention reads per sequence
+        durations = costs.decode_many_s(batch, priced, cand)
         if first is not cand:
-            durations[0] = costs.decode_s(batch, state.context_mean, first)
+            durations[0] = costs.decode_s(batch, state.context_mean + pad, first)
         durations[0] += catchup
         if self.last_cand is not None and first is not self.last_cand and first != self.last_cand:
-            durations[0] += costs.switch_s(batch, state.context_mean)
+            durations[0] += costs.switch_s(batch, state.context_mean + pad)
         if first is not cand and n > 1:
-            durations[1] += costs.switch_s(batch, float(context_means[1]))
+            durations[1] += costs.switch_s(batch, float(priced[1]))
         if cand.is_plain and self.with_draft and self.eager:  # the draft is kept current
-            durations += costs.draft_sync_many_s(batch, context_means[:n])
+            durations += costs.draft_sync_many_s(batch, priced)
         ends = t + durations.cumsum()
         arrives = next_arrival <= ends[-1]
         if arrives:

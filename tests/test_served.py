@@ -174,3 +174,23 @@ def test_generate_still_matches_after_serving(builtin_pair):
     before = engine.generate(ps, 10, Decoding(k=2, temperature=0)).tokens
     engine.open_batch(4, True)
     assert engine.generate(ps, 10, Decoding(k=2, temperature=0), torch.Generator().manual_seed(0)).tokens == before
+
+
+@pytest.mark.parametrize("bulk", [True, False])
+def test_padded_shapes_cost_what_the_longest_sequence_costs(builtin_profile, bulk):
+    """With mixed prompt lengths, padded prefills and attention make every step cost at least what it costs
+    unpadded (the first strictly more); with equal prompts the prefill and the first step (equal contexts) cost the
+    same."""
+    from simulator.serving import simulate
+
+    costs = costs_of(builtin_profile)
+    pol = parse_policies("fixed:2", builtin_profile.acceptance.model())[0]
+    for prompts_, more in ((np.array([16, 200, 40, 120]), True), (np.full(4, 100), False)):
+        w = Workload(np.zeros(4), prompts_, np.full(4, 30), "mixed")
+        runs = [simulate(w, costs, pol, builtin_profile.acceptance.model(), np.random.default_rng(0),
+                         EngineConfig(max_batch=4, bulk=bulk, prefill_padded=padded, attention_padded=padded))
+                for padded in (False, True)]
+        first_steps = [r.step_duration_s[:5] for r in runs]  # the same batch of four in both (same seed)
+        assert np.all(first_steps[1] >= first_steps[0] - 1e-12)
+        assert (first_steps[1][0] > first_steps[0][0] + 1e-9) == more
+        assert (runs[1].prefill_duration_s.sum() > runs[0].prefill_duration_s.sum() + 1e-9) == more
