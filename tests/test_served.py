@@ -128,6 +128,9 @@ def test_the_crossover_is_the_lowest_rate_speculation_no_longer_lowers_tpot():
     report = ServingValidation(rows, rates, ["off", "fixed:4"], {})
     assert report.crossovers()["fixed:4"] == {"measured": 4.0, "predicted": 8.0, "grid_steps_apart": 1}
     assert "within one grid step" in format_serving_validation(report)
+    row = ServedRow(1.0, "fixed:4", True, metrics("fixed:4", 1.0, 10.0), metrics("fixed:4", 1.0, 12.0),
+                    {"step time": 0.32, "acceptance": 0.1})
+    assert row.net_tpot_p50 == pytest.approx(1.2 * 1.1 / 1.32 - 1) and row.cause == "step time"
     avg = average([metrics("off", 1.0, 10.0), metrics("off", 1.0, 20.0)])
     assert avg.tpot_s[0] == pytest.approx(15.0) and avg.decode_steps == 5 and avg.acceptance_rate is None
 
