@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .validate import SpotCheck
 
 PREDICTION_SEEDS = 5  # simulations per (rate, policy), averaged
+PAYS = 0.05  # speculation pays while it lowers plain decoding's TPOT p50 by more than this
 
 
 @dataclass
@@ -258,12 +259,18 @@ def average(ms: Sequence[ServingMetrics]) -> ServingMetrics:
         elif isinstance(first, bool):
             out[name] = all(present)
         elif isinstance(first, tuple):
-            out[name] = tuple(float(np.nanmean(col)) for col in zip(*present))
+            out[name] = tuple(_nanmean(col) for col in zip(*present))
         elif isinstance(first, int):
             out[name] = int(round(float(np.mean(present))))
         else:
             out[name] = float(np.mean(present))
     return ServingMetrics(**out)
+
+
+def _nanmean(xs: Sequence[float]) -> float:
+    a = np.asarray(xs, dtype=float)
+    a = a[~np.isnan(a)]
+    return float(a.mean()) if len(a) else math.nan
 
 
 def rel(measured: float, predicted: float) -> float:
@@ -347,27 +354,35 @@ class ServingValidation:
     policies: list[str]
     settings: dict[str, Any] = field(default_factory=dict)
 
-    def crossover(self, which: str, policy: str) -> float | None:
-        """The lowest rate at which `policy`'s TPOT p50 is no better than off's (`which`: measured or predicted);
-        None if it is better at every rate tried (or there is no `off` to compare with)."""
+    def crossover(self, which: str, policy: str, margin: float = 0.0) -> float | None:
+        """The lowest rate at which `policy` no longer lowers off's TPOT p50 by more than `margin` (a fraction;
+        0: no better at all), `which` measured or predicted; None if it does at every rate tried (or there is no
+        `off` to compare with)."""
         by = {(r.rate_per_s, r.policy): getattr(r, which) for r in self.rows}
         for rate in self.rates:
             off, p = by.get((rate, "off")), by.get((rate, policy))
             if off is None or p is None:
                 return None
-            if p.tpot_s[0] >= off.tpot_s[0]:
+            if p.tpot_s[0] >= (1 - margin) * off.tpot_s[0]:
                 return rate
         return None
 
     def crossovers(self) -> dict[str, dict[str, Any]]:
+        """Per speculating policy: where it stops paying by `PAYS` (a user's margin: where the curves run together,
+        the strict crossing is at the mercy of noise), and strictly."""
+        idx = {r: i for i, r in enumerate(self.rates)}
+
+        def apart(m: float | None, p: float | None) -> int:
+            return abs(idx.get(m, len(self.rates)) - idx.get(p, len(self.rates)))
+
         out = {}
         for pol in self.policies:
             if pol == "off" or "off" not in self.policies:
                 continue
-            m, p = self.crossover("measured", pol), self.crossover("predicted", pol)
-            idx = {r: i for i, r in enumerate(self.rates)}
-            steps = abs(idx.get(m, len(self.rates)) - idx.get(p, len(self.rates)))
-            out[pol] = {"measured": m, "predicted": p, "grid_steps_apart": steps}
+            m, p = self.crossover("measured", pol, PAYS), self.crossover("predicted", pol, PAYS)
+            ms, ps = self.crossover("measured", pol), self.crossover("predicted", pol)
+            out[pol] = {"margin": PAYS, "measured": m, "predicted": p, "grid_steps_apart": apart(m, p),
+                        "strict": {"measured": ms, "predicted": ps, "grid_steps_apart": apart(ms, ps)}}
         return out
 
     def summary(self) -> dict[str, Any]:
@@ -439,9 +454,12 @@ def format_serving_validation(report: ServingValidation) -> str:
     for pol, c in report.crossovers().items():
         def show(x: float | None) -> str:
             return f"{x:g} req/s" if x is not None else "none in the rates tried"
-        verdict = "within one grid step" if c["grid_steps_apart"] <= 1 else f"{c['grid_steps_apart']} grid steps apart"
-        lines.append(f"{pol}: stops paying (TPOT p50 no better than off) at {show(c['measured'])} measured, "
-                     f"{show(c['predicted'])} predicted: {verdict}")
+        def verdict(d: dict) -> str:
+            return "within one grid step" if d["grid_steps_apart"] <= 1 else f"{d['grid_steps_apart']} grid steps apart"
+        st_ = c["strict"]
+        lines.append(f"{pol}: stops paying (TPOT p50 less than {100 * c['margin']:g} % below off's) at "
+                     f"{show(c['measured'])} measured, {show(c['predicted'])} predicted: {verdict(c)}; no better "
+                     f"at all at {show(st_['measured'])} measured, {show(st_['predicted'])} predicted: {verdict(st_)}")
     s = report.summary()
     targets = {"throughput": 0.05, "tpot_p50": 0.10, "tpot_p90": 0.15}
     for key, target in targets.items():
@@ -515,8 +533,8 @@ def stream_prompts(workload: Workload, builtin: bool, vocab: int, seed: int) -> 
 
 
 def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | None, acceptance_spec: str | None,
-                           time_cap_s: float, seed: int, progress: Callable[[str, int], Any], quick: bool = False
-                           ) -> ServingValidation:
+                           time_cap_s: float, seed: int, progress: Callable[[str, int], Any], quick: bool = False,
+                           repeats: int = 2) -> ServingValidation:
     """Serve the stream for real and simulate it, at every rate and policy (policies interleaved within a rate, so
     the machine's drift falls on all of them alike). `serving` is a `scenarios.serving.ServingOptions`. Without
     `acceptance_spec` the built-in pair decides acceptance itself; with it, acceptance is replayed at the profile's
@@ -585,52 +603,79 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
         return {key: float(np.median([t[key] for t in takes if key in t])) for key in takes[0]}
 
     def drifted(check: SpotCheck) -> StepCosts:
-        """Decode steps re-anchored by a spot check of decoding passes; prefills (compute-bound) as profiled."""
-        return StepCosts(replace(cost, drift=check.drift), profile.target, profile.draft, prefill_cost=cost)
+        """Every pass re-anchored by a spot check of single decoding passes (`CostModel.drift`)."""
+        return StepCosts(replace(cost, drift=check.drift), profile.target, profile.draft)
 
+    if repeats not in (1, 2):
+        raise SpecsimError(f"a rate runs its policies once or forward and back (1 or 2 passes), not {repeats}")
     rows: list[ServedRow] = []
     nominals: list[float] = []
     checks: list[SpotCheck] = []
     n = len(workload)
-    with progress("served stream and its simulation", len(grid) * len(policies) * (n + 1) + 1) as bar:
+    # Each rate runs its policies forward, then backward (A B C, C B A): a drift that is linear over the rate's runs
+    # falls on every policy alike. A spot check opens and closes each pass; a run's prediction is re-anchored by the
+    # two around its pass, and its row averages its passes.
+    passes = [policies, policies[::-1]][:repeats]
+    with progress("served stream and its simulation", len(grid) * (len(policies) * n * repeats + repeats) + 1) as bar:
         before = spot()
         bar.update(1)
         for rate in grid:
             w = workload if rate is None else workload.at_rate(rate)
             nominal = w.mean_rate_per_s if rate is None else rate
             nominals.append(nominal)
-            for policy in policies:
-                # The engine chooses with the profile re-anchored by the spot check before its run; the prediction
-                # uses the spot checks on both sides of it (the machine drifts over minutes).
-                engine_costs = drifted(spot_check(profile, before, before, context))
-                if engine.runner.mode == "graph":  # capture every shape this stream meets before timing it
-                    serve(engine, w, prompts, policy, engine_costs, config, kv_tokens, temperature, seed,
-                          time_cap_s)
-                served = serve(engine, w, prompts, policy, engine_costs, config, kv_tokens, temperature, seed,
-                               time_cap_s, tick=bar.update)
-                if not served.held:
-                    bar.update(int(np.isnan(served.run.finish_s).sum()))
+            done: dict[str, list[tuple[Served, SpotCheck]]] = {p.label: [] for p in policies}
+            for order in passes:
+                engine_costs = drifted(spot_check(profile, before, before, context))  # what the engine knows now
+                ran = []
+                for policy in order:
+                    if engine.runner.mode == "graph":  # capture every shape this stream meets before timing it
+                        serve(engine, w, prompts, policy, engine_costs, config, kv_tokens, temperature, seed,
+                              time_cap_s)
+                    served = serve(engine, w, prompts, policy, engine_costs, config, kv_tokens, temperature, seed,
+                                   time_cap_s, tick=bar.update)
+                    if not served.held:
+                        bar.update(int(np.isnan(served.run.finish_s).sum()))
+                    ran.append((policy, served))
                 after = spot()
                 bar.update(1)
                 check = spot_check(profile, before, after, context)
                 checks.append(check)
                 before = after
-                costs = drifted(check)
-                measured = summarize(served.run, rate_per_s=nominal) if served.held else _partial(served, nominal)
-                predicted, runs = predict_run(w, costs, policy, acceptance, config, seed)
-                as_profiled, _ = predict_run(w, scenario.costs, policy, acceptance, config, seed)
-                rows.append(ServedRow(nominal, policy.label, served.held, measured,
-                                      replace(predicted, rate_per_s=nominal),
-                                      causes(served, costs, policy, runs, measured, predicted), served.captures,
-                                      served.wall_s, replace(as_profiled, rate_per_s=nominal)))
+                for policy, served in ran:
+                    done[policy.label].append((served, check))
+            for policy in policies:
+                rows.append(score(done[policy.label], w, nominal, policy, acceptance, config, drifted,
+                                  scenario.costs, seed))
     settings = {"profile": str(profile.path), "pair": f"{profile.target.name} / {profile.draft.name}",
                 "workload": workload.label, "requests": n, "max_batch": serving.max_batch,
                 "acceptance": acceptance_spec or f"real (simulated with {acceptance.spec})",
                 "temperature": temperature, "time_cap_s": time_cap_s, "engine_mode": profile.engine_mode,
                 "prediction_seeds": PREDICTION_SEEDS, "torch_threads": torch.get_num_threads(), "rates": nominals,
+                "passes_per_rate": repeats,
                 "spot_checks": [c.to_dict() for c in checks],
                 "largest_drift": max((c.largest for c in checks), default=0.0)}
     return ServingValidation(rows, nominals, [p.label for p in policies], settings)
+
+
+def score(runs: Sequence[tuple[Served, Any]], workload: Workload, rate: float, policy: Policy,
+          acceptance: Acceptance, config: EngineConfig, drifted: Callable[[Any], StepCosts], profiled: StepCosts,
+          seed: int) -> ServedRow:
+    """One row from a policy's runs at one rate (each with the spot check around it): measured, predicted (each run
+    re-anchored by its own spot check), as profiled, and the pieces, each averaged over the runs."""
+    measured, predicted, pieces = [], [], []
+    for served, check in runs:
+        costs = drifted(check)
+        m = summarize(served.run, rate_per_s=rate) if served.held else _partial(served, rate)
+        p, sims = predict_run(workload, costs, policy, acceptance, config, seed)
+        measured.append(m)
+        predicted.append(replace(p, rate_per_s=rate))
+        pieces.append(causes(served, costs, policy, sims, m, p))
+    as_profiled, _ = predict_run(workload, profiled, policy, acceptance, config, seed)
+    held = all(served.held for served, _ in runs)
+    mean_pieces = {k: _nanmean([c[k] for c in pieces]) for k in pieces[0]}
+    return ServedRow(rate, policy.label, held, average(measured), average(predicted), mean_pieces,
+                     sum(served.captures for served, _ in runs), sum(served.wall_s for served, _ in runs),
+                     replace(as_profiled, rate_per_s=rate))
 
 
 def _partial(served: Served, rate: float) -> ServingMetrics:

@@ -99,8 +99,8 @@ def served_vs_predicted(report: Any) -> Figure:
     s = report.summary()
     st = report.settings
     fig.suptitle(textwrap.fill(
-        f"served stream ({st.get('pair', '')}, {st.get('requests')} requests per run, max batch "
-        f"{st.get('max_batch')}) against its simulation: TPOT p50 |error| median {100 * s['tpot_p50']['median']:.1f} "
+        f"served stream ({st.get('pair', '')}; {st.get('workload', '')}; {st.get('requests')} requests per run, max "
+        f"batch {st.get('max_batch')}; acceptance {st.get('acceptance', '')}) against its simulation: TPOT p50 |error| median {100 * s['tpot_p50']['median']:.1f} "
         f"%, throughput {100 * s['throughput']['median']:.1f} %; vertical lines: where speculation stops paying "
         "(dotted measured, dashed predicted)", width=170), fontsize=9)
     handles, labels = axes[0].get_legend_handles_labels()

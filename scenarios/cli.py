@@ -309,7 +309,7 @@ def run_served_validation(profile_path: Path | None, quick: bool, as_json: bool,
     check_shapes(profile, target, draft)
     say(*notes)
     report = run_serving_validation(profile, served.serving(quick, seed), served.rates, acceptance_spec,
-                                    served.time_cap(quick), seed, progress, quick)
+                                    served.time_cap(quick), seed, progress, quick, served.passes or 2)
     if plots:
         from plots.serving import served_vs_predicted
 
@@ -522,12 +522,14 @@ class ServedOptions:
     output_tokens: str | None = None
     max_batch: int | None = None
     time_cap_s: float | None = None
+    passes: int | None = None
 
     @property
     def given(self) -> list[str]:
         """The serving-only options given (a static validation refuses them)."""
         names = {"rates": "--rate", "policy_text": "--policy", "arrivals": "--arrivals", "n_requests": "--requests",
-                 "output_tokens": "--output-tokens", "max_batch": "--max-batch", "time_cap_s": "--time-cap-s"}
+                 "output_tokens": "--output-tokens", "max_batch": "--max-batch", "time_cap_s": "--time-cap-s",
+                 "passes": "--passes"}
         return [flag for key, flag in names.items() if getattr(self, key) is not None]
 
     @property
@@ -547,7 +549,7 @@ class ServedOptions:
         from scenarios.serving import ServingOptions
 
         return ServingOptions(policy_text=self.policy_text or "off,fixed:4,adaptive",
-                              n_requests=self.n_requests or (48 if quick else 160),
+                              n_requests=self.n_requests or (32 if quick else 96),
                               arrivals=self.arrivals or "poisson", prompt_tokens=self.prompt_tokens or "64..128",
                               output_tokens=self.output_tokens or ("16..80" if quick else "32..96"),
                               max_batch=self.max_batch or (8 if quick else 16), seed=seed, executor="serial")
@@ -569,7 +571,7 @@ served_options = packed(
                  help="With --serving: arrival process, or a trace (its gaps scaled to each --rate; its own clock "
                       "without --rate) [default: poisson]."),
     click.option("--requests", "n_requests", type=click.IntRange(1, 100_000), default=None,
-                 help="With --serving: requests per run [default: 160; quick 48]."),
+                 help="With --serving: requests per run [default: 96; quick 32]."),
     click.option("--prompt-tokens", default=None, metavar="N|A..B|exp:MEAN",
                  help="Prompt length: with --acceptance one N [default: 128]; with --serving a length spec "
                       "[default: 64..128]."),
@@ -580,6 +582,9 @@ served_options = packed(
     click.option("--time-cap-s", type=Finite(1, 86_400), default=None,
                  help="With --serving: seconds a run may take; a rate not served within it is marked, not scored "
                       "[default: 300; quick 60]."),
+    click.option("--passes", type=click.IntRange(1, 2), default=None,
+                 help="With --serving: 2 runs each rate's policies forward and back (A B C, C B A) and averages, so a "
+                      "drifting machine weighs on all alike; 1 runs them once [default: 2]."),
 )
 
 

@@ -71,9 +71,8 @@ class StepCosts(StepDurations):
     that changes the draft length (``switch_s``)."""
 
     def __init__(self, cost: CostModel, target: ModelSpec, draft: ModelSpec | None, context_step: int = 32,
-                 prompt_step: int = 16, prefill_cost: CostModel | None = None) -> None:
+                 prompt_step: int = 16) -> None:
         self.cost, self.target, self.draft = cost, target, draft
-        self.prefill_cost = prefill_cost or cost  # prefills priced apart (a decode-pass drift need not apply to them)
         self.context_step, self.prompt_step = context_step, prompt_step
         self.tax = cost.hardware.speculation_tax
         self.speculating = False  # this view prices an engine started with speculation
@@ -148,9 +147,9 @@ class StepCosts(StepDurations):
         key = (n_requests, tokens, with_draft)
         t = self._prefill.get(key)
         if t is None:
-            t = self.prefill_cost.pass_time_s(self.target, n_requests, tokens, 0)
+            t = self.cost.pass_time_s(self.target, n_requests, tokens, 0)
             if with_draft and self.draft is not None:
-                t += self.prefill_cost.pass_time_s(self.draft, n_requests, tokens, 0)
+                t += self.cost.pass_time_s(self.draft, n_requests, tokens, 0)
             self._prefill[key] = t
         return t
 
