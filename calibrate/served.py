@@ -40,7 +40,7 @@ from simulator import SpecsimError
 from simulator.acceptance import Acceptance
 from simulator.metrics import ServingMetrics, summarize
 from simulator.policies import PLAIN, BatchState, Policy
-from simulator.serving import EngineConfig, ServingRun, StepCosts, admissible, simulate
+from simulator.serving import EngineConfig, ServingRun, StepCosts, admissible, simulate, step_columns
 from simulator.sweep import Candidate
 from simulator.workload import Workload
 
@@ -226,13 +226,11 @@ def serve(engine: Any, workload: Workload, prompts: Sequence[Sequence[int]], pol
             previous, draft_warm = cand, not cand.is_plain
     wall = clock()
     held = not np.isnan(finish_s).any()
-    from simulator.serving import _step_columns
-
     run = ServingRun(workload=workload, policy=policy.label, engines=1, router="least-loaded",
                      first_token_s=first_s, finish_s=finish_s, engine_of=np.zeros(n, dtype=np.int64),
-                     **_step_columns(log_steps),
+                     **step_columns(log_steps),
                      prefill_duration_s=np.array([p.duration_s for p in prefills]), accepted_hist=accepted_hist,
-                     waiting_at_last_arrival=max(waiting_at_last_arrival, len(waiting)) if held else len(waiting),
+                     waiting_at_last_arrival=max(waiting_at_last_arrival, 0) if arrived == n else n,
                      kv_capacity_tokens=kv_tokens)
     return Served(run, steps, prefills, held, wall, tokens)
 
@@ -548,7 +546,7 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
     from .runner import make_runner
     from .setup import resolve_acceptance
     from .speculative import RealEngine
-    from .validate import SpotCheck, check_validatable, spot_check, time_spot
+    from .validate import check_validatable, spot_check, time_spot
 
     builtin = profile.target.name == "specsim-target"
     if acceptance_spec is None:

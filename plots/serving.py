@@ -98,11 +98,12 @@ def served_vs_predicted(report: Any) -> Figure:
                 axes[0].axvline(c[which], color=colors[pol], linestyle=style, linewidth=1.0, alpha=0.7)
     s = report.summary()
     st = report.settings
-    fig.suptitle(textwrap.fill(
-        f"served stream ({st.get('pair', '')}; {st.get('workload', '')}; {st.get('requests')} requests per run, max "
-        f"batch {st.get('max_batch')}; acceptance {st.get('acceptance', '')}) against its simulation: TPOT p50 |error| median {100 * s['tpot_p50']['median']:.1f} "
-        f"%, throughput {100 * s['throughput']['median']:.1f} %; vertical lines: where speculation stops paying "
-        "(dotted measured, dashed predicted)", width=170), fontsize=9)
+    title = (f"served stream ({st.get('pair', '')}; {st.get('workload', '')}; {st.get('requests')} requests per run, "
+             f"max batch {st.get('max_batch')}; acceptance {st.get('acceptance', '')}) against its simulation: TPOT "
+             f"p50 |error| median {100 * s['tpot_p50']['median']:.1f} %, throughput "
+             f"{100 * s['throughput']['median']:.1f} %; vertical lines: where speculation stops paying (dotted "
+             "measured, dashed predicted)")
+    fig.suptitle(textwrap.fill(title, width=170), fontsize=9)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.1, 1, 0.93))

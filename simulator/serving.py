@@ -621,7 +621,7 @@ def _arrivals(env: simpy.Environment, workload: Workload, engines: Sequence[Engi
     log.waiting_at_last_arrival = sum(len(e.waiting) for e in engines)
 
 
-def _step_columns(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]]) -> dict:
+def step_columns(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]]) -> dict:
     """The logged runs of decode steps as per-step columns in completion order (engines plan runs ahead of the
     clock, so the log is in planning order)."""
     if not runs:
@@ -682,7 +682,7 @@ def simulate(workload: Workload, costs: StepCosts, policy: Policy, acceptance: A
     return ServingRun(
         workload=workload, policy=policy.label, engines=engines, router=router,
         first_token_s=log.first_token_s, finish_s=log.finish_s, engine_of=log.engine_of,
-        **_step_columns(log.steps),
+        **step_columns(log.steps),
         prefill_duration_s=np.asarray(log.prefill_duration_s), accepted_hist=log.accepted_hist,
         waiting_at_last_arrival=log.waiting_at_last_arrival, kv_capacity_tokens=kv_tokens,
         preemptions=sum(e.preemptions for e in fleet),
