@@ -7,8 +7,8 @@ It is *made by specsim*, not recorded from a service: a Markov-modulated Poisson
 of 1 request/s (a calm state at 0.4 req/s and a burst state at 4 req/s, left at rates 0.08/s and 0.4/s: bursts take
 a sixth of the time and two thirds of the requests, and the gaps' coefficient of variation is about 2, where
 Poisson's is 1 — the burstiness production traces such as Azure's LLM inference trace show), seeded. Lengths suit
-the built-in pair (trained on 256-token windows): prompts 64..128 and outputs 16..80 tokens, uniform. `validate
---serving --rate R` scales the gaps to a mean of R req/s; without --rate the trace keeps its own clock.
+the built-in pair (trained on 256-token windows): prompts 64..128 and outputs 16..80 tokens, uniform.
+`validate --serving --rate R` scales the gaps to a mean of R req/s; without --rate the trace keeps its own clock.
 """
 
 from __future__ import annotations
