@@ -301,7 +301,8 @@ def run_served_validation(profile_path: Path | None, quick: bool, as_json: bool,
     the served stream and its simulation at every rate and policy, the report and TPOT against rate."""
     import json
 
-    from calibrate.served import format_serving_validation, run_serving_validation
+    from calibrate.served import run_serving_validation
+    from calibrate.served_report import format_serving_validation
     from calibrate.setup import resolve_profile
 
     plots = check_figures([plot_dir / "validation-serving.png"]) if plot_dir else []

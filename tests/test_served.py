@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from calibrate.builtin import encode, prompts
-from calibrate.served import ServedRow, ServingValidation, average, format_serving_validation, serve, served_config
+from calibrate.served import serve, served_config
+from calibrate.served_report import ServedRow, ServingValidation, average, format_serving_validation
 from calibrate.speculative import Decoding, RealEngine
 from simulator.metrics import ServingMetrics, summarize
 from simulator.policies import parse_policies
