@@ -360,6 +360,9 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
     device = resolve_device("cuda" if profile.device.kind == "cuda" else "cpu")
     check_device(profile, device_identity(device))
     scenario, policies = build_scenario(profile.cost_model(), profile.target, profile.draft, acceptance, serving)
+    if acceptance_spec is not None and any(c.tree is not None for p in policies for c in p.candidates):
+        raise SpecsimError("forced acceptance replays chains: drop the tree policies, or validate trees with the "
+                           "built-in pair's own acceptance (no --acceptance)")
     workload = scenario.workload
     grid: list[float | None]
     if serving.timed_trace:

@@ -384,6 +384,8 @@ class RealEngine:
             packed = self._plain_step(batch, how, gen, clock, draft_current)
             batch.lag += 1 if how.span and not draft_current else 0  # a plain step: the draft falls one behind
         elif tables is not None:
+            if self.forced is not None:
+                raise SpecsimError("forced acceptance replays chains; validate trees with the built-in pair")
             packed = self._tree_step(batch, how, tables, gen, clock)
         else:
             packed = self._chain_step(batch, replace(how, k=k, schedule=()) if how.schedule else how, gen, clock)

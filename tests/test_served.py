@@ -167,6 +167,8 @@ def test_validate_serving_end_to_end_and_its_bad_inputs(tiny_profile, tmp_path):
     assert r.exit_code != 0 and "Traceback" not in r.output and not (tmp_path / "no").exists()
     one_line_error(run(*common, "--k", "2"), "--k size a static validation")
     one_line_error(run("validate", "--rate", "4"), "add --serving")
+    ranks = [a if a != "iid:0.7" else "ranks:0.6,0.2" for a in common]
+    one_line_error(run(*ranks, "--policy", "off,tree:2,1"), "forced acceptance replays chains")
     one_line_error(run(*common[:-6], "--max-batch", "4096", "--prompt-tokens", "60000", "--output-tokens", "60000"),
                    "lower --max-batch")
 
