@@ -349,6 +349,8 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
     from .speculative import RealEngine
     from .validate import check_validatable, spot_check, time_spot
 
+    if repeats not in (1, 2):
+        raise SpecsimError(f"a rate runs its policies once or forward and back (1 or 2 passes), not {repeats}")
     builtin = profile.target.name == "specsim-target"
     if acceptance_spec is None:
         check_validatable(profile)
@@ -370,9 +372,9 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
         unit = Workload(workload.arrival_s * workload.mean_rate_per_s, workload.prompt_tokens,
                         workload.output_tokens, workload.label) if rates and len(workload) > 1 else workload
         workload = unit
-        grid = list(rates) if rates else [None]
+        grid = sorted(set(rates)) if rates else [None]
     else:
-        grid = list(rates) if rates else []
+        grid = sorted(set(rates)) if rates else []
     span = max(p.lookahead_tokens for p in policies)
     max_seq_len = int((workload.prompt_tokens + workload.output_tokens).max()) + span + 8
     config, kv_tokens = served_config(scenario.config, serving.max_batch, max_seq_len)
@@ -398,18 +400,16 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
     spot_runner = make_runner(device, eager=profile.engine_mode == "eager")
     spot_batches = sorted({1, serving.max_batch})
 
-    def spot(repeats: int = 3) -> dict[tuple[str, int], float]:
-        """Single passes timed now: the median of `repeats` spot checks (one burst of a neighbour's work would
+    def spot(n_takes: int = 3) -> dict[tuple[str, int], float]:
+        """Single passes timed now: the median of `n_takes` spot checks (one burst of a neighbour's work would
         otherwise re-anchor a whole run's prediction)."""
-        takes = [time_spot(profile, device, spot_runner, spot_batches, context, seed + i) for i in range(repeats)]
+        takes = [time_spot(profile, device, spot_runner, spot_batches, context, seed + i) for i in range(n_takes)]
         return {key: float(np.median([t[key] for t in takes if key in t])) for key in takes[0]}
 
     def drifted(check: SpotCheck) -> StepCosts:
         """Every pass re-anchored by a spot check of single decoding passes (`CostModel.drift`)."""
         return StepCosts(replace(cost, drift=check.drift), profile.target, profile.draft)
 
-    if repeats not in (1, 2):
-        raise SpecsimError(f"a rate runs its policies once or forward and back (1 or 2 passes), not {repeats}")
     rows: list[ServedRow] = []
     nominals: list[float] = []
     checks: list[SpotCheck] = []
