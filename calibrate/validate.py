@@ -8,7 +8,10 @@ Predictors (all with acceptance measured on the *calibration* prompts; the runs 
   acceptance model;
 - ``leviathan`` - (1 - a^(k+1)) / ((1 - a)(k c + 1)) with the measured alpha and the measured cost ratio c of a
   draft pass to a target pass at that batch (trees: depth c + 1);
-- ``roofline`` - a pure roofline at the micro-benchmarked peak bandwidth and FLOP/s, no overheads, i.i.d. alpha.
+- ``roofline`` - a pure roofline at the micro-benchmarked peak bandwidth and FLOP/s, no overheads, i.i.d. alpha;
+- ``calibrated@replayed`` (validation at a profile's shapes, acceptance replayed) - the calibrated cost model with
+  the tokens per pass the replay really drew in each configuration: a dozen replayed streams are a noisy sample of
+  the acceptance model, and the replay is an input, not a prediction; what is left is the cost model's error.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from .profile import Profile
 from .realruns import MeasuredConfig
 
 PRIMARY = "calibrated"
+REPLAYED = "calibrated@replayed"  # a shape validation's primary priced with the tokens per pass the replay drew
 MIN_SEQUENCES = 4  # a real run decodes at least this many prompts (batch 1: four in turn), for acceptance's sake
 
 
@@ -261,11 +265,16 @@ def compare(profile: Profile, measured: Sequence[MeasuredConfig], trees: Sequenc
                 p.step_s / m.step_s.median - 1.0)
             if name == PRIMARY:
                 terms = miss_breakdown(p, m)
+                if forced is not None:  # the replay's own draws given: what is left is the cost model's error
+                    q = replace(p, tokens_per_pass=m.tokens_per_pass.median)
+                    predicted[REPLAYED] = PredictedPoint(
+                        q.tokens_per_pass, q.step_s, q.speedup, m.batch * q.tokens_per_pass / q.step_s,
+                        q.speedup / m.speedup.median - 1.0, 0.0, q.step_s / m.step_s.median - 1.0)
         # Beyond the calibrated grid the prediction extrapolates the fit instead of interpolating measurements.
         extrapolated = m.batch > max_batch or m.batch * cand.shape.verify_tokens > max_rows
         rows.append(ValidationRow(m.batch, m.k, m.tree, m, predicted, terms, extrapolated))
     summary = {}
-    for name in preds:
+    for name in rows[0].predicted if rows else preds:
         e = np.abs([r.predicted[name].err_speedup for r in rows])
         t = np.abs([r.predicted[name].err_tokens_per_pass for r in rows])
         summary[name] = PredictorSummary(float(np.median(e)), float(np.percentile(e, 90)), float(np.median(t)),

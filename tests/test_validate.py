@@ -158,7 +158,8 @@ def test_shape_validation_at_the_profiles_shapes(tiny_profile, tmp_path):
     assert r.exit_code == 0, r.output
     report = json.loads(r.output[r.output.index("{"):])
     assert report["settings"]["shapes"] == "tiny-target / tiny-draft" and len(report["rows"]) == 4
-    assert {"calibrated", "calibrated+iid", "leviathan", "roofline"} <= set(report["predictors"])
+    assert {"calibrated", "calibrated+iid", "leviathan", "roofline", "calibrated@replayed"} <= set(report["predictors"])
+    assert report["predictors"]["calibrated@replayed"]["median_abs_err_tokens_per_pass"] == 0
     one_line_error(run("validate", "--profile", str(path), "--acceptance", "iid:0.8", "--target", "llama-68m",
                        "--tree", ""), "calibrated at tiny-target / tiny-draft", "specsim calibrate --target llama-68m")
     r = run("validate", "--profile", str(path), "--acceptance", "iid:0.8")
