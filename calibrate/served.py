@@ -67,8 +67,8 @@ class ServedStep:
 
     def predicted_s(self, costs: StepCosts, policy: Policy) -> float:
         """The simulator's charge for this step; attention priced at the longest context (the engine pads to it)."""
-        return step_charge(costs, policy, BatchState(self.batch, self.context_max, previous=self.previous),
-                           self.candidate)
+        return costs.step_s(self.batch, self.context_max, self.candidate, self.previous,
+                            "eager" if policy.uses_draft else None)
 
 
 @dataclass
@@ -96,16 +96,6 @@ class Served:
     @property
     def captures(self) -> int:
         return sum(s.captured for s in self.steps)
-
-
-def step_charge(costs: StepCosts, policy: Policy, state: BatchState, cand: Candidate) -> float:
-    """What the simulator charges for a decode step (`simulator.serving.Engine._decode_step`, eager draft sync)."""
-    t = costs.decode_s(state.batch, state.context_mean, cand)
-    if state.previous is not None and cand != state.previous:
-        t += costs.switch_s(state.batch, state.context_mean)
-    if cand.is_plain and policy.uses_draft:
-        t += costs.draft_sync_s(state.batch, 1, state.context_mean)
-    return t
 
 
 def serve(engine: Any, workload: Workload, prompts: Sequence[Sequence[int]], policy: Policy, costs: StepCosts,

@@ -137,6 +137,20 @@ class StepCosts(StepDurations):
             t = self._sync[key] = self.cost.pass_time_s(self.draft, batch, tokens, key[2] * self.context_step)
         return t
 
+    def step_s(self, batch: int, context: float, candidate: Candidate, previous: Candidate | None,
+               draft_sync: str | None, draft_missing_mean: float = 0.0) -> float:
+        """One decode step as the reference mode charges it: the step at `context`, a switch from `previous`, and
+        the draft's upkeep (`draft_sync` None: no draft loaded; "eager": a plain step runs it over the current
+        token too; "lazy": a speculative step first catches up on the `draft_missing_mean` tokens it lacks)."""
+        t = self.decode_s(batch, context, candidate)
+        if previous is not None and candidate != previous:
+            t += self.switch_s(batch, context)
+        if draft_sync == "eager" and candidate.is_plain:
+            t += self.draft_sync_s(batch, 1, context)
+        elif draft_sync is not None and not candidate.is_plain and draft_missing_mean > 0:
+            t += self.draft_sync_s(batch, draft_missing_mean, context)
+        return t
+
     def draft_sync_many_s(self, batch: int, context_means: np.ndarray) -> np.ndarray:
         """``draft_sync_s`` of one token per sequence at each of `context_means`."""
         return np.array([self.draft_sync_s(batch, 1, c) for c in context_means.tolist()])
@@ -394,17 +408,11 @@ class Engine:
         plain = cand.is_plain
         self.draft_warm = not plain
         priced = context_mean + self._padding()  # the context the step's attention reads per sequence
-        duration = self.costs.decode_s(batch, priced, cand)
-        if self.last_cand is not None and cand != self.last_cand:
-            duration += self.costs.switch_s(batch, priced)
+        draft = (self.config.draft_sync if self.with_draft else None)
+        duration = self.costs.step_s(batch, priced, cand, self.last_cand, draft, missing_mean)
         self.last_cand = cand
-        if self.with_draft:
-            if plain:
-                if self.eager:
-                    duration += self.costs.draft_sync_s(batch, 1, priced)
-            elif missing_mean > 0:
-                duration += self.costs.draft_sync_s(batch, missing_mean, priced)
-                self.draft_missing[:] = 0
+        if self.with_draft and not plain and missing_mean > 0:
+            self.draft_missing[:] = 0
         self.sampler.at_context(context_mean)
         if plain:  # one token per sequence: no draws
             if lazy:
