@@ -1,5 +1,6 @@
-"""Real speculative decoding runs timed against plain decoding: configurations interleaved (in a seeded random order
-per repeat) so that drift of a noisy machine hits all of them alike; medians and spreads over the repeats."""
+"""Real speculative decoding runs timed against plain decoding: each run paired with a plain run on the same prompts
+right before or after it (counterbalanced), configurations in a seeded random order per repeat, so that drift of a
+noisy machine cancels in each speed-up; medians and spreads over the repeats."""
 
 from __future__ import annotations
 
@@ -69,6 +70,8 @@ class MeasuredConfig:
     accept_s: Summary
     plain_step_s: Summary
     tokens_per_s: Summary
+    cost_ratio: Summary | None = None  # per pair: the plain run's step over the speculative run's (speed-up / tokens
+    # per pass: what the speed-up is at the acceptance the pair drew)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,57 +80,66 @@ class MeasuredConfig:
 def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Sequence[Config], new_tokens: int,
             repeats: int, temperature: float = 1.0, seed: int = 0, tick: Callable[[], None] | None = None,
             min_sequences: int = 1) -> list[MeasuredConfig]:
-    """Every configuration and the plain run at each batch, `repeats` times in a shuffled order per repeat. A run at
-    batch B decodes ceil(min_sequences / B) groups of B prompts one after the other, so that small batches are
-    measured over as many prompts as large ones (acceptance varies from prompt to prompt). With CUDA graphs, a
-    first untimed round captures the shapes (steps that still capture later are left out)."""
+    """Every configuration `repeats` times, each run paired with a plain run at its batch on the same prompts, the
+    two back to back in counterbalanced order (plain first in one repeat, second in the next), configurations in a
+    shuffled order per repeat. A speed-up is the ratio of two adjacent runs: on a shared machine whose speed moves
+    by 10-20 % over a minute, unpaired runs far apart in time measured that drift, not the speed-up (two passes
+    alternated hold their ratio within 1-2 % while each moves by 4-7 %). A run at batch B decodes
+    ceil(min_sequences / B) groups of B prompts one after the other, so that small batches are measured over as many
+    prompts as large ones (acceptance varies from prompt to prompt). With CUDA graphs, a first untimed round captures
+    the shapes (steps that still capture later are left out)."""
     rng = np.random.default_rng(seed)
     gen = torch.Generator(device=engine.device).manual_seed(seed)
     batches = sorted({c.batch for c in configs})
     plain = {b: Config(b) for b in batches}
-    runs = list(dict.fromkeys(list(plain.values()) + list(configs)))
-    samples: dict[Config, list[dict[str, float]]] = {c: [] for c in runs}
+    specs = list(dict.fromkeys(c for c in configs if c != plain[c.batch]))
     groups = {b: -(-min_sequences // b) for b in batches}
     per_repeat = max(b * groups[b] for b in batches)
     if engine.runner.mode == "graph":
-        for cfg in runs:
+        for cfg in list(plain.values()) + specs:
             engine.generate([prompts[i % len(prompts)] for i in range(cfg.batch)], new_tokens,
                             cfg.decoding(temperature), gen, until="first")
+
+    def run(cfg: Config, base: int) -> dict[str, float] | None:
+        b = cfg.batch
+        steps = []
+        for g in range(groups[b]):
+            chosen = [prompts[(base + g * b + i) % len(prompts)] for i in range(b)]
+            steps += engine.generate(chosen, new_tokens, cfg.decoding(temperature), gen, until="first").steps
+        if tick:
+            tick()
+        timed = [s for s in steps if not s.captured]  # a step that captured a CUDA graph is not steady state
+        if not timed:
+            return None
+        n_steps, decode_s = len(timed), sum(s.phases.total_s for s in timed)
+        return {
+            # Every emitted token counts (also past max_new_tokens): a continuously batched engine refills a finished
+            # sequence's slot, so its throughput is the mean rate, not the slowest sequence's.
+            "emitted_per_s": sum(a + 1 for s in timed for a in s.accepted) / decode_s,
+            "tokens_per_pass": sum(a + 1 for s in steps for a in s.accepted) / sum(len(s.accepted) for s in steps),
+            "step_s": decode_s / n_steps,
+            "draft_s": sum(s.phases.draft_s for s in timed) / n_steps,
+            "verify_s": sum(s.phases.verify_s for s in timed) / n_steps,
+            "accept_s": sum(s.phases.accept_s for s in timed) / n_steps,
+        }
+
+    pairs: dict[Config, list[tuple[dict[str, float], dict[str, float]]]] = {c: [] for c in specs}
     for r in range(repeats):
-        order = list(runs)
+        order = list(specs)
         rng.shuffle(order)
-        base = r * per_repeat
-        for cfg in order:
-            b = cfg.batch
-            steps = []
-            for g in range(groups[b]):
-                chosen = [prompts[(base + g * b + i) % len(prompts)] for i in range(b)]
-                res = engine.generate(chosen, new_tokens, cfg.decoding(temperature), gen, until="first")
-                steps += res.steps
-            timed = [s for s in steps if not s.captured]  # a step that captured a CUDA graph is not steady state
-            if not timed:
-                continue
-            n_steps, decode_s = len(timed), sum(s.phases.total_s for s in timed)
-            samples[cfg].append({
-                # Every emitted token counts (also past max_new_tokens): a continuously batched engine refills a
-                # finished sequence's slot, so its throughput is the mean rate, not the slowest sequence's.
-                "emitted_per_s": sum(a + 1 for s in timed for a in s.accepted) / decode_s,
-                "tokens_per_pass": (sum(a + 1 for s in steps for a in s.accepted)
-                                    / sum(len(s.accepted) for s in steps)),
-                "step_s": decode_s / n_steps,
-                "draft_s": sum(s.phases.draft_s for s in timed) / n_steps,
-                "verify_s": sum(s.phases.verify_s for s in timed) / n_steps,
-                "accept_s": sum(s.phases.accept_s for s in timed) / n_steps,
-            })
-            if tick:
-                tick()
+        for cfg in order:  # each configuration alternates which of its pair goes first, repeat by repeat
+            first, second = (plain[cfg.batch], cfg) if (r + specs.index(cfg)) % 2 == 0 else (cfg, plain[cfg.batch])
+            a, b = run(first, r * per_repeat), run(second, r * per_repeat)
+            if a is not None and b is not None:
+                pairs[cfg].append((b, a) if first is plain[cfg.batch] else (a, b))
     out = []
     for cfg in configs:
-        reps, base = samples[cfg], samples[plain[cfg.batch]]
-        if len(reps) != len(base) or not reps:
+        if cfg == plain[cfg.batch]:
+            continue
+        if not pairs[cfg]:
             raise SpecsimError(f"{cfg.label}: every step of a run captured a graph; generate more tokens per run")
-        # Each repeat's speed-up uses the plain run of the same repeat (same prompts, same stretch of time):
-        # emitted tokens per second, speculative over plain.
+        reps, base = [r for r, _ in pairs[cfg]], [b for _, b in pairs[cfg]]
+        # Each repeat's speed-up: emitted tokens per second, speculative over its paired plain run.
         out.append(MeasuredConfig(
             batch=cfg.batch, k=cfg.k if cfg.tree is None else None,
             tree=cfg.tree.label if cfg.tree is not None else None,
@@ -137,5 +149,11 @@ def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Seque
             verify_s=Summary.of([r["verify_s"] for r in reps]), accept_s=Summary.of([r["accept_s"] for r in reps]),
             plain_step_s=Summary.of([b["step_s"] for b in base]),
             tokens_per_s=Summary.of([r["emitted_per_s"] for r in reps]),
+            cost_ratio=Summary.of([b["step_s"] / r["step_s"] for r, b in zip(reps, base)]),
         ))
     return out
+
+
+def runs_per_repeat(configs: Sequence[Config]) -> int:
+    """Runs `measure` makes per repeat: each speculative configuration and its paired plain run."""
+    return 2 * len({c for c in configs if c.k or c.tree is not None})

@@ -267,9 +267,13 @@ def compare(profile: Profile, measured: Sequence[MeasuredConfig], trees: Sequenc
                 terms = miss_breakdown(p, m)
                 if forced is not None:  # the replay's own draws given: what is left is the cost model's error
                     q = replace(p, tokens_per_pass=m.tokens_per_pass.median)
+                    # Each pair's speed-up is its tokens per pass times its plain step over its speculative step:
+                    # at the acceptance each pair drew, the error is that of the cost ratio.
+                    err = (p.baseline_s / p.step_s / m.cost_ratio.median - 1.0 if m.cost_ratio is not None
+                           else q.speedup / m.speedup.median - 1.0)
                     predicted[REPLAYED] = PredictedPoint(
                         q.tokens_per_pass, q.step_s, q.speedup, m.batch * q.tokens_per_pass / q.step_s,
-                        q.speedup / m.speedup.median - 1.0, 0.0, q.step_s / m.step_s.median - 1.0)
+                        err, 0.0, q.step_s / m.step_s.median - 1.0)
         # Beyond the calibrated grid the prediction extrapolates the fit instead of interpolating measurements.
         extrapolated = m.batch > max_batch or m.batch * cand.shape.verify_tokens > max_rows
         rows.append(ValidationRow(m.batch, m.k, m.tree, m, predicted, terms, extrapolated))
@@ -321,14 +325,14 @@ def runs_with_spot_checks(profile: Profile, device: Any, engine: Any, prompts: S
                           seed: int, progress: Callable[[str, int], Any], label: str
                           ) -> tuple[list[MeasuredConfig], SpotCheck]:
     """The real runs (`realruns.measure`, interleaved and repeated) between two spot checks of single passes."""
-    from .realruns import measure
+    from .realruns import measure, runs_per_repeat
     from .runner import make_runner
 
     runner = make_runner(device, eager=profile.engine_mode == "eager")  # its own: time_passes resets its graphs
     with progress("spot check, before", 1) as bar:
         before = time_spot(profile, device, runner, batches, context, seed)
         bar.update(1)
-    with progress(label, repeats * (len(configs) + len(batches))) as bar:
+    with progress(label, repeats * runs_per_repeat(configs)) as bar:
         measured = measure(engine, prompts, configs, new_tokens, repeats, 1.0, seed, tick=lambda: bar.update(1),
                            min_sequences=MIN_SEQUENCES)
     with progress("spot check, after", 1) as bar:

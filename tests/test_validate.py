@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from calibrate.builtin import encode, load_pair, prompts
 from calibrate.realruns import Config, MeasuredConfig, Summary, measure
 from calibrate.speculative import Decoding, RealEngine
-from calibrate.validate import PRIMARY, compare, predicted_curves, predictors
+from calibrate.validate import PRIMARY, REPLAYED, compare, predicted_curves, predictors
 from calibrate.validate_report import format_report
 from simulator.sweep import Candidate
 from simulator.trees import parse_branching
@@ -31,6 +31,55 @@ def test_real_runs_record_everything(small_runs):
         assert r.speedup.n == 2 and r.speedup.min <= r.speedup.median <= r.speedup.max
         assert 1.0 <= r.tokens_per_pass.median <= (4.0 if r.tree else 3.0)  # k = 2: at most 3; tree 2,1: depth 2
         assert r.draft_s.median > 0 and r.verify_s.median > 0
+
+
+class DriftingEngine:
+    """A stand-in engine on a machine that slows by 2 % with every call: a plain step costs 1 time unit, a k = 2 step
+    1.5 and keeps one draft per sequence (2 tokens per pass), so the true speed-up is 2 / 1.5 at any speed."""
+
+    class runner:
+        mode = "eager"
+
+    device = "cpu"
+
+    def __init__(self):
+        self.calls = []
+
+    def generate(self, prompts, new_tokens, how, gen, until="all"):
+        from calibrate.speculative import RunResult, StepRecord
+        from simulator.sweep import StepPhases
+
+        slow = 1.02 ** len(self.calls)
+        self.calls.append((how.k, [tuple(p) for p in prompts]))
+        cost, accepted = (1.5, 1) if how.k else (1.0, 0)
+        steps = [StepRecord([accepted] * len(prompts), [accepted] * len(prompts), StepPhases(0.0, cost * slow, 0.0))
+                 for _ in range(4)]
+        return RunResult([[0] * new_tokens for _ in prompts], steps)
+
+
+def test_each_speedup_pairs_adjacent_runs_and_cancels_drift():
+    """Every speculative run has a plain run on the same prompts right before or after it (each order in turn), so
+    a machine slowing 2 % a call (3x over the measurement, 8 % within one batch-1 run) leaves the median speed-up
+    within 1 % of the truth; unpaired runs minutes apart would have measured the drift."""
+    engine = DriftingEngine()
+    prompts_ = [[i, i + 1] for i in range(8)]
+    configs = [Config(1, 2), Config(2, 2), Config(4, 2)]
+    rows = measure(engine, prompts_, configs, new_tokens=4, repeats=4, seed=0, min_sequences=4)
+    calls = engine.calls
+    assert len(calls) == 4 * 2 * (4 + 2 + 1)  # 4 repeats x 2 runs; a run is 4 groups at batch 1, 2 at 2, 1 at 4
+    runs, i = [], 0
+    while i < len(calls):  # regroup calls into runs: a run at batch B decodes ceil(4 / B) groups
+        n = 4 // len(calls[i][1])
+        runs.append((calls[i][0], [p for _, ps in calls[i:i + n] for p in ps]))
+        i += n
+    firsts = []
+    for a, b in zip(runs[::2], runs[1::2]):
+        assert {a[0], b[0]} == {0, 2} and a[1] == b[1]  # a plain and a speculative run on the same prompts
+        firsts.append(a[0])
+    assert firsts.count(0) == firsts.count(2)  # counterbalanced: plain first as often as second
+    for r in rows:
+        assert r.speedup.median == pytest.approx(2 / 1.5, rel=0.01)
+        assert r.speedup.min < 2 / 1.5 < r.speedup.max  # each single pair is off by the drift, in both directions
 
 
 def test_predictors_and_perfect_measurements(builtin_profile):
@@ -115,6 +164,29 @@ def test_spot_check_reanchors_the_calibrated_prediction(builtin_profile):
     report = compare(builtin_profile, measured, [], 30, [1], {"profile": "p"}, spot)
     assert report.predictors["as-profiled"].median_abs_err_speedup == pytest.approx(0, abs=1e-12)
     assert "runs up to 20 % off its profile" in format_report(report)
+
+
+def test_replayed_error_is_the_cost_ratios_at_each_pairs_acceptance(tiny_profile):
+    """A shape validation's calibrated@replayed prices each pair at the tokens per pass it drew: measured speed-ups
+    scattered by acceptance draws (pairs kept 1.5, 2.5 and 3.5 tokens a pass) but whose plain / speculative step
+    ratio is exactly the predicted one have zero error there, while the acceptance model's own prediction misses."""
+    from simulator.acceptance import parse_acceptance
+
+    p = tiny_profile.profile
+    acc = parse_acceptance("iid:0.6")
+    pred = predictors(p, forced=acc)[PRIMARY](2, Candidate(3), 20)
+    ratio = pred.baseline_s / pred.step_s
+
+    def s(*xs):
+        return Summary.of(xs)
+
+    tpp = (1.5, 2.5, 3.5)
+    m = MeasuredConfig(2, 3, None, s(*(t * ratio for t in tpp)), s(*tpp), s(pred.step_s), s(pred.phases.draft_s),
+                       s(pred.phases.verify_s), s(pred.phases.accept_s), s(pred.baseline_s), s(1.0), s(ratio, ratio))
+    report = compare(p, [m], [], 20, [2], {"profile": "p"}, None, acc)
+    assert report.predictors[REPLAYED].median_abs_err_speedup == pytest.approx(0, abs=1e-12)
+    assert report.predictors[PRIMARY].median_abs_err_speedup == pytest.approx(
+        abs(pred.tokens_per_pass / 2.5 - 1), rel=1e-9)
 
 
 def test_forced_acceptance_replays_the_model_and_keeps_the_passes_real(tiny_profile):
