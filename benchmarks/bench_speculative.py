@@ -1,5 +1,6 @@
 """Real speculative decoding with the built-in (expanded, bf16) pair on this machine, against plain decoding:
-batch 1, k = 1..6, configurations interleaved and repeated; medians and spreads. Outside the test suite.
+batch 1, k = 1..6, each run paired with a plain run (back to back, counterbalanced), repeated; medians and spreads.
+Outside the test suite.
 
     python benchmarks/bench_speculative.py [--repeats 7] [--tokens 96] [--profile FILE]
 
@@ -37,7 +38,7 @@ def main() -> None:
     path = a.profile or latest_profile(local_identities())
     acc = load_profile(path).acceptance if path else None
     print(f"built-in pair, target expanded to 85 M params (bf16), batch 1, {a.tokens} tokens, {a.repeats} repeats "
-          f"interleaved; profile {path or '(none in ' + str(cache_dir()) + ')'}")
+          f"each paired with a plain run; profile {path or '(none in ' + str(cache_dir()) + ')'}")
     print("  k  speed-up median [min, max]   tokens/pass measured  iid(alpha)  markov  positional  "
           "step ms  (draft / verify / accept)")
     for r in rows:

@@ -324,7 +324,8 @@ def runs_with_spot_checks(profile: Profile, device: Any, engine: Any, prompts: S
                           configs: Sequence[Any], batches: Sequence[int], new_tokens: int, repeats: int, context: int,
                           seed: int, progress: Callable[[str, int], Any], label: str
                           ) -> tuple[list[MeasuredConfig], SpotCheck]:
-    """The real runs (`realruns.measure`, interleaved and repeated) between two spot checks of single passes."""
+    """The real runs (`realruns.measure`: each paired with a plain run, repeated) between two spot checks of single
+    passes."""
     from .realruns import measure, runs_per_repeat
     from .runner import make_runner
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from .validate import PRIMARY, ValidationReport
+from .validate import PRIMARY, REPLAYED, ValidationReport
 
 
 def format_report(report: ValidationReport, primary: str = PRIMARY) -> str:
     s = report.settings
-    lines = [f"validation on held-out prompts: {s.get('new_tokens')} tokens per sequence, {s.get('repeats')} repeats "
-             f"interleaved, context ~{report.context} tokens; predictions from {s.get('profile')} "
+    where = (f"at {s['shapes']} shapes, acceptance replayed from {s.get('acceptance')}" if "shapes" in s
+             else "on held-out prompts")
+    lines = [f"validation {where}: {s.get('new_tokens')} tokens per sequence, {s.get('repeats')} repeats (each run "
+             f"paired with a plain run), context ~{report.context} tokens; predictions from {s.get('profile')} "
              f"({s.get('engine_mode', 'eager')} engine)", "",
              " batch  draft      tokens/pass pred|meas (err)   step ms pred|meas (err)   speed-up pred|meas "
              "[min, max] (err)"]
@@ -28,6 +30,11 @@ def format_report(report: ValidationReport, primary: str = PRIMARY) -> str:
         lines.append(f"  {name:22s} median {100 * e.median_abs_err_speedup:5.1f} %   p90 "
                      f"{100 * e.p90_abs_err_speedup:5.1f} %   tokens/pass mean |err| "
                      f"{100 * e.mean_abs_err_tokens_per_pass:4.1f} %")
+    if REPLAYED in report.predictors:
+        drawn = report.predictors[primary].median_abs_err_tokens_per_pass
+        lines.append(f"  ({REPLAYED}: each pair priced at the tokens per pass its replay drew, the cost model's own "
+                     f"error; {primary} expects the acceptance model's mean, which the draws missed by a median "
+                     f"{100 * drawn:.1f} %)")
     spot = report.spot_check
     if spot:
         drift = ", ".join(f"{p['model'].removeprefix('specsim-')} B={p['batch']} {p['drift']:.2f}x "
