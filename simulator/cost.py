@@ -218,14 +218,16 @@ class CostModel:
 
     @cached_property
     def _grids(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Per model whose measurements cover a full (batch, new tokens) grid: the grid's axes."""
+        """Per measured model: the (batch, new tokens) grid its measurements cover fully - every batch, and the new
+        token counts measured at every batch. Shapes outside it (a calibration's prefill-shaped passes at a few
+        batches) anchor only themselves (`_context_interpolated`) and do not break the grid."""
         out = {}
         for name in self._specs:
             shapes = {(b, n) for (m, b, n) in self._measured_by_shape if m == name}
-            bs = np.array(sorted({b for b, _ in shapes}))
-            ns = np.array(sorted({n for _, n in shapes}))
-            if shapes and len(shapes) == len(bs) * len(ns):
-                out[name] = (bs, ns)
+            bs = sorted({b for b, _ in shapes})
+            ns = [n for n in sorted({n for _, n in shapes}) if all((b, n) in shapes for b in bs)]
+            if ns:
+                out[name] = (np.array(bs), np.array(ns))
         return out
 
     def _context_interpolated(self, model: ModelSpec, batch: int, new_tokens: int, context: int) -> float | None:
@@ -249,6 +251,9 @@ class CostModel:
         formula times the measured / formula ratio, bilinear in (log2 batch, log2 new tokens) between the grid's
         shapes (each carried to this context first) and clamped at its edges, so predictions pass through every
         measurement and move smoothly between them."""
+        own = self._context_interpolated(model, batch, new_tokens, context)
+        if own is not None:  # this shape was measured at other contexts
+            return own
         if self._specs.get(model.name) == model and model.name in self._grids:
             bs, ns = self._grids[model.name]
 
@@ -271,7 +276,7 @@ class CostModel:
             top = ratio(b0, n0) * (1 - fn) + ratio(b0, n1) * fn
             bottom = ratio(b1, n0) * (1 - fn) + ratio(b1, n1) * fn
             return formula_s * (top * (1 - fb) + bottom * fb)
-        return self._context_interpolated(model, batch, new_tokens, context)
+        return None
 
     @cached_property
     def _specs(self) -> dict[str, ModelSpec]:
@@ -383,11 +388,10 @@ class CostModel:
         out = formula.copy()
         if self._specs.get(model.name) == model and model.name in self._grids:
             out = formula * self._ratio(model, b, n, context)
-        else:
-            for bi, ni in set(zip(b.ravel().tolist(), n.ravel().tolist())):
-                t = self._context_interpolated(model, bi, ni, context)
-                if t is not None:
-                    out[(b == bi) & (n == ni)] = t
+        for bi, ni in set(zip(b.ravel().tolist(), n.ravel().tolist())):
+            t = self._context_interpolated(model, bi, ni, context)
+            if t is not None:
+                out[(b == bi) & (n == ni)] = t
         for bi, ni in set(zip(b.ravel().tolist(), n.ravel().tolist())):
             t = self.measured.get((model.name, bi, ni, context))
             if t is not None:

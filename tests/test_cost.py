@@ -144,6 +144,27 @@ def test_measurements_anchor_other_contexts_and_shapes():
     assert cost.pass_cost(m, 4, 4, 64).measured and cost.pass_time_s(m, 4, 4, 64) == measured[("llama-68m", 4, 4, 64)]
 
 
+def test_prefill_shapes_at_a_few_batches_do_not_break_the_grid():
+    """A calibration also times prefill-shaped passes (64 and 128 new tokens) at batches 1 and 2 only. The decoding
+    grid (every batch x 1..4 new tokens) must still anchor the batches between its own - batch 3 is the measured /
+    formula ratio interpolated between 2 and 4, not the bare formula, so a step's price has no jump at a measured
+    batch - while each prefill shape anchors itself across context; scalar and vectorised paths agree."""
+    m = load_model("llama-68m")
+    base = CostModel.from_hardware(load_hardware("l4"))
+    measured = {("llama-68m", b, n, c): (1.5 if b <= 2 else 2.0) * base.pass_time_s(m, b, n, c)
+                for b in (1, 2, 4, 8) for n in (1, 2, 4) for c in (16, 64)}
+    measured |= {("llama-68m", b, n, c): 3.0 * base.pass_time_s(m, b, n, c) for b in (1, 2) for n in (64, 128)
+                 for c in (16, 64)}
+    cost = replace(base, measured=measured, measured_models=(m,))
+    ratio3 = cost.pass_time_s(m, 3, 1, 40) / base.pass_time_s(m, 3, 1, 40)
+    assert 1.5 < ratio3 < 2.0 and ratio3 == pytest.approx(1.5 + 0.5 * np.log2(1.5), rel=1e-9)
+    assert cost.pass_time_s(m, 1, 64, 40) == pytest.approx(3.0 * base.pass_time_s(m, 1, 64, 40), rel=0.02)
+    b = np.arange(1, 11)
+    assert cost.pass_times(m, b, 1, 40) == pytest.approx([cost.pass_time_s(m, int(x), 1, 40) for x in b])
+    assert cost.pass_times(m, np.array([1, 2]), 64, 40) == pytest.approx(
+        [cost.pass_time_s(m, x, 64, 40) for x in (1, 2)])
+
+
 def test_drift_scales_passes_by_model_and_batch_in_both_paths():
     """A spot check's drift multiplies a model's passes (measured or not), log-linear in batch between its knots and
     constant beyond them; the scalar and the vectorised paths agree, and other models are untouched."""
