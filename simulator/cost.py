@@ -171,6 +171,18 @@ def activation_bytes(model: ModelSpec, rows: int) -> float:
     return rows * (model.n_layers * per_layer + head) * model.bytes_per_param
 
 
+def _log2_weights(axis: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bilinear interpolation along a sorted grid axis in log2, clamped at its ends: the lower and upper knot index
+    of each value and its weight on the upper one."""
+    if len(axis) == 1:
+        zero = np.zeros(v.shape, dtype=np.int64)
+        return zero, zero, np.zeros(v.shape)
+    x = np.log2(axis.astype(float))
+    xq = np.clip(np.log2(np.maximum(v, 1)), x[0], x[-1])
+    i = np.clip(np.searchsorted(x, xq, side="right") - 1, 0, len(x) - 2)
+    return i, i + 1, (xq - x[i]) / (x[i + 1] - x[i])
+
+
 @dataclass(frozen=True)
 class CostModel:
     """Prices a forward pass of any model on one device.
@@ -217,18 +229,46 @@ class CostModel:
         return replace(self, measured={}, drift={})
 
     @cached_property
-    def _grids(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Per measured model: the (batch, new tokens) grid its measurements cover fully - every batch, and the new
-        token counts measured at every batch. Shapes outside it (a calibration's prefill-shaped passes at a few
-        batches) anchor only themselves (`_context_interpolated`) and do not break the grid."""
+    def _grids(self) -> dict[str, tuple[tuple[np.ndarray, np.ndarray], ...]]:
+        """Per measured model, the full (batch, new tokens) grids its measurements form: new token counts measured
+        at the same batches make one grid (a calibration's decoding passes, 1..8 new tokens at every batch; its
+        prefill-shaped passes, 64 and 128 tokens at batches 1 and 2), ordered by new tokens."""
         out = {}
         for name in self._specs:
-            shapes = {(b, n) for (m, b, n) in self._measured_by_shape if m == name}
-            bs = sorted({b for b, _ in shapes})
-            ns = [n for n in sorted({n for _, n in shapes}) if all((b, n) in shapes for b in bs)]
-            if ns:
-                out[name] = (np.array(bs), np.array(ns))
+            batches_of: dict[int, set[int]] = {}
+            for m, b, n in self._measured_by_shape:
+                if m == name:
+                    batches_of.setdefault(n, set()).add(b)
+            columns: dict[frozenset[int], list[int]] = {}
+            for n, bs in batches_of.items():
+                columns.setdefault(frozenset(bs), []).append(n)
+            grids = sorted(((np.array(sorted(bs)), np.array(sorted(ns))) for bs, ns in columns.items()),
+                           key=lambda g: int(g[1][0]))
+            if grids:
+                out[name] = tuple(grids)
         return out
+
+    def _grid_weights(self, name: str, new_tokens: int) -> list[tuple[int, float]]:
+        """Which grids (indices into _grids) price `new_tokens`, with weights: the grid whose new-token range holds
+        it; between two grids' ranges, both, log-linearly in new tokens (so the price has no jump between a
+        decoding grid and a prefill grid); beyond every range, the nearest."""
+        grids = self._grids[name]
+        for i, (_, ns) in enumerate(grids):
+            if ns[0] <= new_tokens <= ns[-1]:
+                return [(i, 1.0)]
+        below = [i for i, (_, ns) in enumerate(grids) if ns[-1] < new_tokens]
+        above = [i for i, (_, ns) in enumerate(grids) if ns[0] > new_tokens]
+        lo = max(below, key=lambda i: grids[i][1][-1]) if below else None
+        hi = min(above, key=lambda i: grids[i][1][0]) if above else None
+        if lo is None or hi is None:
+            return [(lo if hi is None else hi, 1.0)]  # type: ignore[list-item]
+        x0, x1 = np.log2(grids[lo][1][-1]), np.log2(grids[hi][1][0])
+        w = float((np.log2(new_tokens) - x0) / (x1 - x0))
+        return [(lo, 1.0 - w), (hi, w)]
+
+    @cached_property
+    def _ratio_tables(self) -> dict[tuple[str, int, int], np.ndarray]:
+        return {}
 
     def _context_interpolated(self, model: ModelSpec, batch: int, new_tokens: int, context: int) -> float | None:
         """A shape measured at other contexts, carried to `context`: linear interpolation between the two measured
@@ -247,35 +287,15 @@ class CostModel:
 
     def _anchored(self, model: ModelSpec, batch: int, new_tokens: int, context: int, formula_s: float) -> float | None:
         """Measurements carried to a pass that was not measured itself. A shape measured at other contexts:
-        interpolated in context. Any other shape of a model measured over a full (batch, new tokens) grid: the
-        formula times the measured / formula ratio, bilinear in (log2 batch, log2 new tokens) between the grid's
-        shapes (each carried to this context first) and clamped at its edges, so predictions pass through every
-        measurement and move smoothly between them."""
+        interpolated in context. Any other shape of a measured model: the formula times the measured / formula
+        ratio, bilinear in (log2 batch, log2 new tokens) over the grids of measured shapes around those new
+        tokens (`_ratio`; each shape carried to this context first) and clamped at its edges, so predictions pass
+        through every measurement and move smoothly between them."""
         own = self._context_interpolated(model, batch, new_tokens, context)
         if own is not None:  # this shape was measured at other contexts
             return own
         if self._specs.get(model.name) == model and model.name in self._grids:
-            bs, ns = self._grids[model.name]
-
-            def weights(axis: np.ndarray, v: int) -> tuple[int, int, float]:
-                if len(axis) == 1:
-                    return 0, 0, 0.0
-                x = np.log2(axis.astype(float))
-                xq = float(np.clip(np.log2(v), x[0], x[-1]))
-                i = int(np.clip(np.searchsorted(x, xq, side="right") - 1, 0, len(x) - 2))
-                return i, i + 1, (xq - x[i]) / (x[i + 1] - x[i])
-
-            def ratio(b: int, n: int) -> float:
-                t = self._context_interpolated(model, b, n, context)
-                assert t is not None
-                return t / self._formula.pass_time_s(model, b, n, context)
-
-            i0, i1, fb = weights(bs, batch)
-            j0, j1, fn = weights(ns, new_tokens)
-            b0, b1, n0, n1 = int(bs[i0]), int(bs[i1]), int(ns[j0]), int(ns[j1])
-            top = ratio(b0, n0) * (1 - fn) + ratio(b0, n1) * fn
-            bottom = ratio(b1, n0) * (1 - fn) + ratio(b1, n1) * fn
-            return formula_s * (top * (1 - fb) + bottom * fb)
+            return formula_s * float(self._ratio(model, np.array([batch]), np.array([new_tokens]), context)[0])
         return None
 
     @cached_property
@@ -399,26 +419,25 @@ class CostModel:
         return out
 
     def _ratio(self, model: ModelSpec, b: np.ndarray, n: np.ndarray, context: int) -> np.ndarray:
-        """The measured / formula ratio over the measured (batch, new tokens) grid at `context`, bilinear in (log2
-        batch, log2 new tokens) and clamped at the grid's edges (as `_anchored`)."""
-        bs, ns = self._grids[model.name]
-        R = np.array([[self._context_interpolated(model, int(bb), int(nn), context)
-                       / self._formula.pass_time_s(model, int(bb), int(nn), context) for nn in ns] for bb in bs])
-
-        def weights(axis: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            if len(axis) == 1:
-                zero = np.zeros(v.shape, dtype=np.int64)
-                return zero, zero, np.zeros(v.shape)
-            x = np.log2(axis.astype(float))
-            xq = np.clip(np.log2(np.maximum(v, 1)), x[0], x[-1])
-            i = np.clip(np.searchsorted(x, xq, side="right") - 1, 0, len(x) - 2)
-            return i, i + 1, (xq - x[i]) / (x[i + 1] - x[i])
-
-        i0, i1, fb = weights(bs, b)
-        j0, j1, fn = weights(ns, n)
-        top = R[i0, j0] * (1 - fn) + R[i0, j1] * fn
-        bottom = R[i1, j0] * (1 - fn) + R[i1, j1] * fn
-        return top * (1 - fb) + bottom * fb
+        """The measured / formula ratio at each (batch, new tokens): bilinear in (log2 batch, log2 new tokens) over
+        the grid that holds those new tokens (`_grid_weights`), clamped at its edges (as `_anchored`)."""
+        b, n = np.broadcast_arrays(b, n)
+        out = np.zeros(b.shape)
+        for v in np.unique(n).tolist():
+            at = n == v
+            for g, w in self._grid_weights(model.name, int(v)):
+                bs, ns = self._grids[model.name][g]
+                R = self._ratio_tables.get((model.name, g, context))
+                if R is None:
+                    R = self._ratio_tables[(model.name, g, context)] = np.array(
+                        [[self._context_interpolated(model, int(bb), int(nn), context)
+                          / self._formula.pass_time_s(model, int(bb), int(nn), context) for nn in ns] for bb in bs])
+                i0, i1, fb = _log2_weights(bs, b[at])
+                j0, j1, fn = _log2_weights(ns, np.full(int(at.sum()), v))
+                top = R[i0, j0] * (1 - fn) + R[i0, j1] * fn
+                bottom = R[i1, j0] * (1 - fn) + R[i1, j1] * fn
+                out[at] += w * (top * (1 - fb) + bottom * fb)
+        return out
 
     def plain_step_times(self, model: ModelSpec, batch: np.ndarray, context: int) -> np.ndarray:
         e = self.overheads.engine.plain

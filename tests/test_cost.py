@@ -148,7 +148,7 @@ def test_prefill_shapes_at_a_few_batches_do_not_break_the_grid():
     """A calibration also times prefill-shaped passes (64 and 128 new tokens) at batches 1 and 2 only. The decoding
     grid (every batch x 1..4 new tokens) must still anchor the batches between its own - batch 3 is the measured /
     formula ratio interpolated between 2 and 4, not the bare formula, so a step's price has no jump at a measured
-    batch - while each prefill shape anchors itself across context; scalar and vectorised paths agree."""
+    batch - while the prefill shapes form their own grid; scalar and vectorised paths agree."""
     m = load_model("llama-68m")
     base = CostModel.from_hardware(load_hardware("l4"))
     measured = {("llama-68m", b, n, c): (1.5 if b <= 2 else 2.0) * base.pass_time_s(m, b, n, c)
@@ -159,6 +159,10 @@ def test_prefill_shapes_at_a_few_batches_do_not_break_the_grid():
     ratio3 = cost.pass_time_s(m, 3, 1, 40) / base.pass_time_s(m, 3, 1, 40)
     assert 1.5 < ratio3 < 2.0 and ratio3 == pytest.approx(1.5 + 0.5 * np.log2(1.5), rel=1e-9)
     assert cost.pass_time_s(m, 1, 64, 40) == pytest.approx(3.0 * base.pass_time_s(m, 1, 64, 40), rel=0.02)
+    # between the grids (4 < n < 64) the ratio moves from one to the other, log-linearly in new tokens: no jump
+    gap = [cost.pass_time_s(m, 1, n, 40) / base.pass_time_s(m, 1, n, 40) for n in (4, 8, 16, 32, 64)]
+    assert gap == pytest.approx([1.5, 1.875, 2.25, 2.625, 3.0], rel=0.02)
+    assert cost.pass_time_s(m, 4, 96, 40) / base.pass_time_s(m, 4, 96, 40) == pytest.approx(3.0, rel=0.02)
     b = np.arange(1, 11)
     assert cost.pass_times(m, b, 1, 40) == pytest.approx([cost.pass_time_s(m, int(x), 1, 40) for x in b])
     assert cost.pass_times(m, np.array([1, 2]), 64, 40) == pytest.approx(
