@@ -378,7 +378,7 @@ def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence
             for b in batches:
                 f(b, cand, context)
     measured, spot = runs_with_spot_checks(profile, device, engine, held, configs, batches, new_tokens, repeats,
-                                           context, seed, progress, "real runs (interleaved)")
+                                           context, seed, progress, "real runs (each paired with a plain run)")
     settings = {"profile": str(profile.path), "new_tokens": new_tokens, "repeats": repeats, "batches": list(batches),
                 "sequences_per_run": MIN_SEQUENCES,
                 "ks": list(ks), "trees": [t.label for t in trees], "torch_threads": torch.get_num_threads(),
