@@ -261,7 +261,9 @@ class CostModel:
         lo = max(below, key=lambda i: grids[i][1][-1]) if below else None
         hi = min(above, key=lambda i: grids[i][1][0]) if above else None
         if lo is None or hi is None:
-            return [(lo if hi is None else hi, 1.0)]  # type: ignore[list-item]
+            nearest = lo if hi is None else hi
+            assert nearest is not None
+            return [(nearest, 1.0)]
         x0, x1 = np.log2(grids[lo][1][-1]), np.log2(grids[hi][1][0])
         w = float((np.log2(new_tokens) - x0) / (x1 - x0))
         return [(lo, 1.0 - w), (hi, w)]
@@ -409,11 +411,7 @@ class CostModel:
         if self._specs.get(model.name) == model and model.name in self._grids:
             out = formula * self._ratio(model, b, n, context)
         for bi, ni in set(zip(b.ravel().tolist(), n.ravel().tolist())):
-            t = self._context_interpolated(model, bi, ni, context)
-            if t is not None:
-                out[(b == bi) & (n == ni)] = t
-        for bi, ni in set(zip(b.ravel().tolist(), n.ravel().tolist())):
-            t = self.measured.get((model.name, bi, ni, context))
+            t = self._context_interpolated(model, bi, ni, context)  # a measured shape (at this context: its time)
             if t is not None:
                 out[(b == bi) & (n == ni)] = t
         return out
