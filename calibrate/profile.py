@@ -53,7 +53,8 @@ class _Bad(Exception):
     """A malformed field, reported by `Profile.from_dict` as one line naming the profile."""
 
 
-def _num(d: Mapping[str, Any], key: str, *, positive: bool = False, optional: bool = False) -> float | None:
+def _num(d: Mapping[str, Any], key: str, *, positive: bool = False, optional: bool = False,
+         signed: bool = False) -> float | None:
     if key not in d or d[key] is None:
         if optional:
             return None
@@ -61,7 +62,7 @@ def _num(d: Mapping[str, Any], key: str, *, positive: bool = False, optional: bo
     v = d[key]
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise _Bad(f"{key} = {v!r} is not a finite number")
-    if v < 0 or (positive and v == 0):
+    if (v < 0 and not signed) or (positive and v == 0):
         raise _Bad(f"{key} = {v!r} must be {'> 0' if positive else '>= 0'}")
     return float(v)
 
@@ -249,9 +250,9 @@ class Fit:
             if k != "engine":
                 _num(ov, k)
             else:
-                for part in v.values():
-                    _num(part, "fixed_s")
-                    _num(part, "per_sequence_s")
+                for name, part in v.items():  # the verify phase's extra may be negative (`calibrate.extras`)
+                    _num(part, "fixed_s", signed=name == "verify")
+                    _num(part, "per_sequence_s", signed=name == "verify")
         known = {"linear_rates", "attention_rates", "overheads", "heldout", "datasheet_heldout", "train_points",
                  "draft_catchup_tokens", "attention_overlap", "verify_ratio_batch1"}
         return cls(

@@ -15,10 +15,10 @@ import torch
 
 from simulator import SpecsimError, __version__
 from simulator.cost import CostModel
-from simulator.specs import EngineOverheads, ModelSpec, PerStep
-from simulator.sweep import Candidate, StepPhases, step_time
+from simulator.specs import EngineOverheads, ModelSpec
 
 from .device import device_identity, device_state
+from .extras import FORCED_ACCEPTANCE, measure_engine_overheads
 from .fit import PassPoint, errors, fit_cost_model, heldout_split
 from .host import host_summary
 from .measure import Effort, Timer, interleaved
@@ -213,13 +213,15 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     datasheet = CostModel.from_hardware(hw, dtype, datasheet=True)
     ratio = verify_ratio_check(fit.cost, points, target)
 
-    acceptance, engine = None, EngineOverheads()
+    acceptance = None
+    measured_cost = replace(fit.cost, measured={(p.model, p.batch, p.new_tokens, p.context): p.time_s
+                                                for p in points}, draft_catchup_tokens=2,
+                            measured_models=(target, draft))
     if builtin_pair(target, draft):
-        measured_cost = replace(fit.cost, measured={(p.model, p.batch, p.new_tokens, p.context): p.time_s
-                                                    for p in points}, draft_catchup_tokens=2,
-                                measured_models=(target, draft))
         acceptance, engine = measure_builtin(device, runner, dtype, quick, max(grid.batches), progress, seed,
                                              measured_cost, target, draft)
+    else:
+        engine = measure_engine_at_shapes(device, runner, grid, quick, progress, seed, measured_cost, target, draft)
     fit_overheads = asdict(replace(fit.cost.overheads, engine=engine))
     tax = acceptance.pop("speculation_tax", {}) if acceptance else {}  # the engine's, not the pair's acceptance
 
@@ -274,11 +276,9 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
     short real runs (plain, a chain of 4, the tree 2,2,1) at batch 1 and the largest batch, whose step phases minus
     the calibrated passes give the engine's own work around the passes (`EngineOverheads`), each a fixed cost plus
     a cost per sequence."""
-    from simulator.trees import parse_branching
-
     from .acceptance import measure_acceptance, measure_by_context
     from .builtin import encode, load_pair, long_texts, prompts
-    from .speculative import Decoding, RealEngine
+    from .speculative import RealEngine
     from .tax import measure_tax
 
     n_prompts, n_tokens = (16, 64) if quick else (64, 128)
@@ -295,64 +295,51 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
     big_target, _ = load_pair(expanded=True, dtype=dtype, max_seq_len=512, device=device)
     engine = RealEngine(big_target, draft, runner)
     gen = torch.Generator(device=device).manual_seed(seed)
-    tree = parse_branching("2,2,1")
     new_tokens, repeats = (24, 2) if quick else (32, 3)
     batches = sorted({1, max_batch})
-    samples: dict[str, dict[int, list[float]]] = {
-        k: {b: [] for b in batches} for k in ("plain", "draft", "verify", "chain_accept", "tree_accept")}
-    kinds = (Decoding(k=0), Decoding(k=4), Decoding(tree=tree))
-    if runner.mode == "graph":  # capture every shape first; steps that still capture are left out below
-        for b in batches:
-            for how in kinds:
-                engine.generate([calib[i % len(calib)] for i in range(b)], new_tokens, how, gen, until="first")
-    # The extras are small differences of noisy step times: interleave the three kinds of step and repeat them,
-    # then take the median over the repeats.
     with progress("engine overheads (real steps)", 3 * len(batches) * repeats) as bar:
-        for _ in range(repeats):
-            for b in batches:
-                ps = [calib[i % len(calib)] for i in range(b)]
-                context = int(np.mean([len(p) for p in ps])) - 1 + new_tokens // 2
-                for how in kinds:
-                    run = engine.generate(ps, new_tokens, how, gen, until="first")
-                    cand = Candidate(how.k) if how.tree is None else Candidate(None, how.tree)
-                    for kind, extra in step_extras(cost, target_spec, draft_spec, b, context, cand,
-                                                   [s.phases for s in run.timed_steps]).items():
-                        samples[kind][b].append(extra)
-                    bar.update(1)
-    extras = {k: {b: float(np.median(v)) for b, v in by.items() if v} for k, by in samples.items()}
+        extras, engine_overheads = measure_engine_overheads(engine, calib, batches, new_tokens, repeats, gen,
+                                                            cost.draft_catchup_tokens, tick=lambda: bar.update(1))
     acc["engine_extras_by_batch_s"] = extras
     with progress("speculation off and switching k (real steps)", 3 * len(batches) * repeats) as bar:
         acc["speculation_tax"] = measure_tax(engine, calib, batches, 2 * new_tokens, repeats, gen, cost, draft_spec,
                                              tick=lambda: bar.update(1))
-    return acc, EngineOverheads(**{k: _per_step(v) for k, v in extras.items()})
+    return acc, engine_overheads
 
 
-def step_extras(cost: CostModel, target: ModelSpec, draft: ModelSpec, batch: int, context: int, cand: Candidate,
-                steps: Sequence[StepPhases]) -> dict[str, float]:
-    """The engine's own work in real steps of one kind: each measured phase's median minus the calibrated passes
-    in it (per draft pass for drafting); plain steps give `plain`, chains `draft`, `verify` and `chain_accept`,
-    trees the same with `tree_accept`."""
-    def med(phase: str) -> float:
-        return float(np.median([getattr(s, phase) for s in steps]))
+def measure_engine_at_shapes(device: torch.device, runner: PassRunner, grid: Grid, quick: bool, progress: Progress,
+                             seed: int, cost: CostModel, target: ModelSpec, draft: ModelSpec) -> EngineOverheads:
+    """The engine's own work at shapes other than the built-in pair's (`calibrate.extras`): random-weight models of
+    these shapes decode random prompts as long as the smallest calibrated context, chains replaying
+    `FORCED_ACCEPTANCE`, at batch 1 and the largest calibrated batch. Skipped (zero, as before) where a pair's
+    vocabularies differ or the models do not fit."""
+    from simulator.acceptance import parse_acceptance
 
-    if not steps:
-        return {}
-    if cand.is_plain:
-        return {"plain": float(np.median([s.total_s for s in steps])) - cost.pass_time_s(target, batch, 1, context)}
-    passes = step_time(replace(cost, overheads=replace(cost.overheads, engine=EngineOverheads())), target, draft,
-                       batch, context, cand)
-    accept = "tree_accept" if cand.tree is not None else "chain_accept"
-    return {"draft": (med("draft_s") - passes.draft_s) / len(cand.shape.draft_pass_widths),
-            "verify": med("verify_s") - passes.verify_s, accept: med("accept_s")}
+    from .speculative import RealEngine
 
-
-def _per_step(by_batch: dict[int, float]) -> PerStep:
-    """A fixed cost and a cost per sequence through the (one or two) batches measured; never negative."""
-    if len(by_batch) == 1:
-        return PerStep(max(next(iter(by_batch.values())), 0.0), 0.0)
-    (b1, t1), (b2, t2) = sorted(by_batch.items())[0], sorted(by_batch.items())[-1]
-    slope = max((t2 - t1) / (b2 - b1), 0.0)
-    return PerStep(max(t1 - slope * b1, 0.0), slope)
+    if target.vocab_size != draft.vocab_size:
+        return EngineOverheads()
+    new_tokens, repeats = (16, 2) if quick else (24, 3)
+    prompt_tokens = max(min(grid.contexts), 8)
+    batches = sorted({1, max(grid.batches)})
+    max_len = prompt_tokens + new_tokens + 16
+    rng = np.random.default_rng(seed)
+    prompts = [rng.integers(0, target.vocab_size, prompt_tokens).tolist() for _ in range(max(batches))]
+    try:
+        engine = RealEngine(build_decoder(target, max_len, device, seed=seed),
+                            build_decoder(draft, max_len, device, seed=seed + 1), runner)
+        engine.force(parse_acceptance(FORCED_ACCEPTANCE), seed)
+        gen = torch.Generator(device=device).manual_seed(seed)
+        with progress("engine overheads (real steps, acceptance replayed)", 3 * len(batches) * repeats) as bar:
+            _, overheads = measure_engine_overheads(engine, prompts, batches, new_tokens, repeats, gen,
+                                                    cost.draft_catchup_tokens, tick=lambda: bar.update(1))
+    except Exception as e:  # noqa: BLE001 - out of memory at the largest batch: leave the extras unmeasured
+        if not _is_oom(e):
+            raise
+        return EngineOverheads()
+    finally:
+        runner.reset()
+    return overheads
 
 
 def verify_ratio_check(cost: CostModel, points: Sequence[PassPoint], target: ModelSpec) -> list[dict[str, Any]]:

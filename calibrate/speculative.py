@@ -25,7 +25,7 @@ pass over [previous, current] at [P - 1, P], which (re)writes whatever the draft
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -49,6 +49,7 @@ class StepRecord:
     tried: list[int]  # per sequence, drafted tokens the accept rule examined (up to and including the rejection)
     phases: StepPhases  # measured: drafting, the verification (or plain) pass, accept/reject and bookkeeping
     captured: bool = False  # a CUDA graph was captured during the step: its time is not a steady-state time
+    verify_pass_s: float | None = None  # the target's forward alone, the start of the verify phase (`PhaseClock`)
 
 
 @dataclass
@@ -163,20 +164,32 @@ class PhaseClock:
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"
         self.marks: list = []
+        self.pass_mark: Any = None
 
-    def mark(self) -> None:
+    def _now(self) -> Any:
         if self.cuda:
             e = torch.cuda.Event(enable_timing=True)
             e.record()
-            self.marks.append(e)
-        else:
-            self.marks.append(time.perf_counter())
+            return e
+        return time.perf_counter()
+
+    def _between_s(self, a: Any, b: Any) -> float:
+        return a.elapsed_time(b) / 1e3 if self.cuda else b - a
+
+    def mark(self) -> None:
+        self.marks.append(self._now())
+
+    def mark_pass(self) -> None:
+        """The end of the target's forward pass, inside the verify phase (before its probabilities are formed)."""
+        self.pass_mark = self._now()
 
     def durations_s(self) -> list[float]:
         """Seconds between consecutive marks (after the device has passed the last one)."""
-        if self.cuda:
-            return [a.elapsed_time(b) / 1e3 for a, b in zip(self.marks, self.marks[1:])]
-        return [b - a for a, b in zip(self.marks, self.marks[1:])]
+        return [self._between_s(a, b) for a, b in zip(self.marks, self.marks[1:])]
+
+    def pass_s(self) -> float | None:
+        """Seconds from the start of the verify phase (the second mark) to the end of the target's forward."""
+        return self._between_s(self.marks[1], self.pass_mark) if self.pass_mark is not None else None
 
 
 @dataclass(frozen=True)
@@ -342,6 +355,20 @@ class RealEngine:
         n = tokens.shape[1]
         return self._pass(model, tokens, start, start_host_max + n - 1, ("causal", n), self._causal(n))
 
+    def calibrated_pass(self, model: Decoder, batch: int, n: int, context: int) -> Callable[[], torch.Tensor]:
+        """A pass as the calibration times one (`calibrate.run.time_passes`: the pass, the probabilities at its last
+        position, one sample) over `batch` sequences x `n` random tokens at `context`, on this engine's models and
+        caches (the slots it writes are rewritten before any run reads them)."""
+        if model.cache_rows < batch:
+            model.setup_cache(batch)
+        tokens = torch.randint(0, model.cfg.vocab_size, (batch, n), device=self.device)
+        start = torch.full((batch,), context, dtype=torch.long, device=self.device)
+
+        def run() -> torch.Tensor:
+            return sample(distribution(self._causal_pass(model, tokens, start, context)[:, -1], 1.0), None)
+
+        return run
+
     # -- the run -------------------------------------------------------------------------------------------------
     @torch.inference_mode()
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, how: Decoding,
@@ -472,7 +499,7 @@ class RealEngine:
         draft_s, verify_s, accept_s = clock.durations_s()  # on the device, launch gaps included
         host_tail_s = time.perf_counter() - t_sync
         return StepRecord([r[0] for r in rows], [r[1] for r in rows],
-                          StepPhases(draft_s, verify_s, accept_s + host_tail_s))
+                          StepPhases(draft_s, verify_s, accept_s + host_tail_s), verify_pass_s=clock.pass_s())
 
     def _advance(self, batch: _Batch, A: torch.Tensor, tried: torch.Tensor, emitted: torch.Tensor,
                  nxt: torch.Tensor) -> torch.Tensor:
@@ -492,6 +519,7 @@ class RealEngine:
             self._causal_pass(self.draft, batch.cur[:, None], batch.P, max(batch.P_host))
         clock.mark()
         logits = self._causal_pass(self.target, batch.cur[:, None], batch.P, max(batch.P_host))
+        clock.mark_pass()
         nxt = sample(distribution(logits[:, -1], how.temperature), gen)
         clock.mark()
         A = torch.zeros_like(nxt)
@@ -533,12 +561,14 @@ class RealEngine:
             q, d = torch.stack(qs, 1), torch.stack(ds, 1)  # (B, k, V), (B, k)
         clock.mark()
         verify_tokens = torch.cat([batch.cur[:, None], d], dim=1)
-        p = distribution(self._causal_pass(self.target, verify_tokens, batch.P, top), T)  # (B, k + 1, V)
+        logits = self._causal_pass(self.target, verify_tokens, batch.P, top)
+        clock.mark_pass()
+        p = distribution(logits, T)  # (B, k + 1, V)
         clock.mark()
-        A, nxt = accept_chain(p, q, d, how.rule, gen)
-        if self.forced is not None:  # the rule ran (its cost is real); its outcome is replaced by the model's
-            A = torch.tensor([min(stream(k), k) for stream in self._streams], device=self.device)
-            nxt = sample(p[torch.arange(A.shape[0], device=self.device), A], gen)
+        forced = None
+        if self.forced is not None:  # the rule runs (its cost is real); its outcome is replaced by the model's
+            forced = torch.tensor([min(stream(k), k) for stream in self._streams], device=self.device)
+        A, nxt = accept_chain(p, q, d, how.rule, gen, forced)
         packed = self._advance(batch, A, (A + 1).clamp(max=k), d, nxt)
         clock.mark()
         return packed
@@ -572,8 +602,9 @@ class RealEngine:
         clock.mark()
         all_idx = torch.arange(N + 1, device=self.device)
         window = Window(batch.P, all_idx, t.ancestors, 0, batch.P[:, None] + t.depth)
-        p = distribution(self._pass(self.target, tokens, batch.P, top + N, ("tree", t.tree.label, "verify"),
-                                    window), T)
+        logits = self._pass(self.target, tokens, batch.P, top + N, ("tree", t.tree.label, "verify"), window)
+        clock.mark_pass()
+        p = distribution(logits, T)
         clock.mark()
         path, nxt, tried = walk_tree(p, q_nodes, tokens, t, T, how.rule, gen)
         A = (path >= 0).sum(1)
@@ -595,10 +626,12 @@ def _uniform(shape: tuple[int, ...], gen: torch.Generator | None, device: torch.
 
 
 def accept_chain(p: torch.Tensor, q: torch.Tensor, d: torch.Tensor, rule: str,
-                 gen: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+                 gen: torch.Generator | None, forced: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The accept/reject rule over a batch, on the device: A per sequence (drafts accepted before the first
     rejection) and the next token (resampled at the rejection, or the bonus token). p (B, k + 1, V), q (B, k, V),
-    d (B, k)."""
+    d (B, k). With `forced` (B,) accepted lengths (`RealEngine.force`), the tests run as usual but their outcome is
+    replaced: the next token comes from the residual at the forced rejection, so a replayed step does exactly the
+    work of a real one."""
     B, k = d.shape
     p_d = p[:, :k].gather(-1, d[..., None])[..., 0]
     q_d = q.gather(-1, d[..., None])[..., 0]
@@ -609,6 +642,8 @@ def accept_chain(p: torch.Tensor, q: torch.Tensor, d: torch.Tensor, rule: str,
         ok = u * q_d < p_d  # u < p/q, without dividing by q
     rejected = ~ok
     A = torch.where(rejected.any(1), rejected.float().argmax(1), torch.full((B,), k, device=d.device))
+    if forced is not None:
+        A = forced.to(A.dtype)
     rows = torch.arange(B, device=d.device)
     p_A = p[rows, A]
     q_A = torch.where((A < k)[:, None], q[rows, A.clamp(max=k - 1)], torch.zeros_like(p_A))

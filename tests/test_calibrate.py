@@ -109,6 +109,9 @@ def test_calibration_end_to_end_on_tiny_shapes(tiny_profile, tmp_path, monkeypat
         if p.model in specs:  # the overhead probes are measured but not priced
             assert cost.pass_time_s(specs[p.model], p.batch, p.new_tokens, p.context) == anchors[p.key]
     assert not cost.pass_cost(TINY_T, 3, 5, 100).measured
+    # The engine's own work was measured at these (not the built-in) shapes, with acceptance replayed: every
+    # step's accept/reject rule and bookkeeping take time.
+    assert fit.overheads.engine.chain_accept.at(1) > 0 and fit.overheads.engine.tree_accept.at(1) > 0
 
 
 def test_predict_reads_the_latest_profile(tiny_profile, tmp_path, monkeypatch):
@@ -242,21 +245,27 @@ def test_interleaved_measurement_visits_every_point_each_round():
 
 
 def test_engine_overheads_from_real_step_phases():
-    """What a real step costs beyond its calibrated passes, worked by hand: the passes are priced by a known cost
-    model, the measured phases are those passes plus known extras, and the extras come back exactly."""
-    from calibrate.run import _per_step, step_extras
+    """What a real step costs beyond what the calibration prices in it, worked by hand: the draft passes timed
+    alone plus known extras per pass; the target's forward (marked inside each step) varying from step to step by
+    more than the extras, as a long pass on a drifting machine does, while the work after it is the calibrated
+    pass's own (the probabilities and one sample) plus a known extra. The extras come back exactly."""
+    from calibrate.extras import per_step, step_extras
+    from calibrate.speculative import StepRecord
     from simulator.specs import PerStep
-    from simulator.sweep import Candidate, StepPhases, step_time
+    from simulator.sweep import Candidate, StepPhases
 
-    cost = CostModel.from_hardware(HardwareSpec("cpu", 20e9, (("fp32", 1e11),), 16e9), "fp32", datasheet=True)
-    passes = step_time(cost, TINY_T, TINY_D, 4, 32, Candidate(3))
-    steps = [StepPhases(passes.draft_s + 3 * 2e-4, passes.verify_s + 5e-4, 7e-4 + j * 1e-6) for j in range(5)]
-    extras = step_extras(cost, TINY_T, TINY_D, 4, 32, Candidate(3), steps)
+    alone = StepPhases(draft_s=3e-3, verify_s=2e-4, accept_s=0.0)  # 3 draft passes; what follows a forward
+    forward = [0.05 * (1 + 0.1 * j) for j in range(5)]  # 50-70 ms, far more than the extras
+    steps = [StepRecord([0], [1], StepPhases(3e-3 + 3 * 2e-4, f + 2e-4 + 5e-4, 7e-4 + j * 1e-6), verify_pass_s=f)
+             for j, f in enumerate(forward)]
+    extras = step_extras(alone, Candidate(3), steps)
     assert extras == pytest.approx({"draft": 2e-4, "verify": 5e-4, "chain_accept": 7.02e-4}, rel=1e-9)
-    plain = cost.pass_time_s(TINY_T, 4, 1, 32)
-    assert step_extras(cost, TINY_T, TINY_D, 4, 32, Candidate(0), [StepPhases(0, plain + 3e-4, 1e-4)]) == \
-        pytest.approx({"plain": 4e-4})
-    # A fixed part and a part per sequence through two batches; never negative.
-    assert _per_step({1: 3e-4, 9: 7e-4}) == PerStep(pytest.approx(2.5e-4), pytest.approx(5e-5))
-    assert _per_step({1: 3e-4, 9: 1e-4}) == PerStep(3e-4, 0.0)
-    assert _per_step({4: -1e-5}) == PerStep(0.0, 0.0)
+    plain = [StepRecord([0], [0], StepPhases(0, f + 2e-4 + 3e-4, 1e-4), verify_pass_s=f) for f in forward]
+    assert step_extras(alone, Candidate(0), plain) == pytest.approx({"plain": 4e-4})
+    # Steps without a marked forward (none of specsim's engine's) are not used.
+    assert step_extras(alone, Candidate(0), [StepRecord([0], [0], StepPhases(0, 1.0, 0))]) == {}
+    # A fixed part and a part per sequence through two batches; never negative unless signed (the verify phase).
+    assert per_step({1: 3e-4, 9: 7e-4}) == PerStep(pytest.approx(2.5e-4), pytest.approx(5e-5))
+    assert per_step({1: 3e-4, 9: 1e-4}) == PerStep(3e-4, 0.0)
+    assert per_step({4: -1e-5}) == PerStep(0.0, 0.0)
+    assert per_step({1: 1e-4, 9: -7e-4}, signed=True) == PerStep(pytest.approx(2e-4), pytest.approx(-1e-4))

@@ -55,6 +55,8 @@ def test_engine_chain_tree_and_ngram(meta_default, builtin_pair, runner):
                 Decoding(k=3, temperature=0)):
         out = engine.generate(ps, 10, how, gen)
         assert all(len(t) == 10 for t in out.tokens)
+        # The target's forward is marked inside each step's verify (or plain) phase.
+        assert all(0 < s.verify_pass_s <= s.phases.verify_s for s in out.steps)
 
 
 def test_validation(meta_default, builtin_profile):

@@ -1,0 +1,143 @@
+"""The engine's own work around its forward passes (`simulator.specs.EngineOverheads`), measured from real steps.
+
+A calibrated pass is timed as the pass, the probabilities at its last position and one sample. A real step does
+more, or other, work around its passes: building inputs, stacking the draft's distributions, the probabilities at
+every verified position, the accept/reject rule with its residual draw, the tree walk, the cache roll-back and the
+host's bookkeeping. Short real runs of three kinds (plain, a chain of 4, the tree 2,2,1) at the smallest and the
+largest calibrated batch give each phase's median; minus what the calibration prices in it, timed alone right
+before and after the run (the target's forward is marked inside each step), that is the engine's work, fitted as
+a fixed cost plus a cost per sequence.
+
+At the built-in pair's shapes the runs decode real text with the trained weights. At any other shapes the models
+have random weights, so which drafts a chain accepts is replayed from a fixed acceptance model
+(`RealEngine.force`, the rule's work real); a tree runs the real rule on whatever the random weights accept. What
+the engine does per step hardly depends on how much it accepts, but a lot on the vocabulary: on a CPU one draw
+over TinyLlama's 32,000 tokens (`torch.multinomial`) takes ~0.5 ms per sequence, so at batch 32 the accept phase
+is a tenth of the step; the built-in pair's small vocabulary makes it negligible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+from simulator.specs import EngineOverheads, PerStep
+from simulator.sweep import Candidate, StepPhases
+from simulator.trees import parse_branching
+
+from .measure import Timer
+from .speculative import Decoding, RealEngine, RunResult, StepRecord, distribution, sample
+
+KINDS = ("plain", "draft", "verify", "chain_accept", "tree_accept")
+# The acceptance replayed in chains at shapes with random weights: the middle of what production pairs reach
+# (the shared EAGLE-3 traces' per-token acceptance is 0.6-0.8).
+FORCED_ACCEPTANCE = "iid:0.7"
+
+
+def step_extras(alone: StepPhases, cand: Candidate, steps: Sequence[StepRecord]) -> dict[str, float]:
+    """The engine's own work in real steps of one kind. `alone` is what the calibration prices in such a step,
+    timed alone (`timed_alone`): the step's draft passes (``draft_s``) and what a calibrated pass does after its
+    forward (``verify_s``: the probabilities at its last position, one sample). Drafting's extra is the measured
+    phase minus its passes, per draft pass; the target's forward is marked inside each real step
+    (`StepRecord.verify_pass_s`), so the verify (or plain) extra is the work after it minus the calibrated pass's
+    own, never a difference of two long passes timed apart. Plain steps give `plain`, chains `draft`, `verify` and
+    `chain_accept`, trees the same with `tree_accept`. Medians over the steps."""
+    def med(f: Callable[[StepRecord], float]) -> float:
+        return float(np.median([f(s) for s in steps]))
+
+    steps = [s for s in steps if s.verify_pass_s is not None]
+    if not steps:
+        return {}
+    if cand.is_plain:
+        return {"plain": med(lambda s: s.phases.total_s - s.verify_pass_s) - alone.verify_s}
+    accept = "tree_accept" if cand.tree is not None else "chain_accept"
+    return {"draft": (med(lambda s: s.phases.draft_s) - alone.draft_s) / len(cand.shape.draft_pass_widths),
+            "verify": med(lambda s: s.phases.verify_s - s.verify_pass_s) - alone.verify_s,
+            accept: med(lambda s: s.phases.accept_s)}
+
+
+def timed_alone(engine: RealEngine, batch: int, context: int, cand: Candidate, catchup_tokens: int,
+                timer: Timer) -> StepPhases:
+    """What the calibration prices in a step of `cand`, timed now on the engine's own models: the step's draft
+    passes (its first re-reading `catchup_tokens`), each as the calibration times a pass (`calibrate.run.time_passes`:
+    the pass, the probabilities at its last position, one sample), as ``draft_s``; and the part of a calibrated
+    target pass after its forward, the probabilities and one sample over `batch` rows, as ``verify_s``. Timed right
+    before and after the engine's runs, not taken from the calibration minutes earlier: a shared machine drifts
+    10-20 % in that time, as much as the extras themselves at a large model."""
+    widths = list(cand.shape.draft_pass_widths)
+    if widths:
+        widths[0] = max(widths[0], catchup_tokens)
+    assert engine.draft is not None or not widths
+    times: dict[int, float] = {}
+    for n in widths:
+        if n not in times:
+            run = engine.calibrated_pass(engine.draft, batch, n, context)
+            times[n] = timer.measure(run, warmup=1, min_reps=3, max_reps=5, max_time_s=1.0).median_s
+    logits = torch.randn(batch, 1, engine.target.cfg.vocab_size, device=engine.device,
+                         dtype=engine.target.output.weight.dtype)
+    after_forward = timer.measure(lambda: sample(distribution(logits[:, -1], 1.0), None), warmup=1, min_reps=5,
+                                  max_reps=20, max_time_s=0.5).median_s
+    return StepPhases(sum(times[w] for w in widths), after_forward, 0.0)
+
+
+def per_step(by_batch: dict[int, float], signed: bool = False) -> PerStep:
+    """A fixed cost and a cost per sequence through the (one or two) batches measured. Never negative unless
+    `signed`: the verify phase draws no sample while its calibrated pass includes one (a vocabulary-sized draw per
+    sequence), so at a large vocabulary its extra is negative, and the step's pricing floors it at a plain step."""
+    floor = -np.inf if signed else 0.0
+    if len(by_batch) == 1:
+        return PerStep(max(next(iter(by_batch.values())), floor), 0.0)
+    (b1, t1), (b2, t2) = sorted(by_batch.items())[0], sorted(by_batch.items())[-1]
+    slope = (t2 - t1) / (b2 - b1) if signed else max((t2 - t1) / (b2 - b1), 0.0)
+    return PerStep(max(t1 - slope * b1, floor), slope)
+
+
+def measure_engine_overheads(engine: RealEngine, prompts: Sequence[Sequence[int]], batches: Sequence[int],
+                             new_tokens: int, repeats: int, gen: torch.Generator, catchup_tokens: int,
+                             tick: Callable[[], None] | None = None) -> tuple[dict[str, dict[int, float]],
+                                                                             EngineOverheads]:
+    """Real runs of three kinds at each batch, interleaved and repeated (the extras are small differences of noisy
+    step times), each run between two timings of what the calibration prices in it (`timed_alone`, averaged), each
+    kind's extras the median over the repeats. With `engine.forced` set, chains replay it and trees run the real
+    rule. `catchup_tokens`: how many tokens the draft re-reads in a step's first draft pass. Returns the extras by
+    kind and batch, and the fitted `EngineOverheads`."""
+    kinds = (Decoding(k=0), Decoding(k=4), Decoding(tree=parse_branching("2,2,1")))
+    forced, forced_rng = engine.forced, engine.forced_rng
+    timer = Timer(engine.device)
+    if engine.runner.mode == "graph":  # capture every shape first; steps that still capture are left out below
+        for b in batches:
+            for how in kinds:
+                _run(engine, forced, forced_rng, [prompts[i % len(prompts)] for i in range(b)], new_tokens, how, gen)
+    samples: dict[str, dict[int, list[float]]] = {k: {b: [] for b in batches} for k in KINDS}
+    for _ in range(repeats):
+        for b in batches:
+            ps = [prompts[i % len(prompts)] for i in range(b)]
+            context = int(np.mean([len(p) for p in ps])) - 1 + new_tokens // 2
+            for how in kinds:
+                cand = Candidate(how.k) if how.tree is None else Candidate(None, how.tree)
+                with torch.inference_mode():
+                    before = timed_alone(engine, b, context, cand, catchup_tokens, timer)
+                run = _run(engine, forced, forced_rng, ps, new_tokens, how, gen)
+                with torch.inference_mode():
+                    after = timed_alone(engine, b, context, cand, catchup_tokens, timer)
+                alone = StepPhases((before.draft_s + after.draft_s) / 2, (before.verify_s + after.verify_s) / 2, 0.0)
+                for kind, extra in step_extras(alone, cand, run.timed_steps).items():
+                    samples[kind][b].append(extra)
+                if tick:
+                    tick()
+    extras = {k: {b: float(np.median(v)) for b, v in by.items() if v} for k, by in samples.items()}
+    return extras, EngineOverheads(**{k: per_step(v, signed=k == "verify") for k, v in extras.items()})
+
+
+def _run(engine: RealEngine, forced: object, forced_rng: np.random.Generator | None,
+         prompts: Sequence[Sequence[int]], new_tokens: int, how: Decoding, gen: torch.Generator) -> RunResult:
+    """One run until the first sequence is done; a tree runs the real rule (forced acceptance replays chains)."""
+    if how.tree is None or forced is None:
+        return engine.generate(prompts, new_tokens, how, gen, until="first")
+    engine.forced = None
+    try:
+        return engine.generate(prompts, new_tokens, how, gen, until="first")
+    finally:
+        engine.forced, engine.forced_rng = forced, forced_rng
