@@ -13,7 +13,10 @@ have random weights, so which drafts a chain accepts is replayed from a fixed ac
 (`RealEngine.force`, the rule's work real); a tree runs the real rule on whatever the random weights accept. What
 the engine does per step hardly depends on how much it accepts, but a lot on the vocabulary: on a CPU one draw
 over TinyLlama's 32,000 tokens (`torch.multinomial`) takes ~0.5 ms per sequence, so at batch 32 the accept phase
-is a tenth of the step; the built-in pair's small vocabulary makes it negligible.
+is a tenth of the step; the built-in pair's small vocabulary makes it negligible. Chains and trees keep their
+drafting and verification extras apart: a tree draws each node's candidates without replacement, ~18 ms more per
+draft pass than a chain at batch 32 there, which pooled with the chains' had priced every chain's drafting 60 %
+too high (a validation at those shapes missed by 10 % on average for it).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from simulator.trees import parse_branching
 from .measure import Timer
 from .speculative import Decoding, RealEngine, RunResult, StepRecord, distribution, sample
 
-KINDS = ("plain", "draft", "verify", "chain_accept", "tree_accept")
+KINDS = ("plain", "draft", "verify", "chain_accept", "tree_draft", "tree_verify", "tree_walk")
+TREE = parse_branching("2,2,1")
 # The acceptance replayed in chains at shapes with random weights: the middle of what production pairs reach
 # (the shared EAGLE-3 traces' per-token acceptance is 0.6-0.8).
 FORCED_ACCEPTANCE = "iid:0.7"
@@ -43,7 +47,8 @@ def step_extras(alone: StepPhases, cand: Candidate, steps: Sequence[StepRecord])
     phase minus its passes, per draft pass; the target's forward is marked inside each real step
     (`StepRecord.verify_pass_s`), so the verify (or plain) extra is the work after it minus the calibrated pass's
     own, never a difference of two long passes timed apart. Plain steps give `plain`, chains `draft`, `verify` and
-    `chain_accept`, trees the same with `tree_accept`. Medians over the steps."""
+    `chain_accept`, trees `tree_draft`, `tree_verify` and `tree_walk` (`tree_extra` prices them). Medians over the
+    steps."""
     def med(f: Callable[[StepRecord], float]) -> float:
         return float(np.median([f(s) for s in steps]))
 
@@ -52,10 +57,20 @@ def step_extras(alone: StepPhases, cand: Candidate, steps: Sequence[StepRecord])
         return {}
     if cand.is_plain:
         return {"plain": med(lambda s: s.phases.total_s - s.verify_pass_s) - alone.verify_s}
-    accept = "tree_accept" if cand.tree is not None else "chain_accept"
-    return {"draft": (med(lambda s: s.phases.draft_s) - alone.draft_s) / len(cand.shape.draft_pass_widths),
-            "verify": med(lambda s: s.phases.verify_s - s.verify_pass_s) - alone.verify_s,
-            accept: med(lambda s: s.phases.accept_s)}
+    tree = cand.tree is not None
+    return {"tree_draft" if tree else "draft":
+            (med(lambda s: s.phases.draft_s) - alone.draft_s) / len(cand.shape.draft_pass_widths),
+            "tree_verify" if tree else "verify": med(lambda s: s.phases.verify_s - s.verify_pass_s) - alone.verify_s,
+            "tree_walk" if tree else "chain_accept": med(lambda s: s.phases.accept_s)}
+
+
+def tree_extra(extras: dict[str, float], tree_draft_passes: int) -> float:
+    """What a tree step costs beyond a chain's extras, at one batch, from `step_extras` of both: the tree walk and
+    compaction, plus its drafting and verification work beyond what a chain's extras price for the same passes
+    (drawing each node's candidates without replacement, the probabilities at every node). The cost model adds the
+    chain's per-pass extras to a tree's passes too, and this as `EngineOverheads.tree_accept`."""
+    return (extras["tree_walk"] + tree_draft_passes * (extras["tree_draft"] - extras["draft"])
+            + extras["tree_verify"] - extras["verify"])
 
 
 def timed_alone(engine: RealEngine, batch: int, context: int, cand: Candidate, catchup_tokens: int,
@@ -103,7 +118,7 @@ def measure_engine_overheads(engine: RealEngine, prompts: Sequence[Sequence[int]
     kind's extras the median over the repeats. With `engine.forced` set, chains replay it and trees run the real
     rule. `catchup_tokens`: how many tokens the draft re-reads in a step's first draft pass. Returns the extras by
     kind and batch, and the fitted `EngineOverheads`."""
-    kinds = (Decoding(k=0), Decoding(k=4), Decoding(tree=parse_branching("2,2,1")))
+    kinds = (Decoding(k=0), Decoding(k=4), Decoding(tree=TREE))
     forced, forced_rng = engine.forced, engine.forced_rng
     timer = Timer(engine.device)
     if engine.runner.mode == "graph":  # capture every shape first; steps that still capture are left out below
@@ -128,7 +143,11 @@ def measure_engine_overheads(engine: RealEngine, prompts: Sequence[Sequence[int]
                 if tick:
                     tick()
     extras = {k: {b: float(np.median(v)) for b, v in by.items() if v} for k, by in samples.items()}
-    return extras, EngineOverheads(**{k: per_step(v, signed=k == "verify") for k, v in extras.items()})
+    n_tree = len(Candidate(None, TREE).shape.draft_pass_widths)
+    extras["tree_accept"] = {b: tree_extra({k: extras[k][b] for k in KINDS}, n_tree) for b in batches
+                             if all(b in extras[k] for k in KINDS)}
+    fitted = ("plain", "draft", "verify", "chain_accept", "tree_accept")
+    return extras, EngineOverheads(**{k: per_step(extras[k], signed=k == "verify") for k in fitted if extras[k]})
 
 
 def _run(engine: RealEngine, forced: object, forced_rng: np.random.Generator | None,

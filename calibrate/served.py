@@ -390,11 +390,9 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
     spot_runner = make_runner(device, eager=profile.engine_mode == "eager")
     spot_batches = sorted({1, serving.max_batch})
 
-    def spot(n_takes: int = 3) -> dict[tuple[str, int], float]:
-        """Single passes timed now: the median of `n_takes` spot checks (one burst of a neighbour's work would
-        otherwise re-anchor a whole run's prediction)."""
-        takes = [time_spot(profile, device, spot_runner, spot_batches, context, seed + i) for i in range(n_takes)]
-        return {key: float(np.median([t[key] for t in takes if key in t])) for key in takes[0]}
+    def spot() -> dict[tuple[str, int], float]:
+        """Single passes timed now (`time_spot`: the median of three timings)."""
+        return time_spot(profile, device, spot_runner, spot_batches, context, seed)
 
     def drifted(check: SpotCheck) -> StepCosts:
         """Every pass re-anchored by a spot check of single decoding passes (`CostModel.drift`)."""

@@ -197,9 +197,10 @@ class SpotCheck:
 
 
 def time_spot(profile: Profile, device: Any, runner: Any, batches: Sequence[int], context: int,
-              seed: int) -> dict[tuple[str, int], float]:
-    """(model name, batch) -> median time of one decoding pass now (one new token at `context`), timed as the
-    calibration times its passes (`calibrate.run.time_passes`, quick effort) at the smallest and largest batch."""
+              seed: int, takes: int = 3) -> dict[tuple[str, int], float]:
+    """(model name, batch) -> time of one decoding pass now (one new token at `context`), timed as the calibration
+    times its passes (`calibrate.run.time_passes`, quick effort) at the smallest and largest batch: the median of
+    `takes` such timings, so that one burst of a neighbour's work does not re-anchor a whole run's prediction."""
     from .measure import Effort, Timer
     from .run import time_passes
 
@@ -208,13 +209,14 @@ def time_spot(profile: Profile, device: Any, runner: Any, batches: Sequence[int]
             pass
 
     shown = sorted({min(batches), max(batches)})
-    out = {}
-    for spec in (profile.target, profile.draft):
-        for r in time_passes(spec, device, Timer(device), runner, shown, [1], [context], _Quiet(),
-                             Effort.of(quick=True, busy=False), seed):
-            if r.get("median_s"):
-                out[(spec.name, r["batch"])] = float(r["median_s"])
-    return out
+    samples: dict[tuple[str, int], list[float]] = {}
+    for i in range(takes):
+        for spec in (profile.target, profile.draft):
+            for r in time_passes(spec, device, Timer(device), runner, shown, [1], [context], _Quiet(),
+                                 Effort.of(quick=True, busy=False), seed + i):
+                if r.get("median_s"):
+                    samples.setdefault((spec.name, r["batch"]), []).append(float(r["median_s"]))
+    return {key: float(np.median(v)) for key, v in samples.items()}
 
 
 def spot_check(profile: Profile, before: Mapping[tuple[str, int], float], after: Mapping[tuple[str, int], float],
@@ -265,15 +267,16 @@ def compare(profile: Profile, measured: Sequence[MeasuredConfig], trees: Sequenc
                 p.step_s / m.step_s.median - 1.0)
             if name == PRIMARY:
                 terms = miss_breakdown(p, m)
-                if forced is not None:  # the replay's own draws given: what is left is the cost model's error
-                    q = replace(p, tokens_per_pass=m.tokens_per_pass.median)
-                    # Each pair's speed-up is its tokens per pass times its plain step over its speculative step:
-                    # at the acceptance each pair drew, the error is that of the cost ratio.
-                    err = (p.baseline_s / p.step_s / m.cost_ratio.median - 1.0 if m.cost_ratio is not None
-                           else q.speedup / m.speedup.median - 1.0)
-                    predicted[REPLAYED] = PredictedPoint(
-                        q.tokens_per_pass, q.step_s, q.speedup, m.batch * q.tokens_per_pass / q.step_s,
-                        err, 0.0, q.step_s / m.step_s.median - 1.0)
+            if forced is not None and name in (PRIMARY, "as-profiled"):
+                # The replay's own draws given: what is left is the cost model's error (with and without the spot
+                # check's re-anchoring). Each pair's speed-up is its tokens per pass times its plain step over its
+                # speculative step: at the acceptance each pair drew, the error is that of the cost ratio.
+                q = replace(p, tokens_per_pass=m.tokens_per_pass.median)
+                err = (p.baseline_s / p.step_s / m.cost_ratio.median - 1.0 if m.cost_ratio is not None
+                       else q.speedup / m.speedup.median - 1.0)
+                predicted[f"{name}@replayed"] = PredictedPoint(
+                    q.tokens_per_pass, q.step_s, q.speedup, m.batch * q.tokens_per_pass / q.step_s, err, 0.0,
+                    q.step_s / m.step_s.median - 1.0)
         # Beyond the calibrated grid the prediction extrapolates the fit instead of interpolating measurements.
         extrapolated = m.batch > max_batch or m.batch * cand.shape.verify_tokens > max_rows
         rows.append(ValidationRow(m.batch, m.k, m.tree, m, predicted, terms, extrapolated))
@@ -337,7 +340,7 @@ def runs_with_spot_checks(profile: Profile, device: Any, engine: Any, prompts: S
         measured = measure(engine, prompts, configs, new_tokens, repeats, 1.0, seed, tick=lambda: bar.update(1),
                            min_sequences=MIN_SEQUENCES)
     with progress("spot check, after", 1) as bar:
-        after = time_spot(profile, device, runner, batches, context, seed + 1)
+        after = time_spot(profile, device, runner, batches, context, seed)
         bar.update(1)
     return measured, spot_check(profile, before, after, context)
 

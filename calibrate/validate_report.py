@@ -32,9 +32,9 @@ def format_report(report: ValidationReport, primary: str = PRIMARY) -> str:
                      f"{100 * e.mean_abs_err_tokens_per_pass:4.1f} %")
     if REPLAYED in report.predictors:
         drawn = report.predictors[primary].median_abs_err_tokens_per_pass
-        lines.append(f"  ({REPLAYED}: each pair priced at the tokens per pass its replay drew, the cost model's own "
-                     f"error; {primary} expects the acceptance model's mean, which the draws missed by a median "
-                     f"{100 * drawn:.1f} %)")
+        lines.append(f"  (@replayed: each pair priced at the tokens per pass its replay drew, the cost model's own "
+                     f"error, with and without the spot check; {primary} expects the acceptance model's mean, which "
+                     f"the draws missed by a median {100 * drawn:.1f} %)")
     spot = report.spot_check
     if spot:
         drift = ", ".join(f"{p['model'].removeprefix('specsim-')} B={p['batch']} {p['drift']:.2f}x "

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from calibrate.builtin import encode, load_pair, prompts
 from calibrate.realruns import Config, MeasuredConfig, Summary, measure
 from calibrate.speculative import Decoding, RealEngine
-from calibrate.validate import PRIMARY, REPLAYED, compare, predicted_curves, predictors
+from calibrate.validate import PRIMARY, REPLAYED, SpotCheck, compare, predicted_curves, predictors
 from calibrate.validate_report import format_report
 from simulator.sweep import Candidate
 from simulator.trees import parse_branching
@@ -187,6 +187,13 @@ def test_replayed_error_is_the_cost_ratios_at_each_pairs_acceptance(tiny_profile
     assert report.predictors[REPLAYED].median_abs_err_speedup == pytest.approx(0, abs=1e-12)
     assert report.predictors[PRIMARY].median_abs_err_speedup == pytest.approx(
         abs(pred.tokens_per_pass / 2.5 - 1), rel=1e-9)
+    # With a spot check that finds the draft twice as slow as profiled, the profile's own ratio (here the measured
+    # one) is scored as as-profiled@replayed, and the re-anchored one misses.
+    d = p.draft.name
+    spot = SpotCheck(20, ((d, 1, 1e-3, 2e-3, 2e-3), (d, 4, 1e-3, 2e-3, 2e-3)))
+    drifted = compare(p, [m], [], 20, [2], {"profile": "p"}, spot, acc)
+    assert drifted.predictors["as-profiled@replayed"].median_abs_err_speedup == pytest.approx(0, abs=1e-12)
+    assert drifted.predictors[REPLAYED].median_abs_err_speedup > 0.01
 
 
 def test_forced_acceptance_replays_the_model_and_keeps_the_passes_real(tiny_profile):
