@@ -221,7 +221,8 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
         acceptance, engine = measure_builtin(device, runner, dtype, quick, max(grid.batches), progress, seed,
                                              measured_cost, target, draft)
     else:
-        engine = measure_engine_at_shapes(device, runner, grid, quick, progress, seed, measured_cost, target, draft)
+        engine = measure_engine_at_shapes(device, runner, grid, quick, progress, seed,
+                                          measured_cost.draft_catchup_tokens, target, draft)
     fit_overheads = asdict(replace(fit.cost.overheads, engine=engine))
     tax = acceptance.pop("speculation_tax", {}) if acceptance else {}  # the engine's, not the pair's acceptance
 
@@ -273,9 +274,8 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
                     progress: Progress, seed: int, cost: CostModel, target_spec: ModelSpec,
                     draft_spec: ModelSpec) -> tuple[dict[str, Any], EngineOverheads]:
     """Acceptance of the trained pair on the calibration prompts, and against context on longer real text; then
-    short real runs (plain, a chain of 4, the tree 2,2,1) at batch 1 and the largest batch, whose step phases minus
-    the calibrated passes give the engine's own work around the passes (`EngineOverheads`), each a fixed cost plus
-    a cost per sequence."""
+    short real runs at batch 1 and the largest batch that give the engine's own work around the passes
+    (`calibrate.extras`) and its tax on speculation (`calibrate.tax`)."""
     from .acceptance import measure_acceptance, measure_by_context
     from .builtin import encode, load_pair, long_texts, prompts
     from .speculative import RealEngine
@@ -308,7 +308,7 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
 
 
 def measure_engine_at_shapes(device: torch.device, runner: PassRunner, grid: Grid, quick: bool, progress: Progress,
-                             seed: int, cost: CostModel, target: ModelSpec, draft: ModelSpec) -> EngineOverheads:
+                             seed: int, catchup_tokens: int, target: ModelSpec, draft: ModelSpec) -> EngineOverheads:
     """The engine's own work at shapes other than the built-in pair's (`calibrate.extras`): random-weight models of
     these shapes decode random prompts as long as the smallest calibrated context, chains replaying
     `FORCED_ACCEPTANCE`, at batch 1 and the largest calibrated batch. Skipped (zero, as before) where a pair's
@@ -332,7 +332,7 @@ def measure_engine_at_shapes(device: torch.device, runner: PassRunner, grid: Gri
         gen = torch.Generator(device=device).manual_seed(seed)
         with progress("engine overheads (real steps, acceptance replayed)", 3 * len(batches) * repeats) as bar:
             _, overheads = measure_engine_overheads(engine, prompts, batches, new_tokens, repeats, gen,
-                                                    cost.draft_catchup_tokens, tick=lambda: bar.update(1))
+                                                    catchup_tokens, tick=lambda: bar.update(1))
     except Exception as e:  # noqa: BLE001 - out of memory at the largest batch: leave the extras unmeasured
         if not _is_oom(e):
             raise
