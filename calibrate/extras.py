@@ -119,12 +119,11 @@ def measure_engine_overheads(engine: RealEngine, prompts: Sequence[Sequence[int]
     rule. `catchup_tokens`: how many tokens the draft re-reads in a step's first draft pass. Returns the extras by
     kind and batch, and the fitted `EngineOverheads`."""
     kinds = (Decoding(k=0), Decoding(k=4), Decoding(tree=TREE))
-    forced, forced_rng = engine.forced, engine.forced_rng
     timer = Timer(engine.device)
     if engine.runner.mode == "graph":  # capture every shape first; steps that still capture are left out below
         for b in batches:
             for how in kinds:
-                _run(engine, forced, forced_rng, [prompts[i % len(prompts)] for i in range(b)], new_tokens, how, gen)
+                _run(engine, [prompts[i % len(prompts)] for i in range(b)], new_tokens, how, gen)
     samples: dict[str, dict[int, list[float]]] = {k: {b: [] for b in batches} for k in KINDS}
     for _ in range(repeats):
         for b in batches:
@@ -134,7 +133,7 @@ def measure_engine_overheads(engine: RealEngine, prompts: Sequence[Sequence[int]
                 cand = Candidate(how.k) if how.tree is None else Candidate(None, how.tree)
                 with torch.inference_mode():
                     before = timed_alone(engine, b, context, cand, catchup_tokens, timer)
-                run = _run(engine, forced, forced_rng, ps, new_tokens, how, gen)
+                run = _run(engine, ps, new_tokens, how, gen)
                 with torch.inference_mode():
                     after = timed_alone(engine, b, context, cand, catchup_tokens, timer)
                 alone = StepPhases((before.draft_s + after.draft_s) / 2, (before.verify_s + after.verify_s) / 2, 0.0)
@@ -150,9 +149,10 @@ def measure_engine_overheads(engine: RealEngine, prompts: Sequence[Sequence[int]
     return extras, EngineOverheads(**{k: per_step(extras[k], signed=k == "verify") for k in fitted if extras[k]})
 
 
-def _run(engine: RealEngine, forced: object, forced_rng: np.random.Generator | None,
-         prompts: Sequence[Sequence[int]], new_tokens: int, how: Decoding, gen: torch.Generator) -> RunResult:
+def _run(engine: RealEngine, prompts: Sequence[Sequence[int]], new_tokens: int, how: Decoding,
+         gen: torch.Generator) -> RunResult:
     """One run until the first sequence is done; a tree runs the real rule (forced acceptance replays chains)."""
+    forced, forced_rng = engine.forced, engine.forced_rng
     if how.tree is None or forced is None:
         return engine.generate(prompts, new_tokens, how, gen, until="first")
     engine.forced = None
