@@ -96,12 +96,13 @@ def _is_oom(e: BaseException) -> bool:
 
 def time_passes(spec: ModelSpec, device: torch.device, timer: Timer, runner: PassRunner, batches: Sequence[int],
                 new_tokens: Sequence[int], contexts: Sequence[int], bar: Bar, effort: Effort,
-                seed: int = 0) -> list[dict[str, Any]]:
+                seed: int = 0, max_len: int | None = None) -> list[dict[str, Any]]:
     """Time one decoding pass per grid point with random weights drawn on the device, as the runner runs it (a
     CUDA graph replayed, on a GPU): the pass over B sequences x n new tokens on c cached ones, the probabilities at
     its last position and one sample. The model is built once, the cache once per batch, and a batch's points are
-    measured interleaved (`measure.interleaved`). An out-of-memory point is recorded and skipped."""
-    max_len = max(contexts) + max(new_tokens) + 1
+    measured interleaved (`measure.interleaved`). An out-of-memory point is recorded and skipped. The cache holds
+    `max_len` slots per sequence (default: the grid's longest pass), which sets the stride of its reads."""
+    max_len = max_len or max(contexts) + max(new_tokens) + 1
     records: list[dict[str, Any]] = []
     gen = torch.Generator(device=device).manual_seed(seed)
     rng = np.random.default_rng(seed)

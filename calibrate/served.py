@@ -22,7 +22,9 @@ accepted lengths are replayed from an acceptance model (`RealEngine.force`), eve
 
 The simulation (`predict_run`) uses the same arrivals, lengths, engine configuration (padded prefill, eager draft
 sync, the real cache's capacity) and policy, with the profile's cost model and acceptance; its latency percentiles
-are averaged over a few acceptance seeds, so the prediction is not one draw's luck.
+are averaged over acceptance seeds, so the prediction is not one draw's luck, and their spread over the seeds says
+how far one served run's figures move by the luck of its own draws (`ServedRow.sampling`): at 32 requests a
+speculating policy's TPOT p50 moves 4-10 % from one run to the next with nothing else changed.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from .served_report import ServedRow, ServingValidation, average, nanmean, rel
 if TYPE_CHECKING:
     from .validate import SpotCheck
 
-PREDICTION_SEEDS = 5  # simulations per (rate, policy), averaged
+PREDICTION_SEEDS = 16  # simulations per run (acceptance seeds), averaged
 
 
 @dataclass
@@ -226,14 +228,37 @@ def serve(engine: Any, workload: Workload, prompts: Sequence[Sequence[int]], pol
     return Served(run, steps, prefills, held, wall, tokens)
 
 
+@dataclass
+class Simulated:
+    """The simulator on one stream, over acceptance seeds: each seed's run and its metrics."""
+
+    runs: list[ServingRun]
+    metrics: list[ServingMetrics]
+
+    @property
+    def mean(self) -> ServingMetrics:
+        """Metrics averaged field by field over the seeds (percentiles included)."""
+        return average(self.metrics)
+
+    def spread(self) -> dict[str, float]:
+        """How much one run's throughput and TPOT p50 / p90 move from one acceptance draw to the next: their
+        standard deviation over the seeds, relative to their mean (0 for plain decoding, which draws nothing)."""
+        def rsd(xs: Sequence[float]) -> float:
+            a = np.asarray(xs, dtype=float)
+            a = a[~np.isnan(a)]
+            return float(a.std(ddof=1) / a.mean()) if len(a) > 1 and a.mean() > 0 else math.nan
+
+        ms = self.metrics
+        return {"throughput": rsd([m.throughput_tokens_per_s for m in ms]),
+                "tpot_p50": rsd([m.tpot_s[0] for m in ms]), "tpot_p90": rsd([m.tpot_s[1] for m in ms])}
+
+
 def predict_run(workload: Workload, costs: StepCosts, policy: Policy, acceptance: Acceptance, config: EngineConfig,
-                seed: int, seeds: int = PREDICTION_SEEDS) -> tuple[ServingMetrics, list[ServingRun]]:
-    """The simulator on the same stream, `seeds` acceptance draws: metrics averaged field by field (percentiles
-    included), and the runs."""
+                seed: int, seeds: int = PREDICTION_SEEDS) -> Simulated:
+    """The simulator on the same stream, `seeds` acceptance draws."""
     runs = [simulate(workload, costs, policy, acceptance, np.random.default_rng([seed, i]), config)
             for i in range(seeds)]
-    metrics = [summarize(r, rate_per_s=None) for r in runs]
-    return average(metrics), runs
+    return Simulated(runs, [summarize(r, rate_per_s=None) for r in runs])
 
 
 def causes(served: Served, costs: StepCosts, policy: Policy, predicted_runs: Sequence[ServingRun],
@@ -403,10 +428,14 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
     checks: list[SpotCheck] = []
     n = len(workload)
     # Each rate runs its policies forward, then backward (A B C, C B A): a drift that is linear over the rate's runs
-    # falls on every policy alike. A spot check opens and closes each pass; a run's prediction is re-anchored by the
-    # two around its pass, and its row averages its passes.
+    # falls on every policy alike. A spot check closes every run (and opens the next): on this kind of shared host the
+    # device's speed moves ~10 % within half a minute, so each run's prediction is re-anchored by the two checks
+    # right around it (measured: drift moves all pass shapes alike, so single decoding passes are enough), and its
+    # row averages its runs.
     passes = [policies, policies[::-1]][:repeats]
-    with progress("served stream and its simulation", len(grid) * (len(policies) * n * repeats + repeats) + 1) as bar:
+    graph = engine.runner.mode == "graph"
+    runs = len(grid) * len(policies) * repeats
+    with progress("served stream and its simulation", runs * (n + 1 + graph) + 1) as bar:
         before = spot()
         bar.update(1)
         for rate in grid:
@@ -414,25 +443,22 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
             nominal = w.mean_rate_per_s if rate is None else rate
             nominals.append(nominal)
             done: dict[str, list[tuple[Served, SpotCheck]]] = {p.label: [] for p in policies}
-            for order in passes:
+            for policy in (p for order in passes for p in order):
                 engine_costs = drifted(spot_check(profile, before, before, context))  # what the engine knows now
-                ran = []
-                for policy in order:
-                    if engine.runner.mode == "graph":  # capture every shape this stream meets before timing it
-                        serve(engine, w, prompts, policy, engine_costs, config, kv_tokens, temperature, seed,
-                              time_cap_s)
-                    served = serve(engine, w, prompts, policy, engine_costs, config, kv_tokens, temperature, seed,
-                                   time_cap_s, tick=bar.update)
-                    if not served.held:
-                        bar.update(int(np.isnan(served.run.finish_s).sum()))
-                    ran.append((policy, served))
+                if graph:  # capture every shape this stream meets before timing it, then check the device again
+                    serve(engine, w, prompts, policy, engine_costs, config, kv_tokens, temperature, seed, time_cap_s)
+                    before = spot()
+                    bar.update(1)
+                served = serve(engine, w, prompts, policy, engine_costs, config, kv_tokens, temperature, seed,
+                               time_cap_s, tick=bar.update)
+                if not served.held:
+                    bar.update(int(np.isnan(served.run.finish_s).sum()))
                 after = spot()
                 bar.update(1)
                 check = spot_check(profile, before, after, context)
                 checks.append(check)
                 before = after
-                for policy, served in ran:
-                    done[policy.label].append((served, check))
+                done[policy.label].append((served, check))
             for policy in policies:
                 rows.append(score(done[policy.label], w, nominal, policy, acceptance, config, drifted,
                                   scenario.costs, seed))
@@ -451,21 +477,26 @@ def score(runs: Sequence[tuple[Served, Any]], workload: Workload, rate: float, p
           acceptance: Acceptance, config: EngineConfig, drifted: Callable[[Any], StepCosts], profiled: StepCosts,
           seed: int) -> ServedRow:
     """One row from a policy's runs at one rate (each with the spot check around it): measured, predicted (each run
-    re-anchored by its own spot check), as profiled, and the pieces, each averaged over the runs."""
-    measured, predicted, pieces = [], [], []
+    re-anchored by its own spot check), as profiled, and the pieces, each averaged over the runs; and how far
+    acceptance's chance alone moves the comparison (`ServedRow.sampling`)."""
+    measured, predicted, pieces, spreads = [], [], [], []
     for served, check in runs:
         costs = drifted(check)
         m = summarize(served.run, rate_per_s=rate) if served.held else _partial(served, rate)
-        p, sims = predict_run(workload, costs, policy, acceptance, config, seed)
+        sim = predict_run(workload, costs, policy, acceptance, config, seed)
         measured.append(m)
-        predicted.append(replace(p, rate_per_s=rate))
-        pieces.append(causes(served, costs, policy, sims, m, p))
-    as_profiled, _ = predict_run(workload, profiled, policy, acceptance, config, seed)
+        predicted.append(replace(sim.mean, rate_per_s=rate))
+        pieces.append(causes(served, costs, policy, sim.runs, m, sim.mean))
+        spreads.append(sim.spread())
+    as_profiled = predict_run(workload, profiled, policy, acceptance, config, seed).mean
     held = all(served.held for served, _ in runs)
     mean_pieces = {k: nanmean([c[k] for c in pieces]) for k in pieces[0]}
+    # The measured row averages len(runs) draws of the stream, the prediction PREDICTION_SEEDS per run.
+    draws = 1 / len(runs) + 1 / (len(runs) * PREDICTION_SEEDS)
+    sampling = {k: nanmean([sp[k] for sp in spreads]) * math.sqrt(draws) for k in spreads[0]}
     return ServedRow(rate, policy.label, held, average(measured), average(predicted), mean_pieces,
                      sum(served.captures for served, _ in runs), sum(served.wall_s for served, _ in runs),
-                     replace(as_profiled, rate_per_s=rate))
+                     replace(as_profiled, rate_per_s=rate), sampling)
 
 
 def _partial(served: Served, rate: float) -> ServingMetrics:

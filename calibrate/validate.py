@@ -25,6 +25,7 @@ import numpy as np
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance, IIDAcceptance, WithRanks
 from simulator.cost import CostModel
+from simulator.specs import ModelSpec
 from simulator.sweep import Candidate, StepPhases, step_time, tokens_per_pass
 from simulator.trees import Tree
 
@@ -200,7 +201,10 @@ def time_spot(profile: Profile, device: Any, runner: Any, batches: Sequence[int]
               seed: int, takes: int = 3) -> dict[tuple[str, int], float]:
     """(model name, batch) -> time of one decoding pass now (one new token at `context`), timed as the calibration
     times its passes (`calibrate.run.time_passes`, quick effort) at the smallest and largest batch: the median of
-    `takes` such timings, so that one burst of a neighbour's work does not re-anchor a whole run's prediction."""
+    `takes` such timings, so that one burst of a neighbour's work does not re-anchor a whole run's prediction. Each
+    model's cache is as long as the calibration's was (`calibrated_cache_len`): the length sets the stride of the
+    cache's reads, and a cache cut to the spot check's one context ran its passes 2-4 % faster on this CPU (batch 8,
+    the built-in target), a bias every re-anchored prediction would inherit."""
     from .measure import Effort, Timer
     from .run import time_passes
 
@@ -213,10 +217,18 @@ def time_spot(profile: Profile, device: Any, runner: Any, batches: Sequence[int]
     for i in range(takes):
         for spec in (profile.target, profile.draft):
             for r in time_passes(spec, device, Timer(device), runner, shown, [1], [context], _Quiet(),
-                                 Effort.of(quick=True, busy=False), seed + i):
+                                 Effort.of(quick=True, busy=False), seed + i,
+                                 max_len=max(calibrated_cache_len(profile, spec), context + 2)):
                 if r.get("median_s"):
                     samples.setdefault((spec.name, r["batch"]), []).append(float(r["median_s"]))
     return {key: float(np.median(v)) for key, v in samples.items()}
+
+
+def calibrated_cache_len(profile: Profile, spec: ModelSpec) -> int:
+    """Slots per sequence of the cache the calibration timed `spec`'s decoding passes in (`time_passes`: the grid's
+    longest context plus its most new tokens plus one); 0 when the profile timed none."""
+    decoding = [p for p in profile.timed if p.model == spec.name and p.context > 0]
+    return max(p.context for p in decoding) + max(p.new_tokens for p in decoding) + 1 if decoding else 0
 
 
 def spot_check(profile: Profile, before: Mapping[tuple[str, int], float], after: Mapping[tuple[str, int], float],

@@ -550,7 +550,7 @@ class ServedOptions:
         from scenarios.serving import ServingOptions
 
         return ServingOptions(policy_text=self.policy_text or "off,fixed:4,adaptive",
-                              n_requests=self.n_requests or (32 if quick else 96),
+                              n_requests=self.n_requests or (64 if quick else 96),
                               arrivals=self.arrivals or "poisson", prompt_tokens=self.prompt_tokens or "64..128",
                               output_tokens=self.output_tokens or ("16..80" if quick else "32..96"),
                               max_batch=self.max_batch or (8 if quick else 16), seed=seed, executor="serial")
@@ -572,7 +572,7 @@ served_options = packed(
                  help="With --serving: arrival process, or a trace (its gaps scaled to each --rate; its own clock "
                       "without --rate) [default: poisson]."),
     click.option("--requests", "n_requests", type=click.IntRange(1, 100_000), default=None,
-                 help="With --serving: requests per run [default: 96; quick 32]."),
+                 help="With --serving: requests per run [default: 96; quick 64]."),
     click.option("--prompt-tokens", default=None, metavar="N|A..B|exp:MEAN",
                  help="Prompt length: with --acceptance one N [default: 128]; with --serving a length spec "
                       "[default: 64..128]."),
