@@ -201,3 +201,39 @@ def test_padded_shapes_cost_what_the_longest_sequence_costs(builtin_profile, bul
         assert np.all(first_steps[1] >= first_steps[0] - 1e-12)
         assert (first_steps[1][0] > first_steps[0][0] + 1e-9) == more
         assert (runs[1].prefill_duration_s.sum() > runs[0].prefill_duration_s.sum() + 1e-9) == more
+
+
+def test_the_simulations_spread_is_acceptances_chance_and_shrinks_with_more_requests(builtin_profile):
+    """Plain decoding draws nothing: its simulated runs agree to the last digit. A speculating policy's TPOT p50
+    moves with the acceptance drawn, less over more requests (roughly 1 / sqrt(n): a median of per-request means)."""
+    from calibrate.served import predict_run
+
+    acc = builtin_profile.acceptance.model()
+    config, _ = served_config(EngineConfig(), max_batch=4, max_seq_len=256)
+    off, fixed = parse_policies("off,fixed:4", acc)
+
+    def spread(policy, n):
+        rng = np.random.default_rng(1)
+        w = Workload(np.cumsum(rng.exponential(0.2, n)), rng.integers(64, 129, n), rng.integers(16, 81, n), "s")
+        return predict_run(w, costs_of(builtin_profile), policy, acc, config, seed=0, seeds=24).spread()
+
+    assert spread(off, 32) == {"throughput": 0.0, "tpot_p50": 0.0, "tpot_p90": 0.0}
+    few, many = spread(fixed, 16)["tpot_p50"], spread(fixed, 256)["tpot_p50"]
+    assert 0.02 < few and many < few / 2
+
+
+def test_a_miss_within_two_sampling_deviations_of_the_target_is_told_apart():
+    """A row's |error| over its target by more than twice its sampling deviation is a miss chance does not explain;
+    the summary counts such rows and the report says how far chance moves a row."""
+    def row(pol, tpot_pred, sd):
+        return ServedRow(1.0, pol, True, metrics(pol, 1.0, 10.0), metrics(pol, 1.0, tpot_pred), {},
+                         sampling={"throughput": 0.0, "tpot_p50": sd, "tpot_p90": sd})
+
+    near, far, plain = row("fixed:4", 11.4, 0.03), row("adaptive", 11.4, 0.01), row("off", 10.2, 0.0)
+    assert not near.beyond_chance("tpot_p50", 0.10) and far.beyond_chance("tpot_p50", 0.10)
+    assert not plain.beyond_chance("tpot_p50", 0.10) and not plain.beyond_chance("throughput", 0.05)
+    report = ServingValidation([plain, near, far], [1.0], ["off", "fixed:4", "adaptive"], {})
+    s = report.summary()
+    assert s["tpot_p50"]["beyond_chance"] == 1 and s["tpot_p50"]["target"] == 0.10
+    text = format_serving_validation(report)
+    assert "chance alone moves a speculating row by a median ±2.0 %, and 1 row(s) miss by more than twice" in text

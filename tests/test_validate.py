@@ -243,3 +243,28 @@ def test_shape_validation_at_the_profiles_shapes(tiny_profile, tmp_path):
                        "--tree", ""), "calibrated at tiny-target / tiny-draft", "specsim calibrate --target llama-68m")
     r = run("validate", "--profile", str(path), "--acceptance", "iid:0.8")
     assert r.exit_code == 2 and "replays chains" in r.output
+
+
+def test_spot_checks_time_passes_in_the_calibrations_cache_length(builtin_profile, monkeypatch):
+    """A spot check's passes read a cache as long as the calibration's (its stride moves a pass by a few per cent):
+    the grid's longest context plus its most new tokens plus one, per model."""
+    import torch
+
+    import calibrate.run as run_module
+    from calibrate.validate import calibrated_cache_len, time_spot
+
+    p = builtin_profile
+    decoding = [q for q in p.timed if q.model == p.target.name and q.context > 0]
+    want = max(q.context for q in decoding) + max(q.new_tokens for q in decoding) + 1
+    assert calibrated_cache_len(p, p.target) == want > 6
+    seen = []
+
+    def fake(spec, device, timer, runner, batches, new_tokens, contexts, bar, effort, seed=0, max_len=None):
+        seen.append((spec.name, max_len))
+        return [{"model": spec.name, "batch": b, "new_tokens": 1, "context": contexts[0], "median_s": 1e-3}
+                for b in batches]
+
+    monkeypatch.setattr(run_module, "time_passes", fake)
+    out = time_spot(p, torch.device("cpu"), None, [1, 4], 4, 0, takes=1)  # a context shorter than the grid's
+    assert set(out) == {(m.name, b) for m in (p.target, p.draft) for b in (1, 4)}
+    assert dict(seen) == {p.target.name: want, p.draft.name: calibrated_cache_len(p, p.draft)}
