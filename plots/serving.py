@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -71,17 +72,24 @@ def tpot_vs_rate(metrics: Sequence[ServingMetrics], slo: SLO | None = None, capt
 def served_vs_predicted(report: Any) -> Figure:
     """A served stream against its simulation (`calibrate.served.ServingValidation`): TPOT p50, TPOT p90 and
     throughput against the offered rate, the simulation's predictions as lines and the real engine's measurements as
-    points, one colour per policy; a rate the engine did not serve within its time cap is a cross (not scored)."""
+    points, one colour per policy, and around each line the band two sampling deviations wide either side where
+    acceptance's chance alone would put a measured point (`ServedRow.sampling`); a rate the engine did not serve
+    within its time cap is a cross (not scored)."""
     policies = list(report.policies)
     colors = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(policies)}
     fig, axes = plt.subplots(1, 3, figsize=(15.0, 4.8))
-    panels = (("TPOT p50 (ms)", lambda m: 1e3 * m.tpot_s[0]), ("TPOT p90 (ms)", lambda m: 1e3 * m.tpot_s[1]),
-              ("throughput (output tokens/s)", lambda m: m.throughput_tokens_per_s))
-    for ax, (title, value) in zip(axes, panels):
+    panels = (("TPOT p50 (ms)", "tpot_p50", lambda m: 1e3 * m.tpot_s[0]),
+              ("TPOT p90 (ms)", "tpot_p90", lambda m: 1e3 * m.tpot_s[1]),
+              ("throughput (output tokens/s)", "throughput", lambda m: m.throughput_tokens_per_s))
+    for ax, (title, key, value) in zip(axes, panels):
         for p in policies:
             rows = sorted((r for r in report.rows if r.policy == p), key=lambda r: r.rate_per_s)
-            ax.plot([r.rate_per_s for r in rows], [value(r.predicted) for r in rows], "-", color=colors[p],
-                    linewidth=1.6, label=f"{p} predicted")
+            rates, predicted = [r.rate_per_s for r in rows], np.array([value(r.predicted) for r in rows])
+            ax.plot(rates, predicted, "-", color=colors[p], linewidth=1.6, label=f"{p} predicted")
+            sd = np.nan_to_num(np.array([r.sampling.get(key, 0.0) for r in rows], dtype=float))
+            if sd.any():
+                ax.fill_between(rates, predicted * (1 - 2 * sd), predicted * (1 + 2 * sd), color=colors[p],
+                                alpha=0.15, linewidth=0)
             held = [r for r in rows if r.held]
             ax.scatter([r.rate_per_s for r in held], [value(r.measured) for r in held], color=colors[p], s=36,
                        zorder=3, edgecolors="black", linewidths=0.5, label=f"{p} measured")
@@ -102,7 +110,7 @@ def served_vs_predicted(report: Any) -> Figure:
              f"max batch {st.get('max_batch')}; acceptance {st.get('acceptance', '')}) against its simulation: TPOT "
              f"p50 |error| median {100 * s['tpot_p50']['median']:.1f} %, throughput "
              f"{100 * s['throughput']['median']:.1f} %; vertical lines: where speculation stops paying (dotted "
-             "measured, dashed predicted)")
+             "measured, dashed predicted); bands: where acceptance's chance alone puts a measured point (±2 SD)")
     fig.suptitle(textwrap.fill(title, width=170), fontsize=9)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
