@@ -109,17 +109,18 @@ class ServingValidation:
     settings: dict[str, Any] = field(default_factory=dict)
 
     def crossover(self, which: str, policy: str, margin: float = 0.0) -> float | None:
-        """The lowest rate at which `policy` no longer lowers off's TPOT p50 by more than `margin` (a fraction;
-        0: no better at all), `which` measured or predicted; None if it does at every rate tried (or there is no
-        `off` to compare with)."""
+        """The rate from which on `policy` no longer lowers off's TPOT p50 by more than `margin` (a fraction; 0: no
+        better at all) at any rate tried, `which` measured or predicted: the load above which a server should turn
+        it off. A rate where the curves touch but speculation pays again at a higher one is not it (where they run
+        a few per cent apart, a touch is noise). None if it pays at the highest rate (or there is no `off`)."""
         by = {(r.rate_per_s, r.policy): getattr(r, which) for r in self.rows}
-        for rate in self.rates:
+        found = None
+        for rate in reversed(self.rates):
             off, p = by.get((rate, "off")), by.get((rate, policy))
-            if off is None or p is None:
-                return None
-            if p.tpot_s[0] >= (1 - margin) * off.tpot_s[0]:
-                return rate
-        return None
+            if off is None or p is None or p.tpot_s[0] < (1 - margin) * off.tpot_s[0]:
+                return found
+            found = rate
+        return found
 
     def crossovers(self) -> dict[str, dict[str, Any]]:
         """Per speculating policy: where it stops paying by `PAYS` (a user's margin: where the curves run together,

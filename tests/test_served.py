@@ -130,6 +130,12 @@ def test_the_crossover_is_the_lowest_rate_speculation_no_longer_lowers_tpot():
     assert c["strict"] == {"measured": 4.0, "predicted": 8.0, "grid_steps_apart": 1}
     assert (c["measured"], c["predicted"]) == (4.0, 4.0)  # 11 vs 12 and 21 vs 20: within the 5 % margin
     assert "within one grid step" in format_serving_validation(report)
+    # Curves that touch at 4 req/s but part again above it: speculation has not stopped paying there.
+    touch = {1.0: (10, 5), 2.0: (11, 7), 4.0: (12, 12.5), 8.0: (20, 16)}
+    rows = [ServedRow(r, pol, True, metrics(pol, r, touch[r][i]), metrics(pol, r, touch[r][i]), {})
+            for r in rates for i, pol in enumerate(("off", "fixed:4"))]
+    c = ServingValidation(rows, rates, ["off", "fixed:4"], {}).crossovers()["fixed:4"]
+    assert (c["measured"], c["strict"]["measured"]) == (None, None)
     row = ServedRow(1.0, "fixed:4", True, metrics("fixed:4", 1.0, 10.0), metrics("fixed:4", 1.0, 12.0),
                     {"step time": 0.32, "acceptance": 0.1})
     assert row.net_tpot_p50 == pytest.approx(1.2 * 1.1 / 1.32 - 1) and row.cause == "step time"
