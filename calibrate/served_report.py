@@ -13,7 +13,7 @@ import numpy as np
 from simulator.metrics import ServingMetrics
 
 PAYS = 0.05  # speculation pays while it lowers plain decoding's TPOT p50 by more than this
-TARGETS = {"throughput": 0.05, "tpot_p50": 0.10, "tpot_p90": 0.15}  # every row's |error| within these (issue 11)
+TARGETS = {"throughput": 0.05, "tpot_p50": 0.10, "tpot_p90": 0.15}  # what every row's |error| is held to
 
 
 def average(ms: Sequence[ServingMetrics]) -> ServingMetrics:
