@@ -484,9 +484,10 @@ def score(runs: Sequence[tuple[Served, Any]], workload: Workload, rate: float, p
         costs = drifted(check)
         m = summarize(served.run, rate_per_s=rate) if served.held else _partial(served, rate)
         sim = predict_run(workload, costs, policy, acceptance, config, seed)
+        mean = sim.mean
         measured.append(m)
-        predicted.append(replace(sim.mean, rate_per_s=rate))
-        pieces.append(causes(served, costs, policy, sim.runs, m, sim.mean))
+        predicted.append(replace(mean, rate_per_s=rate))
+        pieces.append(causes(served, costs, policy, sim.runs, m, mean))
         spreads.append(sim.spread())
     as_profiled = predict_run(workload, profiled, policy, acceptance, config, seed).mean
     held = all(served.held for served, _ in runs)
