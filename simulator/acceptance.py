@@ -9,7 +9,8 @@ Spec strings (``parse_acceptance``):
 
 - ``iid:A`` - every drafted token accepted independently with probability A (Leviathan et al. 2023, Eq. 1).
 - ``positional:A1,A2,...`` - Ai = P(accept position i | positions < i accepted); the last value repeats past the list.
-- ``beta:a,b`` - each sequence has its own alpha ~ Beta(a, b).
+- ``beta:a,b`` - each sequence has its own alpha ~ Beta(a, b), for its whole life; its steps pooled with every
+  other sequence's, each emitting the same number of tokens, are the model's ``chain_pmf`` (`BetaAcceptance`).
 - ``markov:AE,AH,PEH,PHE`` - a hidden easy/hard state per token: alpha AE in the easy state, AH in the hard one,
   P(easy -> hard) = PEH and P(hard -> easy) = PHE between consecutive tokens.
 - ``hmm:A1,..,AS/ROW1/../ROWS`` - the same with S hidden states: their alphas, then the transition matrix by rows.
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -174,8 +175,56 @@ def beta_moments(a: float, b: float, n: int) -> np.ndarray:
     return np.concatenate([[1.0], np.cumprod((a + i) / (a + b + i))])
 
 
+@lru_cache(maxsize=256)
+def beta_quadrature(a: float, b: float, n: int = 48) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Jacobi nodes and weights for E[f(x)] with x ~ Beta(a, b): sum(w * f(x)) is exact for polynomials of
+    degree < 2n, and a density that diverges at 0 or 1 (a or b < 1) is weighed exactly, as the weight carries it.
+
+    Golub & Welsch (1969): the nodes are the eigenvalues of the Jacobi matrix of the three-term recurrence of the
+    polynomials orthogonal under (1 - t)^p (1 + t)^q on [-1, 1], p = b - 1, q = a - 1 (x = (1 + t) / 2); the weights
+    are the squared first components of its eigenvectors."""
+    p, q = b - 1.0, a - 1.0
+    s = p + q
+    j = np.arange(1, n, dtype=float)
+    diag = np.empty(n)
+    diag[0] = (q - p) / (s + 2.0)
+    diag[1:] = (q * q - p * p) / ((2 * j + s) * (2 * j + s + 2))
+    off2 = np.empty(n - 1)
+    off2[0] = 4 * (1 + p) * (1 + q) / ((2 + s) ** 2 * (3 + s))  # j = 1: (j + s) / (2j + s - 1) = 1, cancelled
+    j = j[1:]
+    off2[1:] = 4 * j * (j + p) * (j + q) * (j + s) / ((2 * j + s) ** 2 * (2 * j + s + 1) * (2 * j + s - 1))
+    nodes, vectors = np.linalg.eigh(np.diag(diag) + np.diag(np.sqrt(off2), 1) + np.diag(np.sqrt(off2), -1))
+    weights = vectors[0] ** 2
+    return np.clip((1.0 + nodes) / 2.0, 0.0, 1.0), weights / weights.sum()
+
+
+def tokens_given_alpha(alpha: np.ndarray, k: int) -> np.ndarray:
+    """E[A + 1 | alpha] = 1 + alpha + ... + alpha^k for a chain of k at per-token acceptance `alpha`."""
+    return (np.asarray(alpha, dtype=float)[..., None] ** np.arange(k + 1)).sum(-1)
+
+
+def step_weighted_pmf(alpha: np.ndarray, weight: np.ndarray, k: int) -> np.ndarray:
+    """P(A = j) over all the steps of sequences whose per-token acceptance `alpha` has weights `weight` over
+    sequences, every sequence emitting the same number of tokens: a sequence takes steps in proportion to
+    1 / E[A + 1 | alpha], so that is its share of the steps. E[A + 1] is then the weighted harmonic mean of the
+    sequences' own E[A + 1 | alpha], below their plain mean: a hard sequence stays longer and weighs more."""
+    alpha = np.asarray(alpha, dtype=float)
+    j = np.arange(k + 1)
+    given = alpha[:, None] ** j * (1.0 - alpha[:, None])  # P(A = j | alpha), j < k
+    given[:, k] = alpha**k
+    pmf = (np.asarray(weight, dtype=float) / tokens_given_alpha(alpha, k)) @ given
+    return pmf / pmf.sum()
+
+
 @dataclass(frozen=True, repr=False)
 class BetaAcceptance(Acceptance):
+    """Each sequence has its own alpha ~ Beta(a, b) for its whole life, its steps independent given it.
+
+    ``chain_pmf`` is the distribution of A over all the steps of many such sequences, each emitting the same number of
+    tokens (requests' lengths do not depend on their acceptance): what a server's counters pool and what the serving
+    simulator's sequences produce. A low-alpha sequence takes more steps, so it weighs more than its share of
+    sequences (`step_weighted_pmf`)."""
+
     a: float
     b: float
 
@@ -187,20 +236,32 @@ class BetaAcceptance(Acceptance):
     def spec(self) -> str:  # type: ignore[override]
         return f"beta:{self.a:g},{self.b:g}"
 
+    def draw_alphas(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """Sequences' own acceptance rates."""
+        return rng.beta(self.a, self.b, size=size)
+
     def chain_pmf(self, k: int) -> np.ndarray:
-        """P(A = j) = E[x^j] - E[x^(j+1)] for j < k, and E[x^k] for j = k, by Beta moments."""
+        """The step-weighted mixture over alpha ~ Beta(a, b) of the geometric P(A = j | alpha), by Gauss-Jacobi
+        quadrature (`beta_quadrature`)."""
         k = _check_k(k)
-        m = beta_moments(self.a, self.b, k + 1)
-        pmf = m[:-1] - m[1:]
-        pmf[k] = m[k]
-        return pmf
+        x, w = beta_quadrature(float(self.a), float(self.b))
+        return step_weighted_pmf(x, w, k)
 
     def sample_chain(self, k: int, rng: np.random.Generator, size: int) -> np.ndarray:
-        alpha = rng.beta(self.a, self.b, size=size)
-        return _geometric_capped(alpha, k, rng)
+        """Steps drawn as a server pools them: a sequence's alpha, kept for the step with probability
+        1 / E[A + 1 | alpha] (its share of the steps; rejection sampling), then A given alpha."""
+        k = _check_k(k)
+        kept: list[np.ndarray] = []
+        need = size
+        while need > 0:
+            alpha = self.draw_alphas(rng, (k + 1) * need + 16)
+            alpha = alpha[rng.random(alpha.size) * tokens_given_alpha(alpha, k) < 1.0]
+            kept.append(alpha[:need])
+            need -= kept[-1].size
+        return _geometric_capped(np.concatenate(kept), k, rng)
 
     def stream(self, rng: np.random.Generator, stationary: bool = False) -> AcceptanceStream:
-        alpha = np.array([rng.beta(self.a, self.b)])
+        alpha = self.draw_alphas(rng, 1)
         return lambda k: int(_geometric_capped(alpha, k, rng)[0])
 
     def scaled(self, factor: float) -> Acceptance:
@@ -217,24 +278,17 @@ class ScaledBetaAcceptance(BetaAcceptance):
     def spec(self) -> str:  # type: ignore[override]
         return f"beta:{self.a:g},{self.b:g}x{self.factor:.4g}"
 
+    def draw_alphas(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return np.minimum(self.factor * rng.beta(self.a, self.b, size=size), 1.0)
+
     def chain_pmf(self, k: int) -> np.ndarray:
-        """P(A >= i) = E[min(f x, 1)^i], by quadrature over x on a fine grid (the Beta density integrated per cell,
-        so a density that diverges at 0 or 1 is still weighed exactly)."""
+        """As `BetaAcceptance`'s, with alpha = min(f x, 1): by quadrature over x on a fine grid (min() has a kink a
+        Gauss rule would not see; the Beta density is integrated per cell, so one that diverges at 0 or 1 is still
+        weighed exactly)."""
         k = _check_k(k)
         edges = np.linspace(0.0, 1.0, 4097)
         weights = np.diff(_beta_cdf(edges, self.a, self.b))
-        x = np.minimum(self.factor * (edges[:-1] + edges[1:]) / 2, 1.0)
-        at_least = np.concatenate([[1.0], [float(weights @ x ** i) / weights.sum() for i in range(1, k + 1)]])
-        pmf = at_least.copy()
-        pmf[:-1] -= at_least[1:]
-        return pmf
-
-    def sample_chain(self, k: int, rng: np.random.Generator, size: int) -> np.ndarray:
-        return _geometric_capped(np.minimum(self.factor * rng.beta(self.a, self.b, size=size), 1.0), k, rng)
-
-    def stream(self, rng: np.random.Generator, stationary: bool = False) -> AcceptanceStream:
-        alpha = np.minimum(self.factor * np.array([rng.beta(self.a, self.b)]), 1.0)
-        return lambda k: int(_geometric_capped(alpha, k, rng)[0])
+        return step_weighted_pmf(np.minimum(self.factor * (edges[:-1] + edges[1:]) / 2, 1.0), weights, k)
 
     def scaled(self, factor: float) -> Acceptance:
         return ScaledBetaAcceptance(self.a, self.b, self.factor * factor)

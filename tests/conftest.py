@@ -1,5 +1,6 @@
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from calibrate.run import Grid
@@ -110,3 +111,23 @@ def one_line_error(result, *fragments: str) -> None:
     for f in fragments:
         assert f in lines[0], lines[0]
     assert "Traceback" not in result.output
+
+
+def pooled_requests(sampler, slots: np.ndarray, k: int, requests: int, tokens: int) -> np.ndarray:
+    """A of every step of `requests` whole requests per slot, each emitting `tokens` tokens (a request's length does
+    not depend on its acceptance), one after another in each slot (`admit` starts the next): steps pooled as a
+    server's counters pool them."""
+    sampler.admit(slots)
+    emitted = np.zeros(len(slots), dtype=np.int64)
+    finished = np.zeros(len(slots), dtype=np.int64)
+    draws = []
+    while (live := finished < requests).any():
+        a = sampler.draw(slots[live], k)
+        draws.append(a)
+        emitted[live] += a + 1
+        done = emitted >= tokens
+        if done.any():
+            sampler.admit(slots[done])
+            emitted[done] = 0
+            finished[done] += 1
+    return np.concatenate(draws)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import pooled_requests
 
 from simulator import SpecsimError
-from simulator.acceptance import parse_acceptance
+from simulator.acceptance import IIDAcceptance, beta_quadrature, parse_acceptance, tokens_given_alpha
 from simulator.capacity import Scenario, max_rate
 from simulator.metrics import SLO, decode_tokens_per_s, summarize
 from simulator.policies import Adaptive, BatchState, parse_policies, parse_policy
-from simulator.sampling import batch_sampler
+from simulator.sampling import BetaSampler, batch_sampler
 from simulator.serving import EngineConfig, StepCosts, simulate
 from simulator.sweep import Candidate, step_time, tokens_per_pass
 from simulator.trees import Tree
@@ -24,21 +25,40 @@ from simulator.workload import Workload, parse_lengths, static_batch, synthetic
                                   "ranks:0.6,0.2,0.1"])
 @pytest.mark.parametrize("k", [1, 4])
 def test_batch_sampler_follows_chain_pmf(spec, k):
-    """Sequences followed across many steps at a fixed k: the pooled distribution of A is the model's chain_pmf
-    (for markov: the step-start stationary one; for beta: the mixture over sequences)."""
+    """Requests of equal length followed across their steps at a fixed k: the pooled distribution of A is the
+    model's chain_pmf (for markov: the step-start stationary one; for beta: the mixture over sequences, each weighed
+    by the steps it takes)."""
     acc = parse_acceptance(spec)
-    rng = np.random.default_rng(1)
     slots = np.arange(400)
-    sampler = batch_sampler(acc, len(slots), rng)
-    sampler.admit(slots)
-    draws = []
-    for step in range(300):
-        if step % 50 == 0 and spec.startswith("beta"):
-            sampler.admit(slots)  # fresh sequences: the mixture over alpha
-        draws.append(sampler.draw(slots, k))
-    a = np.concatenate(draws)
+    a = pooled_requests(batch_sampler(acc, len(slots), np.random.default_rng(1)), slots, k, requests=8, tokens=60)
     observed = np.bincount(a, minlength=k + 1) / len(a)
     np.testing.assert_allclose(observed, acc.chain_pmf(k), atol=0.01)
+
+
+def test_beta_requests_pool_below_their_mean_sequence():
+    """Under beta a hard request stays longer: pooled over equal-length requests, tokens per step are the harmonic
+    mean of the requests' own (chain_pmf), measurably below the mean over requests of a fixed number of steps each."""
+    acc = parse_acceptance("beta:1,1")
+    slots = np.arange(2000)
+    by_requests = pooled_requests(batch_sampler(acc, len(slots), np.random.default_rng(2)), slots, 4, requests=4,
+                                  tokens=60)
+    fixed = batch_sampler(acc, len(slots), np.random.default_rng(3))
+    fixed.admit(slots)
+    by_steps = np.concatenate([fixed.draw(slots, 4) for _ in range(60)])
+    x, w = beta_quadrature(1.0, 1.0)
+    per_sequence = float(w @ tokens_given_alpha(x, 4))  # E over sequences of E[A + 1 | alpha]: 1 + 1/2 + ... + 1/5
+    assert per_sequence == pytest.approx(1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5)
+    assert np.mean(by_steps + 1) == pytest.approx(per_sequence, abs=0.02)
+    assert np.mean(by_requests + 1) == pytest.approx(acc.expected_tokens(4), abs=0.02)
+    assert acc.expected_tokens(4) < per_sequence - 0.2
+
+
+def fixed_steps_pmf(acc, sampler, k: int) -> np.ndarray:
+    """The pooled law of sequences that all take the same number of steps: chain_pmf, except under beta, where every
+    sequence then weighs alike - the mean of its sequences' own geometric laws."""
+    if not isinstance(sampler, BetaSampler):
+        return acc.chain_pmf(k)
+    return np.mean([IIDAcceptance(float(a)).chain_pmf(k) for a in sampler.alpha], axis=0)
 
 
 @pytest.mark.parametrize("spec", ["iid:0.7", "positional:0.9,0.8,0.6", "beta:4,2", "markov:0.95,0.3,0.05,0.15",
@@ -46,10 +66,10 @@ def test_batch_sampler_follows_chain_pmf(spec, k):
 @pytest.mark.parametrize("k", [1, 4])
 def test_bulk_draws_follow_the_same_law_as_steps(spec, k):
     """Steps drawn m at a time and cut after a random n of them (``draw_steps``, then ``keep``: the serving
-    simulator's bulk advance) pool to the same chain_pmf as steps drawn one at a time, with the same dependence
-    from one kept step to the next (lag-1 correlation of a sequence's accepted lengths), cuts included."""
+    simulator's bulk advance) pool to the same law as steps drawn one at a time (`fixed_steps_pmf`), with the same
+    dependence from one kept step to the next (lag-1 correlation of a sequence's accepted lengths), cuts included."""
     acc = parse_acceptance(spec)
-    slots = np.arange(4000)  # for beta: enough sequences that their alphas average to the mixture
+    slots = np.arange(4000)
     bulk = batch_sampler(acc, len(slots), np.random.default_rng(1))
     step = batch_sampler(acc, len(slots), np.random.default_rng(2))
     bulk.admit(slots)
@@ -61,9 +81,9 @@ def test_bulk_draws_follow_the_same_law_as_steps(spec, k):
         bulk.keep(slots, int(n))
     by_bulk = np.concatenate(kept)
     by_step = np.stack([step.draw(slots, k) for _ in range(len(by_bulk))])
-    for a in (by_bulk, by_step):
+    for a, sampler in ((by_bulk, bulk), (by_step, step)):
         observed = np.bincount(a.ravel(), minlength=k + 1) / a.size
-        np.testing.assert_allclose(observed, acc.chain_pmf(k), atol=0.01)
+        np.testing.assert_allclose(observed, fixed_steps_pmf(acc, sampler, k), atol=0.01)
     lag1 = [np.corrcoef(a[:-1].ravel(), a[1:].ravel())[0, 1] for a in (by_bulk, by_step)]
     assert lag1[0] == pytest.approx(lag1[1], abs=0.02)
 
