@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -423,54 +423,70 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
         """Every pass re-anchored by a spot check of single decoding passes (`CostModel.drift`)."""
         return StepCosts(replace(cost, drift=check.drift), profile.target, profile.draft)
 
-    rows: list[ServedRow] = []
     nominals: list[float] = []
-    checks: list[SpotCheck] = []
+    timings = []  # every spot check's timings, in the order taken
+    runs_at: list[tuple[int, Workload, Policy, Served, int]] = []  # (rate index, stream, policy, run, check before it)
     n = len(workload)
     # Each rate runs its policies forward, then backward (A B C, C B A): a drift that is linear over the rate's runs
     # falls on every policy alike. A spot check closes every run (and opens the next): on this kind of shared host the
-    # device's speed moves ~10 % within half a minute, so each run's prediction is re-anchored by the two checks
-    # right around it (measured: drift moves all pass shapes alike, so single decoding passes are enough), and its
-    # row averages its runs.
+    # device's speed moves ~10 % within half a minute, so each run's prediction is re-anchored by the checks right
+    # around it (measured: drift moves all pass shapes alike, so single decoding passes are enough), and its row
+    # averages its runs. The checks are read as a series (`steady`), so that a burst of a neighbour's work during one
+    # check does not re-anchor the two runs beside it.
     passes = [policies, policies[::-1]][:repeats]
     graph = engine.runner.mode == "graph"
     runs = len(grid) * len(policies) * repeats
     with progress("served stream and its simulation", runs * (n + 1 + graph) + 1) as bar:
-        before = spot()
+        timings.append(spot())
         bar.update(1)
-        for rate in grid:
+        for r, rate in enumerate(grid):
             w = workload if rate is None else workload.at_rate(rate)
-            nominal = w.mean_rate_per_s if rate is None else rate
-            nominals.append(nominal)
-            done: dict[str, list[tuple[Served, SpotCheck]]] = {p.label: [] for p in policies}
+            nominals.append(w.mean_rate_per_s if rate is None else rate)
             for policy in (p for order in passes for p in order):
-                engine_costs = drifted(spot_check(profile, before, before, context))  # what the engine knows now
+                engine_costs = drifted(spot_check(profile, timings[-1], timings[-1], context))  # what it knows now
                 if graph:  # capture every shape this stream meets before timing it, then check the device again
                     serve(engine, w, prompts, policy, engine_costs, config, kv_tokens, temperature, seed, time_cap_s)
-                    before = spot()
+                    timings.append(spot())
                     bar.update(1)
                 served = serve(engine, w, prompts, policy, engine_costs, config, kv_tokens, temperature, seed,
                                time_cap_s, tick=bar.update)
                 if not served.held:
                     bar.update(int(np.isnan(served.run.finish_s).sum()))
-                after = spot()
+                runs_at.append((r, w, policy, served, len(timings) - 1))
+                timings.append(spot())
                 bar.update(1)
-                check = spot_check(profile, before, after, context)
-                checks.append(check)
-                before = after
-                done[policy.label].append((served, check))
-            for policy in policies:
-                rows.append(score(done[policy.label], w, nominal, policy, acceptance, config, drifted,
-                                  scenario.costs, seed))
+    steady_timings = steady(timings)
+    checks = [spot_check(profile, steady_timings[i], steady_timings[i + 1], context) for *_, i in runs_at]
+    rows: list[ServedRow] = []
+    for r, nominal in enumerate(nominals):
+        for policy in policies:
+            done = [(served, check) for (ri, w, p, served, _), check in zip(runs_at, checks, strict=True)
+                    if ri == r and p is policy]
+            rows.append(score(done, next(w for ri, w, *_ in runs_at if ri == r), nominal, policy, acceptance, config,
+                              drifted, scenario.costs, seed))
     settings = {"profile": str(profile.path), "pair": f"{profile.target.name} / {profile.draft.name}",
                 "workload": workload.label, "requests": n, "max_batch": serving.max_batch,
                 "acceptance": acceptance_spec or f"real (simulated with {acceptance.spec})",
                 "temperature": temperature, "time_cap_s": time_cap_s, "engine_mode": profile.engine_mode,
                 "prediction_seeds": PREDICTION_SEEDS, "torch_threads": torch.get_num_threads(), "rates": nominals,
                 "passes_per_rate": repeats,
-                "spot_checks": [c.to_dict() for c in checks],
-                "largest_drift": max((c.largest for c in checks), default=0.0)}
+                "spot_checks": [c.to_dict() for c in checks],  # as the predictions used them (`steady`)
+                "spot_timings": [{f"{m}@{b}": t for (m, b), t in sorted(timing.items())} for timing in timings],
+                "largest_drift": max(spot_check(profile, t, t, context).largest for t in timings)}  # as timed
     return ServingValidation(rows, nominals, [p.label for p in policies], settings)
+
+
+def steady(timings: Sequence[Mapping[tuple[str, int], float]]) -> list[dict[tuple[str, int], float]]:
+    """The spot checks' timings read as a series: each the median of itself and its neighbours. A check is a second
+    or two of passes; a neighbour's burst that fills one check but not the runs on either side of it would otherwise
+    re-anchor both runs (measured: one check 1.47x the profile between checks at 1.08x and 1.12x, the two runs beside
+    it priced 11 % and 20 % slow), while a change that lasts is seen by two checks in a row and followed. The series'
+    ends take the mean of their two."""
+    out = []
+    for i, timing in enumerate(timings):
+        window = timings[max(0, i - 1):i + 2]
+        out.append({key: float(np.median([t[key] for t in window if key in t])) for key in timing})
+    return out
 
 
 def score(runs: Sequence[tuple[Served, Any]], workload: Workload, rate: float, policy: Policy,

@@ -47,6 +47,18 @@ def tiny_profile():
         return calibrate(TINY_T, TINY_D, torch.device("cpu"), TINY_GRID, quick=True, command="test")
 
 
+def save_tiny(tiny_profile, path: Path) -> Path:
+    """The tiny calibration's profile saved to `path`, marked trusted: whether it is depends on the host's noise while
+    the session calibrated it (a busy host spreads its repeats past 15 %), and its untrusted note would add a line to
+    the one-line errors the command-line tests check."""
+    import dataclasses
+
+    from calibrate.profile import Trust, save_profile
+
+    save_profile(dataclasses.replace(tiny_profile.profile, trust=Trust()), path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def builtin_pair():
     """The built-in pair, unexpanded, in fp32 on the CPU (the tests reset its caches as they need)."""

@@ -9,7 +9,7 @@ import sys
 
 import click
 import pytest
-from conftest import one_line_error, run
+from conftest import one_line_error, run, save_tiny
 
 from calibrate.profile import save_profile
 from specsim import cli
@@ -63,7 +63,7 @@ def test_predict_from_a_profile_never_imports_torch(tiny_profile, tmp_path):
 
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
     path = tmp_path / "p.json"
-    save_profile(tiny_profile.profile, path)
+    save_tiny(tiny_profile, path)
     assert "torch" not in _modules_after(["predict", "--profile", str(path), "--alpha", "0.7", "--batch", "1,2"], env)
 
 

@@ -147,19 +147,19 @@ def test_validate_serving_end_to_end_and_its_bad_inputs(tiny_profile, tmp_path):
     """`validate --serving` at a tiny profile's shapes with acceptance replayed: a JSON report with a row per rate and
     policy, the crossovers and the plot; a trace of arrivals on its own clock; one-line errors for a trace with no
     usable rows, a static option, and caches that cannot fit in memory (nothing written)."""
-    from conftest import one_line_error, run
-
-    from calibrate.profile import save_profile
+    from conftest import one_line_error, run, save_tiny
 
     path = tmp_path / "tiny.json"
-    save_profile(tiny_profile.profile, path)
+    save_tiny(tiny_profile, path)
     common = ["validate", "--profile", str(path), "--serving", "--acceptance", "iid:0.7", "--requests", "8",
               "--prompt-tokens", "6..10", "--output-tokens", "4..8", "--max-batch", "4"]
     r = run(*common, "--rate", "50,400", "--policy", "off,fixed:2", "--json", "--plot", str(tmp_path / "out"))
     assert r.exit_code == 0, r.output
     report = json.loads(r.output[r.output.index("{"):])
     assert len(report["rows"]) == 4 and set(report["crossovers"]) == {"fixed:2"}
-    assert all(row["held"] for row in report["rows"]) and report["settings"]["spot_checks"]
+    assert all(row["held"] for row in report["rows"])
+    # 2 rates x 2 policies x 2 passes: a check before the first run and after every run, one re-anchoring per run.
+    assert len(report["settings"]["spot_timings"]) == 9 and len(report["settings"]["spot_checks"]) == 8
     assert {"step time", "prefill", "acceptance", "queueing"} == set(report["rows"][1]["causes"])
     assert (tmp_path / "out" / "validation-serving.png").read_bytes()[:4] == b"\x89PNG"
     trace = tmp_path / "arrivals.csv"
@@ -243,3 +243,50 @@ def test_a_miss_within_two_sampling_deviations_of_the_target_is_told_apart():
     assert s["tpot_p50"]["beyond_chance"] == 1 and s["tpot_p50"]["target"] == 0.10
     text = format_serving_validation(report)
     assert "chance alone moves a speculating row by a median ±2.0 %, and 1 row(s) miss by more than twice" in text
+
+
+def test_spot_checks_are_read_as_a_series():
+    """A burst that fills one check is not a change of speed: each check becomes the median of itself and its
+    neighbours, so a lone spike is dropped, a lasting step is followed from its second check on, and the series' ends
+    take the mean of their two."""
+    from calibrate.served import steady
+
+    def series(*xs):
+        return [{("t", 1): x, ("d", 1): 2 * x} for x in xs]
+
+    spiked = steady(series(1.0, 1.0, 1.5, 1.0, 1.0))
+    assert [t[("t", 1)] for t in spiked] == [1.0, 1.0, 1.0, 1.0, 1.0]
+    assert [t[("d", 1)] for t in spiked] == [2.0] * 5
+    assert [t[("t", 1)] for t in steady(series(1.0, 1.0, 1.3, 1.3, 1.3))] == [1.0, 1.0, 1.3, 1.3, 1.3]
+    assert [t[("t", 1)] for t in steady(series(1.0, 1.2))] == pytest.approx([1.1, 1.1])
+
+
+def test_a_burst_during_one_spot_check_does_not_reprice_the_runs_beside_it(tiny_profile, tmp_path, monkeypatch):
+    """The device timed 3x slower in the check between the second and third run only: the JSON keeps that timing
+    as measured, and every run is priced at the device's steady speed."""
+    from conftest import run, save_tiny
+
+    import calibrate.validate
+
+    real = calibrate.validate.time_spot
+    factors = iter([1.0, 1.0, 3.0, 1.0, 1.0])
+    base: dict = {}
+
+    def scripted(*args, **kwargs):
+        if not base:
+            base.update(real(*args, **kwargs))
+        f = next(factors)
+        return {key: f * t for key, t in base.items()}
+
+    monkeypatch.setattr(calibrate.validate, "time_spot", scripted)
+    path = tmp_path / "tiny.json"
+    save_tiny(tiny_profile, path)
+    r = run("validate", "--profile", str(path), "--serving", "--acceptance", "iid:0.7", "--requests", "6",
+            "--prompt-tokens", "6..10", "--output-tokens", "4..8", "--max-batch", "4", "--rate", "50",
+            "--policy", "off,fixed:2", "--json")
+    assert r.exit_code == 0, r.output
+    settings = json.loads(r.output[r.output.index("{"):])["settings"]
+    assert [max(t.values()) / min(base.values()) >= 3.0 for t in settings["spot_timings"]] == [0, 0, 1, 0, 0]
+    for check in settings["spot_checks"]:
+        for point in check["points"]:
+            assert point["before_s"] == point["after_s"] == base[(point["model"], point["batch"])]

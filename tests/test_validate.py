@@ -226,12 +226,10 @@ def test_forced_acceptance_replays_the_model_and_keeps_the_passes_real(tiny_prof
 def test_shape_validation_at_the_profiles_shapes(tiny_profile, tmp_path):
     """`validate --acceptance SPEC` at a profile's own (tiny) shapes runs, reports every predictor with the replayed
     acceptance, and refuses shapes the profile was not calibrated at and trees."""
-    from conftest import one_line_error, run
-
-    from calibrate.profile import save_profile
+    from conftest import one_line_error, run, save_tiny
 
     path = tmp_path / "tiny.json"
-    save_profile(tiny_profile.profile, path)
+    save_tiny(tiny_profile, path)
     r = run("validate", "--profile", str(path), "--acceptance", "iid:0.8", "--batch", "1,2", "--k", "1,3",
             "--repeats", "1", "--tokens", "12", "--tree", "", "--prompt-tokens", "8", "--json")
     assert r.exit_code == 0, r.output
