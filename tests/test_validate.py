@@ -82,6 +82,47 @@ def test_each_speedup_pairs_adjacent_runs_and_cancels_drift():
         assert r.speedup.min < 2 / 1.5 < r.speedup.max  # each single pair is off by the drift, in both directions
 
 
+def test_a_batch_counts_its_tokens_per_pass_as_a_servers_rows_would():
+    """Worked by hand: a sequence emitting 5 tokens a step beside one emitting 1, four steps. Every sequence alike
+    (fixed steps) gives 24 / 8 = 3.0 tokens per pass; as a server counts requests of equal length (the slowest's 4
+    tokens: 1 step for the first, 4 for the second, 9 tokens over 5 passes) 1.8. One sequence alone is its plain
+    ratio."""
+    from types import SimpleNamespace
+
+    from calibrate.realruns import as_served
+
+    steps = [SimpleNamespace(accepted=[4, 0]) for _ in range(4)]
+    assert as_served(steps).tolist() == [9.0, 5.0]
+    alone = [SimpleNamespace(accepted=[a]) for a in (3, 0, 1)]
+    assert as_served(alone).tolist() == [7.0, 3.0]
+
+
+def test_batches_counted_as_served_pool_like_the_acceptance_models():
+    """Batches of 8 sequences, each with its own alpha ~ Beta(8, 3), stepped at k = 4 until the first has 48 tokens
+    (as `validate` runs them): counted as a server would, their tokens per pass are the Beta model's (its steps
+    pooled over requests of equal length) within 1.5 % (the last step's overshoot of requests this short leaves
+    +0.5 %); every sequence weighed alike, they are 5 % above it."""
+    from types import SimpleNamespace
+
+    from calibrate.realruns import as_served
+    from simulator.acceptance import BetaAcceptance
+
+    rng = np.random.default_rng(0)
+    served, alike = np.zeros(2), np.zeros(2)
+    for _ in range(1000):
+        alpha = rng.beta(8, 3, size=8)
+        steps, emitted = [], np.zeros(8)
+        while emitted.max() < 48:
+            a = (rng.random((8, 4)) < alpha[:, None]).cumprod(axis=1).sum(axis=1)
+            steps.append(SimpleNamespace(accepted=a.tolist()))
+            emitted += a + 1
+        served += as_served(steps)
+        alike += [emitted.sum(), 8 * len(steps)]
+    model = BetaAcceptance(8, 3).expected_tokens(4)
+    assert served[0] / served[1] == pytest.approx(model, rel=0.015)
+    assert alike[0] / alike[1] > 1.03 * model
+
+
 def test_predictors_and_perfect_measurements(builtin_profile):
     """Measurements made equal to the primary prediction give zero error for it, and the report says so."""
     preds = predictors(builtin_profile)
