@@ -169,12 +169,6 @@ class PositionalAcceptance(Acceptance):
         return PositionalAcceptance(tuple(min(a * factor, 1.0) for a in self.alphas))
 
 
-def beta_moments(a: float, b: float, n: int) -> np.ndarray:
-    """E[x^j] for j = 0..n with x ~ Beta(a, b): prod_{i<j} (a + i) / (a + b + i)."""
-    i = np.arange(n)
-    return np.concatenate([[1.0], np.cumprod((a + i) / (a + b + i))])
-
-
 @lru_cache(maxsize=256)
 def beta_quadrature(a: float, b: float, n: int = 48) -> tuple[np.ndarray, np.ndarray]:
     """Gauss-Jacobi nodes and weights for E[f(x)] with x ~ Beta(a, b): sum(w * f(x)) is exact for polynomials of
