@@ -424,8 +424,10 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
         return StepCosts(replace(cost, drift=check.drift), profile.target, profile.draft)
 
     nominals: list[float] = []
+    streams: list[Workload] = []
     timings = []  # every spot check's timings, in the order taken
-    runs_at: list[tuple[int, Workload, Policy, Served, int]] = []  # (rate index, stream, policy, run, check before it)
+    runs_at: list[int] = []  # every run's check before it (its index in `timings`), in the order run
+    done: dict[tuple[int, str], list[tuple[Served, int]]] = {}  # (rate, policy) -> its runs and their places in order
     n = len(workload)
     # Each rate runs its policies forward, then backward (A B C, C B A): a drift that is linear over the rate's runs
     # falls on every policy alike. A spot check closes every run (and opens the next): on this kind of shared host the
@@ -441,6 +443,7 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
         bar.update(1)
         for r, rate in enumerate(grid):
             w = workload if rate is None else workload.at_rate(rate)
+            streams.append(w)
             nominals.append(w.mean_rate_per_s if rate is None else rate)
             for policy in (p for order in passes for p in order):
                 engine_costs = drifted(spot_check(profile, timings[-1], timings[-1], context))  # what it knows now
@@ -452,18 +455,15 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
                                time_cap_s, tick=bar.update)
                 if not served.held:
                     bar.update(int(np.isnan(served.run.finish_s).sum()))
-                runs_at.append((r, w, policy, served, len(timings) - 1))
+                done.setdefault((r, policy.label), []).append((served, len(runs_at)))
+                runs_at.append(len(timings) - 1)
                 timings.append(spot())
                 bar.update(1)
     steady_timings = steady(timings)
-    checks = [spot_check(profile, steady_timings[i], steady_timings[i + 1], context) for *_, i in runs_at]
-    rows: list[ServedRow] = []
-    for r, nominal in enumerate(nominals):
-        for policy in policies:
-            done = [(served, check) for (ri, w, p, served, _), check in zip(runs_at, checks, strict=True)
-                    if ri == r and p is policy]
-            rows.append(score(done, next(w for ri, w, *_ in runs_at if ri == r), nominal, policy, acceptance, config,
-                              drifted, scenario.costs, seed))
+    checks = [spot_check(profile, steady_timings[i], steady_timings[i + 1], context) for i in runs_at]
+    rows = [score([(served, checks[j]) for served, j in done[(r, policy.label)]], streams[r], nominal, policy,
+                  acceptance, config, drifted, scenario.costs, seed)
+            for r, nominal in enumerate(nominals) for policy in policies]
     settings = {"profile": str(profile.path), "pair": f"{profile.target.name} / {profile.draft.name}",
                 "workload": workload.label, "requests": n, "max_batch": serving.max_batch,
                 "acceptance": acceptance_spec or f"real (simulated with {acceptance.spec})",
