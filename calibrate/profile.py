@@ -30,12 +30,11 @@ from simulator.acceptance import (
     IIDAcceptance,
     MarkovAcceptance,
     PositionalAcceptance,
-    ProbabilityTraceAcceptance,
     RanksAcceptance,
-    TraceAcceptance,
     WithRanks,
 )
 from simulator.cost import CostModel, RateTable
+from simulator.replay import ProbabilityTraceAcceptance, TraceAcceptance
 from simulator.specs import HardwareSpec, ModelSpec, Overheads, SpeculationTax
 
 SCHEMA = "specsim-profile"

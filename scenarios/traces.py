@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator import SpecsimError
-from simulator.acceptance import TraceAcceptance
+from simulator.replay import TraceAcceptance
 from simulator.workload import Workload
 
 from .files import json_lines, read_text

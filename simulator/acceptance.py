@@ -17,7 +17,7 @@ Spec strings (``parse_acceptance``):
 - ``trace:FILE[:COLUMN]`` - replay a greedy acceptance trace (the per-request lines of ``data/acceptance-traces``:
   per position, the tokens one step starting there yields; COLUMN ``eagle`` (default) or ``ngram``). This package
   reads no files:
-  ``scenarios.acceptance_from_spec`` reads the trace and builds a ``TraceAcceptance``.
+  ``scenarios.acceptance_from_spec`` reads the trace and builds a ``simulator.replay.TraceAcceptance``.
 - ``ranks:R1,R2,...`` - Sequoia's per-rank vector: Rj = P(the j-th ranked draft candidate is the accepted one).
   A chain uses alpha = R1; trees need this model.
 - ``SPEC@context:C1=F1,C2=F2,...`` - any of the parametric models above with acceptance that changes with context:
@@ -30,8 +30,8 @@ Spec strings (``parse_acceptance``):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -47,7 +47,7 @@ def _check_prob(name: str, value: float) -> float:
     return float(value)
 
 
-def _check_k(k: int) -> int:
+def check_k(k: int) -> int:
     if k < 0:
         raise SpecsimError(f"draft length k must be >= 0, got {k}")
     return int(k)
@@ -80,7 +80,7 @@ class Acceptance:
 
     def sample_chain(self, k: int, rng: np.random.Generator, size: int) -> np.ndarray:
         """`size` independent draws of A for a chain of k (the distribution ``chain_pmf`` gives)."""
-        return rng.choice(k + 1, size=size, p=self.chain_pmf(_check_k(k)))
+        return rng.choice(k + 1, size=size, p=self.chain_pmf(check_k(k)))
 
     def stream(self, rng: np.random.Generator, stationary: bool = False) -> AcceptanceStream:
         """A sequence followed across steps (stateless models: independent steps). `stationary`: start it at a
@@ -119,7 +119,7 @@ class IIDAcceptance(Acceptance):
         return f"iid:{self.alpha_:g}"
 
     def chain_pmf(self, k: int) -> np.ndarray:
-        k = _check_k(k)
+        k = check_k(k)
         a = self.alpha_
         pmf = a ** np.arange(k + 1) * (1.0 - a)
         pmf[k] = a**k
@@ -127,7 +127,7 @@ class IIDAcceptance(Acceptance):
 
     def expected_tokens(self, k: int) -> float:
         """Leviathan et al. 2023, Eq. 1: (1 - a^(k+1)) / (1 - a); k + 1 at a = 1."""
-        k = _check_k(k)
+        k = check_k(k)
         a = self.alpha_
         return float(k + 1) if a == 1.0 else (1.0 - a ** (k + 1)) / (1.0 - a)
 
@@ -159,7 +159,7 @@ class PositionalAcceptance(Acceptance):
         return np.concatenate([a[:k], np.full(max(k - len(a), 0), a[-1])])
 
     def chain_pmf(self, k: int) -> np.ndarray:
-        k = _check_k(k)
+        k = check_k(k)
         at_least = np.concatenate([[1.0], np.cumprod(self.conditional(k))])  # P(A >= i), i = 0..k
         pmf = at_least.copy()
         pmf[:-1] -= at_least[1:]
@@ -237,14 +237,14 @@ class BetaAcceptance(Acceptance):
     def chain_pmf(self, k: int) -> np.ndarray:
         """The step-weighted mixture over alpha ~ Beta(a, b) of the geometric P(A = j | alpha), by Gauss-Jacobi
         quadrature (`beta_quadrature`)."""
-        k = _check_k(k)
+        k = check_k(k)
         x, w = beta_quadrature(float(self.a), float(self.b))
         return step_weighted_pmf(x, w, k)
 
     def sample_chain(self, k: int, rng: np.random.Generator, size: int) -> np.ndarray:
         """Steps drawn as a server pools them: a sequence's alpha, kept for the step with probability
         1 / E[A + 1 | alpha] (its share of the steps; rejection sampling), then A given alpha."""
-        k = _check_k(k)
+        k = check_k(k)
         kept: list[np.ndarray] = []
         need = size
         while need > 0:
@@ -279,7 +279,7 @@ class ScaledBetaAcceptance(BetaAcceptance):
         """As `BetaAcceptance`'s, with alpha = min(f x, 1): by quadrature over x on a fine grid (min() has a kink a
         Gauss rule would not see; the Beta density is integrated per cell, so one that diverges at 0 or 1 is still
         weighed exactly)."""
-        k = _check_k(k)
+        k = check_k(k)
         edges = np.linspace(0.0, 1.0, 4097)
         weights = np.diff(_beta_cdf(edges, self.a, self.b))
         return step_weighted_pmf(np.minimum(self.factor * (edges[:-1] + edges[1:]) / 2, 1.0), weights, k)
@@ -361,13 +361,13 @@ class HiddenChain(Acceptance):
 
     def step_start_distribution(self, k: int) -> np.ndarray:
         """Stationary distribution of the state at the first drafted token of a step of k drafts."""
-        if _check_k(k) == 0:
+        if check_k(k) == 0:
             return self.token_stationary
         _, M = self._forward(np.eye(self.n_states), k)
         return stationary(M)
 
     def chain_pmf(self, k: int) -> np.ndarray:
-        k = _check_k(k)
+        k = check_k(k)
         if k == 0:
             return np.ones(1)
         pmf, _ = self._forward(self.step_start_distribution(k), k)
@@ -397,7 +397,7 @@ class HiddenChain(Acceptance):
         return (rng.random(len(s))[:, None] >= cum[s]).sum(axis=1).clip(max=self.n_states - 1)
 
     def sample_chain(self, k: int, rng: np.random.Generator, size: int) -> np.ndarray:
-        k = _check_k(k)
+        k = check_k(k)
         start = np.cumsum(self.step_start_distribution(k))
         state = (rng.random(size)[:, None] >= start).sum(axis=1).clip(max=self.n_states - 1)
         out = np.zeros(size, dtype=int)
@@ -498,132 +498,6 @@ class HiddenStateAcceptance(HiddenChain):
     @property
     def transition(self) -> np.ndarray:
         return np.asarray(self.transition_, dtype=float)
-
-
-@dataclass(frozen=True, repr=False, eq=False)
-class TraceAcceptance(Acceptance):
-    """Replay of a greedy acceptance trace.
-
-    ``yields[r][t]`` is how many tokens a step starting at position t of request r emits with the draft's full
-    lookahead. Under greedy decoding a step of k drafts emits exactly min(yields[t], k + 1), so the replay is exact
-    for every k up to the lookahead.
-    """
-
-    yields: tuple[np.ndarray, ...]
-    source: str = "trace"
-    _pmf_cache: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
-    _starts: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        if not self.yields or all(len(y) == 0 for y in self.yields):
-            raise SpecsimError(f"trace {self.source!r} holds no positions")
-        if any((y < 1).any() for y in self.yields):
-            raise SpecsimError(f"trace {self.source!r}: every per-position yield must be >= 1")
-
-    @property
-    def spec(self) -> str:  # type: ignore[override]
-        return f"trace:{self.source}"
-
-    @cached_property
-    def max_k(self) -> int:
-        """Largest k the trace can replay: the most tokens any step yielded, minus the bonus token."""
-        return int(max(y.max() for y in self.yields if len(y))) - 1
-
-    def replay(self, k: int) -> np.ndarray:
-        """Accepted lengths of every step when each request is decoded from its start with chains of k."""
-        k = _check_k(k)
-        if k > self.max_k:
-            raise SpecsimError(f"trace {self.source!r} records lookaheads up to {self.max_k}; k={k} cannot be "
-                               f"replayed (use k <= {self.max_k})")
-        out: list[int] = []
-        for y in self.yields:
-            ys = y.tolist()
-            t, n = 0, len(ys)
-            while t < n:
-                step = min(ys[t], k + 1)
-                out.append(step - 1)
-                t += step
-        return np.asarray(out, dtype=int)
-
-    def chain_pmf(self, k: int) -> np.ndarray:
-        if k not in self._pmf_cache:
-            counts = np.bincount(self.replay(k), minlength=k + 1)
-            self._pmf_cache[k] = counts / counts.sum()
-        return self._pmf_cache[k]
-
-    def step_starts(self, k: int) -> np.ndarray:
-        """(request, position) of every step of the replay at k: what ``chain_pmf`` averages over."""
-        if k not in self._starts:
-            starts = []
-            for r, y in enumerate(self.yields):
-                ys, t = y.tolist(), 0
-                while t < len(ys):
-                    starts.append((r, t))
-                    t += min(ys[t], k + 1)
-            self._starts[k] = np.asarray(starts, dtype=int)
-        return self._starts[k]
-
-    def stream(self, rng: np.random.Generator, stationary: bool = False) -> AcceptanceStream:
-        # From a request's start; or (stationary) from a step of the replay drawn uniformly at the first call's k,
-        # so that a short run's steps are distributed as `chain_pmf`'s.
-        pos = [int(rng.integers(len(self.yields))), 0, stationary]
-
-        def step(k: int) -> int:
-            if pos[2]:
-                starts = self.step_starts(min(k, self.max_k))
-                pos[0], pos[1] = (int(v) for v in starts[int(rng.integers(len(starts)))])
-                pos[2] = False
-            y = self.yields[pos[0]]
-            while pos[1] >= len(y):
-                pos[0], pos[1] = int(rng.integers(len(self.yields))), 0
-                y = self.yields[pos[0]]
-            n = min(int(y[pos[1]]), k + 1)
-            pos[1] += n
-            return n - 1
-
-        return step
-
-
-@dataclass(frozen=True, repr=False, eq=False)
-class ProbabilityTraceAcceptance(Acceptance):
-    """Replay of a sampled-acceptance trace: alphas[r][t] is the probability that a token drafted at position t of
-    request r is accepted (sum_x min(p, q)). Steps walk each request from its start; the distribution of A is the
-    exact expectation over the random step starts (a forward recursion over positions)."""
-
-    alphas: tuple[np.ndarray, ...]
-    source: str = "measured"
-    _pmf_cache: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def spec(self) -> str:  # type: ignore[override]
-        return f"trace:{self.source}"
-
-    def chain_pmf(self, k: int) -> np.ndarray:
-        k = _check_k(k)
-        if k in self._pmf_cache:
-            return self._pmf_cache[k]
-        # All requests at once, padded: start[r, t] = P(a step of request r starts at position t).
-        n = np.array([len(a) for a in self.alphas])
-        width = int(n.max()) + k + 2
-        a = np.zeros((len(n), width))
-        for r, x in enumerate(self.alphas):
-            a[r, :len(x)] = x
-        start = np.zeros((len(n), width))
-        start[:, 0] = 1.0
-        total = np.zeros(k + 1)
-        for t in range(max(int(n.max()) - k, 0)):
-            w = start[:, t] * (t < n - k)  # only steps whose k drafts lie inside the trace
-            alive = np.ones(len(n))
-            for j in range(k):
-                stop = w * alive * (1.0 - a[:, t + j])
-                total[j] += stop.sum()
-                start[:, t + j + 1] += stop
-                alive = alive * a[:, t + j]
-            total[k] += (w * alive).sum()
-            start[:, t + k + 1] += w * alive
-        pmf = total / total.sum() if total.sum() > 0 else np.eye(k + 1)[0]
-        self._pmf_cache[k] = pmf
-        return pmf
 
 
 @dataclass(frozen=True, repr=False, eq=False)

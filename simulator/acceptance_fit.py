@@ -36,10 +36,9 @@ from .acceptance import (
     IIDAcceptance,
     MarkovAcceptance,
     PositionalAcceptance,
-    ProbabilityTraceAcceptance,
-    TraceAcceptance,
 )
 from .context import with_context
+from .replay import ProbabilityTraceAcceptance, TraceAcceptance
 
 KS = tuple(range(1, 9))
 MODELS = ("iid", "positional", "beta", "markov", "hmm3")

@@ -27,10 +27,10 @@ from .acceptance import (
     Acceptance,
     BetaAcceptance,
     HiddenChain,
-    TraceAcceptance,
     WithRanks,
 )
 from .context import ContextDependent
+from .replay import TraceAcceptance
 from .sweep import Candidate
 from .trees import Tree
 

@@ -245,8 +245,8 @@ def test_context_table_refuses_bad_input(spec, message):
 
 
 def test_a_trace_takes_no_context_factor():
-    from simulator.acceptance import TraceAcceptance
     from simulator.context import with_context
+    from simulator.replay import TraceAcceptance
 
     with pytest.raises(SpecsimError, match="carries its own contexts"):
         with_context(TraceAcceptance((np.array([2, 1, 3]),)), "context:0=1,100=0.5")

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from scenarios import load_hardware
-from simulator.acceptance import TraceAcceptance, parse_acceptance
+from simulator.acceptance import parse_acceptance
 from simulator.cost import CostModel
 from simulator.policies import parse_policy
+from simulator.replay import TraceAcceptance
 from simulator.serving import EngineConfig, StepCosts, simulate
 from simulator.workload import parse_lengths, synthetic
 

@@ -90,7 +90,7 @@ def test_bulk_draws_follow_the_same_law_as_steps(spec, k):
 
 def test_keep_resumes_a_trace_walk_where_the_kept_steps_end():
     """A greedy trace is deterministic: 8 steps drawn, 3 kept, then 5 more drawn are the walk's steps 4 to 8."""
-    from simulator.acceptance import TraceAcceptance
+    from simulator.replay import TraceAcceptance
 
     acc = TraceAcceptance((np.array([3, 2, 1, 5, 4, 3, 2, 1, 1] * 5),))
     slots = np.arange(3)
@@ -117,7 +117,7 @@ def test_beta_sampler_keeps_alpha_per_sequence():
 
 def test_trace_sampler_replays_the_trace_exactly():
     """One sequence walking a greedy trace emits min(yield, k + 1) at each step start, in order."""
-    from simulator.acceptance import TraceAcceptance
+    from simulator.replay import TraceAcceptance
 
     acc = TraceAcceptance((np.array([3, 2, 1, 5, 4, 3, 2, 1, 1]),))
     sampler = batch_sampler(acc, 1, np.random.default_rng(0))

@@ -14,7 +14,8 @@ from calibrate.model import causal_window
 from calibrate.profile import MeasuredAcceptance
 from calibrate.speculative import Decoding, Ngram, RealEngine
 from simulator import SpecsimError
-from simulator.acceptance import IIDAcceptance, ProbabilityTraceAcceptance
+from simulator.acceptance import IIDAcceptance
+from simulator.replay import ProbabilityTraceAcceptance
 from simulator.trees import parse_branching
 from specsim import cli
 
