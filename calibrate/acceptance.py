@@ -22,7 +22,8 @@ import torch
 from simulator.acceptance_fit import AcceptanceData, cross_validate
 
 from .model import Decoder, causal_window
-from .speculative import Decoding, RealEngine, distribution
+from .rules import distribution
+from .speculative import Decoding, RealEngine
 
 K_MAX = 8
 KS = tuple(range(1, K_MAX + 1))

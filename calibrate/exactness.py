@@ -23,7 +23,8 @@ from simulator.specs import ModelSpec
 from simulator.trees import Tree
 
 from .model import Decoder, build_decoder, causal_window
-from .speculative import Decoding, RealEngine, distribution
+from .rules import distribution
+from .speculative import Decoding, RealEngine
 
 PASS_P = 0.01  # the exact rule passes when p > PASS_P
 CATCH_P = 1e-6  # a broken rule is caught when p < CATCH_P

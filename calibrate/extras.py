@@ -31,7 +31,8 @@ from simulator.sweep import Candidate, StepPhases
 from simulator.trees import parse_branching
 
 from .measure import Timer
-from .speculative import Decoding, RealEngine, RunResult, StepRecord, distribution, sample
+from .rules import distribution, sample
+from .speculative import Decoding, RealEngine, RunResult, StepRecord
 
 KINDS = ("plain", "draft", "verify", "chain_accept", "tree_draft", "tree_verify", "tree_walk")
 TREE = parse_branching("2,2,1")

@@ -76,6 +76,14 @@ class Window:
         return self.start[:, None] + self.offsets[None, :]
 
 
+@dataclass
+class KVCache:
+    """A decoder's KV cache taken out of it (`Decoder.swap_cache`): per layer (keys, values), and its rows."""
+
+    layers: list[tuple[torch.Tensor | None, torch.Tensor | None]]
+    rows: int
+
+
 def round_keys(slots_needed: int, max_seq_len: int, bucket: int = KEY_ALIGN) -> int:
     """Slots attention reads for a pass that needs `slots_needed`: rounded up to `bucket`, at most the cache."""
     return min(max_seq_len, -(-slots_needed // bucket) * bucket)
@@ -247,6 +255,17 @@ class Decoder(nn.Module):
             layer.attention.v_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
         self.cache_rows = rows
         self.cache_version += 1
+
+    def swap_cache(self, other: KVCache | None = None) -> KVCache:
+        """Put `other` (None: no cache) in this decoder's place and return the cache it had, without copying: runs
+        decoded in turns (`RealEngine.generate_in_turns`) each keep their own. The version moves on (a captured graph
+        holds a cache's address)."""
+        mine = KVCache([(layer.attention.k_cache, layer.attention.v_cache) for layer in self.layers], self.cache_rows)
+        for i, layer in enumerate(self.layers):
+            layer.attention.k_cache, layer.attention.v_cache = other.layers[i] if other is not None else (None, None)
+        self.cache_rows = other.rows if other is not None else 0
+        self.cache_version += 1
+        return mine
 
     def free_cache(self) -> None:
         for layer in self.layers:

@@ -1,6 +1,7 @@
-"""Real speculative decoding runs timed against plain decoding: each run paired with a plain run on the same prompts
-right before or after it (counterbalanced), configurations in a seeded random order per repeat, so that drift of a
-noisy machine cancels in each speed-up; medians and spreads over the repeats."""
+"""Real speculative decoding runs timed against plain decoding: each run paired with a plain run on the same prompts,
+the two decoded in turns step by step (or, with CUDA graphs, back to back in counterbalanced order), configurations
+in a seeded random order per repeat, so that drift of a noisy machine cancels in each speed-up; medians and spreads
+over the repeats."""
 
 from __future__ import annotations
 
@@ -80,14 +81,15 @@ class MeasuredConfig:
 def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Sequence[Config], new_tokens: int,
             repeats: int, temperature: float = 1.0, seed: int = 0, tick: Callable[[], None] | None = None,
             min_sequences: int = 1) -> list[MeasuredConfig]:
-    """Every configuration `repeats` times, each run paired with a plain run at its batch on the same prompts, the
-    two back to back in counterbalanced order (plain first in one repeat, second in the next), configurations in a
-    shuffled order per repeat. A speed-up is the ratio of two adjacent runs: on a shared machine whose speed moves
-    by 10-20 % over a minute, unpaired runs far apart in time measured that drift, not the speed-up (two passes
-    alternated hold their ratio within 1-2 % while each moves by 4-7 %). A run at batch B decodes
-    ceil(min_sequences / B) groups of B prompts one after the other, so that small batches are measured over as many
-    prompts as large ones (acceptance varies from prompt to prompt). With CUDA graphs, a first untimed round captures
-    the shapes (steps that still capture later are left out)."""
+    """Every configuration `repeats` times, each run paired with a plain run at its batch on the same prompts,
+    configurations in a shuffled order per repeat. A speed-up is the ratio of the two: on a shared machine whose speed
+    moves by 10-20 % over a minute, unpaired runs far apart in time measured that drift, not the speed-up (two passes
+    alternated hold their ratio within 1-2 % while each moves by 4-7 %). With eager passes the pair is decoded in
+    turns, step by step (`RealEngine.generate_in_turns`), so that both runs sample the same seconds of the machine;
+    with CUDA graphs (one cache per captured graph) the two run back to back, which goes first alternating repeat by
+    repeat, and a first untimed round captures the shapes (steps that still capture later are left out). A run at
+    batch B decodes ceil(min_sequences / B) groups of B prompts, so that small batches are measured over as many
+    prompts as large ones (acceptance varies from prompt to prompt)."""
     rng = np.random.default_rng(seed)
     gen = torch.Generator(device=engine.device).manual_seed(seed)
     batches = sorted({c.batch for c in configs})
@@ -95,22 +97,16 @@ def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Seque
     specs = list(dict.fromkeys(c for c in configs if c != plain[c.batch]))
     groups = {b: -(-min_sequences // b) for b in batches}
     per_repeat = max(b * groups[b] for b in batches)
-    if engine.runner.mode == "graph":
+    in_turns = engine.runner.mode != "graph"
+    if not in_turns:
         for cfg in list(plain.values()) + specs:
             engine.generate([prompts[i % len(prompts)] for i in range(cfg.batch)], new_tokens,
                             cfg.decoding(temperature), gen, until="first")
 
-    def run(cfg: Config, base: int) -> dict[str, float] | None:
-        b = cfg.batch
-        steps, counted = [], np.zeros(2)
-        for g in range(groups[b]):
-            chosen = [prompts[(base + g * b + i) % len(prompts)] for i in range(b)]
-            group = engine.generate(chosen, new_tokens, cfg.decoding(temperature), gen, until="first").steps
-            steps += group
-            counted += as_served(group)
-        if tick:
-            tick()
-        timed = [s for s in steps if not s.captured]  # a step that captured a CUDA graph is not steady state
+    def summary(groups_steps: list[list[Any]], b: int) -> dict[str, float] | None:
+        """One run's figures from its groups' steps."""
+        counted = sum((as_served(g) for g in groups_steps), np.zeros(2))
+        timed = [s for g in groups_steps for s in g if not s.captured]  # a capturing step is not steady state
         if not timed:
             return None
         n_steps, decode_s = len(timed), sum(s.phases.total_s for s in timed)
@@ -126,13 +122,30 @@ def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Seque
             "accept_s": sum(s.phases.accept_s for s in timed) / n_steps,
         }
 
+    def run_pair(first: Config, second: Config, base: int) -> tuple[dict[str, float] | None, ...]:
+        b = first.batch
+        steps: tuple[list[list[Any]], list[list[Any]]] = ([], [])
+        for g in range(groups[b]):
+            chosen = [prompts[(base + g * b + i) % len(prompts)] for i in range(b)]
+            hows = [first.decoding(temperature), second.decoding(temperature)]
+            if in_turns:
+                runs = engine.generate_in_turns(chosen, new_tokens, hows, gen)
+            else:
+                runs = [engine.generate(chosen, new_tokens, how, gen, until="first") for how in hows]
+            for mine, run in zip(steps, runs):
+                mine.append(run.steps)
+        if tick:
+            tick()
+            tick()
+        return summary(steps[0], b), summary(steps[1], b)
+
     pairs: dict[Config, list[tuple[dict[str, float], dict[str, float]]]] = {c: [] for c in specs}
     for r in range(repeats):
         order = list(specs)
         rng.shuffle(order)
         for cfg in order:  # each configuration alternates which of its pair goes first, repeat by repeat
             first, second = (plain[cfg.batch], cfg) if (r + specs.index(cfg)) % 2 == 0 else (cfg, plain[cfg.batch])
-            a, b = run(first, r * per_repeat), run(second, r * per_repeat)
+            a, b = run_pair(first, second, r * per_repeat)
             if a is not None and b is not None:
                 pairs[cfg].append((b, a) if first is plain[cfg.batch] else (a, b))
     out = []

@@ -25,8 +25,8 @@ from .measure import Effort, Timer, interleaved
 from .microbench import n_microbenchmarks, run_microbenchmarks
 from .model import KEY_ALIGN, Window, build_decoder, causal_window, round_keys
 from .profile import SCHEMA, SCHEMA_VERSION, Microbenchmarks, Profile, assess_trust, rates_to_dict, spec_to_dict
+from .rules import distribution, sample
 from .runner import PassRunner, make_runner
-from .speculative import distribution, sample
 
 
 class Bar(Protocol):

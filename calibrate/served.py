@@ -108,7 +108,8 @@ def serve(engine: Any, workload: Workload, prompts: Sequence[Sequence[int]], pol
     times). `tick(n)` is told of n requests finished."""
     import torch
 
-    from .speculative import Decoding, TreeTables
+    from .rules import TreeTables
+    from .speculative import Decoding
 
     n = len(workload)
     if len(prompts) != n:

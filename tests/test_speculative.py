@@ -38,6 +38,30 @@ def test_greedy_speculative_equals_greedy_plain(builtin_pair, heldout, batch):
     assert engine.generate(ps, 24, Decoding(k=4, temperature=0, drafter="ngram")).tokens == plain
 
 
+def test_runs_in_turns_keep_their_own_caches(builtin_pair, heldout):
+    """Decoded in turns step by step, a plain run, a chain and a tree each keep their own cache: greedy, every one is
+    exactly what it is decoded alone; each has its own steps (a run cut at its first sequence's max_new_tokens)."""
+    from calibrate.runner import EagerStandIn, GraphRunner
+
+    target, draft = builtin_pair
+    engine = RealEngine(target, draft)
+    ps = heldout[:3]
+    hows = [Decoding(k=0, temperature=0), Decoding(k=3, temperature=0),
+            Decoding(tree=parse_branching("2,1"), temperature=0)]
+    alone = [engine.generate(ps, 20, how, until="first") for how in hows]
+    for _ in range(2):  # the second time reuses the caches the first left
+        together = engine.generate_in_turns(ps, 20, hows[:2])
+        assert [r.tokens for r in together] == [r.tokens for r in alone[:2]]
+        assert [len(r.steps) for r in together] == [len(r.steps) for r in alone[:2]]
+    plain, tree = engine.generate_in_turns(ps, 20, [hows[0], hows[2]])
+    assert plain.tokens == alone[0].tokens and tree.tokens == alone[2].tokens
+    assert engine.generate(ps, 20, hows[1], until="first").tokens == alone[1].tokens  # its own cache is back in place
+    with pytest.raises(SpecsimError, match="at most one"):
+        engine.generate_in_turns(ps, 8, hows[1:])
+    with pytest.raises(SpecsimError, match="eager passes"):
+        RealEngine(target, draft, GraphRunner(EagerStandIn())).generate_in_turns(ps, 8, hows[:2])
+
+
 def test_graph_runner_engine_equals_eager_and_flags_the_steps_that_captured(builtin_pair, heldout):
     """Through the graph runner (driven by the eager stand-in) the engine decodes exactly what it decodes eagerly;
     only steps that captured a new shape are flagged, and a second run at the same batch replays every shape."""

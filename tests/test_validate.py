@@ -1,6 +1,7 @@
 """Validation plumbing: real runs on tiny models, predictors, the comparison and its report (no timing asserted)."""
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -8,7 +9,7 @@ from click.testing import CliRunner
 
 from calibrate.builtin import encode, load_pair, prompts
 from calibrate.realruns import Config, MeasuredConfig, Summary, measure
-from calibrate.speculative import Decoding, RealEngine
+from calibrate.speculative import Decoding, RealEngine, next_turn
 from calibrate.validate import PRIMARY, REPLAYED, SpotCheck, compare, predicted_curves, predictors
 from calibrate.validate_report import format_report
 from simulator.sweep import Candidate
@@ -34,52 +35,82 @@ def test_real_runs_record_everything(small_runs):
 
 
 class DriftingEngine:
-    """A stand-in engine on a machine that slows by 2 % with every call: a plain step costs 1 time unit, a k = 2 step
-    1.5 and keeps one draft per sequence (2 tokens per pass), so the true speed-up is 2 / 1.5 at any speed."""
-
-    class runner:
-        mode = "eager"
+    """A stand-in engine on a machine that slows by 2 % with every step it takes: a plain step costs 1 time unit, a
+    k = 2 step 1.5 and keeps one draft per sequence (2 tokens per pass), so the true speed-up is 2 / 1.5 at any speed.
+    With `mode` "graph" `measure` runs a pair back to back (`generate`), with "eager" in turns (`generate_in_turns`)."""
 
     device = "cpu"
 
-    def __init__(self):
-        self.calls = []
+    def __init__(self, mode: str):
+        self.runner = SimpleNamespace(mode=mode)
+        self.calls = []  # (the runs' k, the prompts) per call
+        self.steps_taken = 0
 
-    def generate(self, prompts, new_tokens, how, gen, until="all"):
-        from calibrate.speculative import RunResult, StepRecord
+    def _step(self, how, batch):
+        from calibrate.speculative import StepRecord
         from simulator.sweep import StepPhases
 
-        slow = 1.02 ** len(self.calls)
-        self.calls.append((how.k, [tuple(p) for p in prompts]))
+        slow = 1.02 ** self.steps_taken
+        self.steps_taken += 1
         cost, accepted = (1.5, 1) if how.k else (1.0, 0)
-        steps = [StepRecord([accepted] * len(prompts), [accepted] * len(prompts), StepPhases(0.0, cost * slow, 0.0))
-                 for _ in range(4)]
+        return StepRecord([accepted] * batch, [accepted] * batch, StepPhases(0.0, cost * slow, 0.0))
+
+    def generate(self, prompts, new_tokens, how, gen, until="all"):
+        from calibrate.speculative import RunResult
+
+        self.calls.append(((how.k,), [tuple(p) for p in prompts]))
+        steps = [self._step(how, len(prompts)) for _ in range(-(-new_tokens // (2 if how.k else 1)))]
         return RunResult([[0] * new_tokens for _ in prompts], steps)
 
+    def generate_in_turns(self, prompts, new_tokens, hows, gen):
+        from calibrate.speculative import RunResult
 
-def test_each_speedup_pairs_adjacent_runs_and_cancels_drift():
-    """Every speculative run has a plain run on the same prompts right before or after it (each order in turn), so
-    a machine slowing 2 % a call (3x over the measurement, 8 % within one batch-1 run) leaves the median speed-up
-    within 1 % of the truth; unpaired runs minutes apart would have measured the drift."""
-    engine = DriftingEngine()
+        self.calls.append((tuple(h.k for h in hows), [tuple(p) for p in prompts]))
+        runs, emitted = [RunResult([[0] * new_tokens for _ in prompts]) for _ in hows], [0] * len(hows)
+        while (i := next_turn(emitted, [len(r.steps) for r in runs], new_tokens)) is not None:
+            runs[i].steps.append(self._step(hows[i], len(prompts)))
+            emitted[i] += 2 if hows[i].k else 1
+        return runs
+
+
+PAIRED_CONFIGS = [Config(1, 2), Config(2, 2), Config(4, 2)]
+
+
+def test_pairs_back_to_back_alternate_and_cancel_drift_in_the_median():
+    """With CUDA graphs every speculative run has a plain run on the same prompts right before or after it (each
+    order in turn), so a machine slowing 2 % a step (8 % within one batch-1 run) leaves the median speed-up within
+    1 % of the truth; unpaired runs minutes apart would have measured the drift."""
+    engine = DriftingEngine("graph")
     prompts_ = [[i, i + 1] for i in range(8)]
-    configs = [Config(1, 2), Config(2, 2), Config(4, 2)]
-    rows = measure(engine, prompts_, configs, new_tokens=4, repeats=4, seed=0, min_sequences=4)
-    calls = engine.calls
+    rows = measure(engine, prompts_, PAIRED_CONFIGS, new_tokens=4, repeats=4, seed=0, min_sequences=4)
+    calls = engine.calls[6:]  # after a first untimed round over the 3 plain and 3 speculative shapes (captures)
     assert len(calls) == 4 * 2 * (4 + 2 + 1)  # 4 repeats x 2 runs; a run is 4 groups at batch 1, 2 at 2, 1 at 4
-    runs, i = [], 0
-    while i < len(calls):  # regroup calls into runs: a run at batch B decodes ceil(4 / B) groups
-        n = 4 // len(calls[i][1])
-        runs.append((calls[i][0], [p for _, ps in calls[i:i + n] for p in ps]))
-        i += n
     firsts = []
-    for a, b in zip(runs[::2], runs[1::2]):
-        assert {a[0], b[0]} == {0, 2} and a[1] == b[1]  # a plain and a speculative run on the same prompts
-        firsts.append(a[0])
-    assert firsts.count(0) == firsts.count(2)  # counterbalanced: plain first as often as second
+    for i in range(0, len(calls), 2):  # a pair: the same group of prompts, plain and speculative one after the other
+        (a, pa), (b, pb) = calls[i], calls[i + 1]
+        assert {a, b} == {(0,), (2,)} and pa == pb
+        firsts.append(a)
+    assert firsts.count((0,)) == firsts.count((2,))  # counterbalanced: plain first as often as second
     for r in rows:
         assert r.speedup.median == pytest.approx(2 / 1.5, rel=0.01)
         assert r.speedup.min < 2 / 1.5 < r.speedup.max  # each single pair is off by the drift, in both directions
+
+
+def test_pairs_in_turns_cancel_drift_in_every_pair():
+    """With eager passes a pair is decoded in turns, step by step, so both runs sample the same stretch of a
+    drifting machine: every single pair's speed-up is within 1 % of the truth where back to back each was off by
+    the drift (the machine slows 1.02^36 = 2x over one batch-1 pair here)."""
+    engine = DriftingEngine("eager")
+    prompts_ = [[i, i + 1] for i in range(8)]
+    rows = measure(engine, prompts_, PAIRED_CONFIGS, new_tokens=12, repeats=4, seed=0, min_sequences=4)
+    assert len(engine.calls) == 4 * (4 + 2 + 1)  # one call per group decodes both runs of the pair
+    assert {ks for ks, _ in engine.calls} == {(0, 2), (2, 0)}  # which run takes the first turn alternates
+    for r in rows:
+        assert r.speedup.n == 4
+        assert r.speedup.min == pytest.approx(2 / 1.5, rel=0.01) and r.speedup.max == pytest.approx(2 / 1.5, rel=0.01)
+    back_to_back = measure(DriftingEngine("graph"), prompts_, PAIRED_CONFIGS, new_tokens=12, repeats=4, seed=0,
+                           min_sequences=4)
+    assert max(abs(r.speedup.max / (2 / 1.5) - 1) for r in back_to_back) > 0.1  # the drift each pair measured
 
 
 def test_a_batch_counts_its_tokens_per_pass_as_a_servers_rows_would():
