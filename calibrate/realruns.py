@@ -97,7 +97,7 @@ def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Seque
     specs = list(dict.fromkeys(c for c in configs if c != plain[c.batch]))
     groups = {b: -(-min_sequences // b) for b in batches}
     per_repeat = max(b * groups[b] for b in batches)
-    in_turns = engine.runner.mode != "graph"
+    in_turns = pairing(engine) == "in turns"
     if not in_turns:
         for cfg in list(plain.values()) + specs:
             engine.generate([prompts[i % len(prompts)] for i in range(cfg.batch)], new_tokens,
@@ -189,6 +189,11 @@ def as_served(steps: Sequence[Any]) -> np.ndarray:
     needed = (emitted < reach).sum(axis=0) + 1  # steps each sequence took to emit `reach` tokens
     tokens = emitted[needed - 1, np.arange(emitted.shape[1])]
     return np.array([tokens.sum(), needed.sum()], dtype=float)
+
+
+def pairing(engine: RealEngine) -> str:
+    """How `measure` decodes a pair on this engine: "in turns" (eager passes) or "back to back" (CUDA graphs)."""
+    return "back to back" if engine.runner.mode == "graph" else "in turns"
 
 
 def runs_per_repeat(configs: Sequence[Config]) -> int:

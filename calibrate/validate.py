@@ -374,7 +374,7 @@ def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence
     from .builtin import encode, load_pair, prompts
     from .device import device_identity, resolve_device
     from .profile import check_device
-    from .realruns import Config
+    from .realruns import Config, pairing
     from .runner import make_runner
     from .speculative import RealEngine
 
@@ -397,7 +397,7 @@ def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence
     settings = {"profile": str(profile.path), "new_tokens": new_tokens, "repeats": repeats, "batches": list(batches),
                 "sequences_per_run": MIN_SEQUENCES,
                 "ks": list(ks), "trees": [t.label for t in trees], "torch_threads": torch.get_num_threads(),
-                "engine_mode": profile.engine_mode}
+                "engine_mode": profile.engine_mode, "pairs": pairing(engine)}
     report = compare(profile, measured, trees, context, batches, settings, spot)
     return report, predicted_curves(profile, cands, list(range(1, max(batches) + 1)), context, spot)
 
@@ -420,7 +420,7 @@ def run_shape_validation(profile: Profile, acceptance: Acceptance, batches: Sequ
     from .device import device_identity, resolve_device
     from .model import build_decoder
     from .profile import check_device
-    from .realruns import Config
+    from .realruns import Config, pairing
     from .runner import make_runner
     from .speculative import RealEngine
 
@@ -445,6 +445,7 @@ def run_shape_validation(profile: Profile, acceptance: Acceptance, batches: Sequ
     settings = {"profile": str(profile.path), "new_tokens": new_tokens, "repeats": repeats, "batches": list(batches),
                 "ks": list(ks), "trees": [], "sequences_per_run": MIN_SEQUENCES, "prompt_tokens": prompt_tokens,
                 "torch_threads": torch.get_num_threads(), "engine_mode": profile.engine_mode,
+                "pairs": pairing(engine),
                 "shapes": f"{profile.target.name} / {profile.draft.name}", "acceptance": acceptance.spec}
     report = compare(profile, measured, [], context, batches, settings, spot, acceptance)
     return report, predicted_curves(profile, cands, list(range(1, max(batches) + 1)), context, spot, acceptance)

@@ -9,8 +9,9 @@ def format_report(report: ValidationReport, primary: str = PRIMARY) -> str:
     s = report.settings
     where = (f"at {s['shapes']} shapes, acceptance replayed from {s.get('acceptance')}" if "shapes" in s
              else "on held-out prompts")
+    pairs = f"paired with a plain run, {s['pairs']}" if "pairs" in s else "paired with a plain run"
     lines = [f"validation {where}: {s.get('new_tokens')} tokens per sequence, {s.get('repeats')} repeats (each run "
-             f"paired with a plain run), context ~{report.context} tokens; predictions from {s.get('profile')} "
+             f"{pairs}), context ~{report.context} tokens; predictions from {s.get('profile')} "
              f"({s.get('engine_mode', 'eager')} engine)", "",
              " batch  draft      tokens/pass pred|meas (err)   step ms pred|meas (err)   speed-up pred|meas "
              "[min, max] (err)"]

@@ -307,6 +307,7 @@ def test_shape_validation_at_the_profiles_shapes(tiny_profile, tmp_path):
     assert r.exit_code == 0, r.output
     report = json.loads(r.output[r.output.index("{"):])
     assert report["settings"]["shapes"] == "tiny-target / tiny-draft" and len(report["rows"]) == 4
+    assert report["settings"]["pairs"] == "in turns"  # eager passes: each pair decoded step by step in turns
     assert {"calibrated", "calibrated+iid", "leviathan", "roofline", "calibrated@replayed"} <= set(report["predictors"])
     assert report["predictors"]["calibrated@replayed"]["median_abs_err_tokens_per_pass"] == 0
     one_line_error(run("validate", "--profile", str(path), "--acceptance", "iid:0.8", "--target", "llama-68m",
