@@ -29,6 +29,7 @@ from calibrate.realruns import Config, MeasuredConfig, measure
 from calibrate.setup import resolve_acceptance
 from calibrate.speculative import RealEngine
 from calibrate.validate import MIN_SEQUENCES
+from simulator import SpecsimError
 
 WAYS = ("in turns", "back to back")
 
@@ -63,12 +64,16 @@ def main() -> None:
     if args.profile:
         if not args.acceptance:
             ap.error("--profile needs --acceptance (random weights accept nothing of each other)")
-        profile = load_profile(args.profile)
+        try:
+            profile = load_profile(args.profile)
+            acceptance = resolve_acceptance(args.acceptance, profile)
+        except SpecsimError as e:
+            ap.error(str(e))
         rng = np.random.default_rng(0)
         held = [rng.integers(0, profile.target.vocab_size, 128).tolist() for _ in range(64)]
         engine = RealEngine(build_decoder(profile.target, 128 + args.tokens + span, "cpu", seed=0),
                             build_decoder(profile.draft, 128 + args.tokens + span, "cpu", seed=1))
-        engine.force(resolve_acceptance(args.acceptance, profile), seed=0)
+        engine.force(acceptance, seed=0)
     else:
         held = [encode(p) for p in prompts("heldout")]
         longest = max(map(len, held)) + args.tokens + span
