@@ -94,70 +94,95 @@ def _is_oom(e: BaseException) -> bool:
     return isinstance(e, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
+@dataclass(frozen=True)
+class Timed:
+    """One model's share of a pass grid: its new-token counts, and the slots per sequence of its cache (default: the
+    grid's longest context plus its most new tokens plus one)."""
+
+    spec: ModelSpec
+    new_tokens: tuple[int, ...]
+    max_len: int | None = None
+
+
 def time_passes(spec: ModelSpec, device: torch.device, timer: Timer, runner: PassRunner, batches: Sequence[int],
                 new_tokens: Sequence[int], contexts: Sequence[int], bar: Bar, effort: Effort,
                 seed: int = 0, max_len: int | None = None) -> list[dict[str, Any]]:
-    """Time one decoding pass per grid point with random weights drawn on the device, as the runner runs it (a
-    CUDA graph replayed, on a GPU): the pass over B sequences x n new tokens on c cached ones, the probabilities at
-    its last position and one sample. The model is built once, the cache once per batch, and a batch's points are
-    measured interleaved (`measure.interleaved`). An out-of-memory point is recorded and skipped. The cache holds
-    `max_len` slots per sequence (default: the grid's longest pass), which sets the stride of its reads."""
-    max_len = max_len or max(contexts) + max(new_tokens) + 1
-    records: list[dict[str, Any]] = []
+    """One model's grid of decoding passes (`time_together` with one model)."""
+    return time_together([Timed(spec, tuple(new_tokens), max_len)], device, timer, runner, batches, contexts, bar,
+                         effort, seed)
+
+
+def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, runner: PassRunner,
+                  batches: Sequence[int], contexts: Sequence[int], bar: Bar, effort: Effort,
+                  seed: int = 0) -> list[dict[str, Any]]:
+    """Time one decoding pass per grid point of each model, with random weights drawn on the device, as the runner
+    runs it (a CUDA graph replayed, on a GPU): the pass over B sequences x n new tokens on c cached ones, the
+    probabilities at its last position and one sample. Each model is built once and its cache once per batch, and
+    a batch's points of *all* the models are measured interleaved, in the same rounds (`measure.interleaved`): a
+    speed-up turns on the ratio of a draft pass to a target pass, and the two timed minutes apart on a machine that
+    drifts 10-30 % in that time carried the drift into every ratio (a validation at TinyLlama's shapes found a
+    quick calibration's draft passes 5-28 % dearer than they ran while its target passes were 7-16 % cheaper). An
+    out-of-memory point is recorded and skipped. Records come model by model, batch by batch."""
     gen = torch.Generator(device=device).manual_seed(seed)
     rng = np.random.default_rng(seed)
+    records: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(models))}
 
-    def record(b: int, n: int, c: int, /, **fields: Any) -> None:
-        records.append({"model": spec.name, "batch": b, "new_tokens": n, "context": c, **fields})
+    def record(i: int, b: int, n: int, c: int, /, **fields: Any) -> None:
+        records[i].append({"model": models[i].spec.name, "batch": b, "new_tokens": n, "context": c, **fields})
         bar.update(1)
 
-    try:
-        model = build_decoder(spec, max_len, device=device, seed=seed)
-    except Exception as e:  # noqa: BLE001 - any failure to even build the model is an OOM candidate
-        if not _is_oom(e):
-            raise
-        for b, n, c in itertools.product(batches, new_tokens, contexts):
-            record(b, n, c, oom=True)
-        return records
+    built: dict[int, tuple[Any, int]] = {}
+    for i, m in enumerate(models):
+        max_len = m.max_len or max(contexts) + max(m.new_tokens) + 1
+        try:
+            built[i] = build_decoder(m.spec, max_len, device=device, seed=seed), max_len
+        except Exception as e:  # noqa: BLE001 - any failure to even build the model is an OOM candidate
+            if not _is_oom(e):
+                raise
+            for b, n, c in itertools.product(batches, m.new_tokens, contexts):
+                record(i, b, n, c, oom=True)
     key_bucket = 64 if runner.mode == "graph" else KEY_ALIGN
     for b in batches:
         runner.reset()
-        try:
-            model.setup_cache(b)
-        except Exception as e:  # noqa: BLE001
-            if not _is_oom(e):
-                raise
-            for n, c in itertools.product(new_tokens, contexts):
-                record(b, n, c, oom=True)
-            continue
-        steps: dict[tuple[int, int], Callable[[], torch.Tensor]] = {}
-        for c, n in itertools.product(contexts, new_tokens):
-            start = torch.full((b,), c, dtype=torch.long, device=device)
-            tokens = torch.randint(0, spec.vocab_size, (b, n), device=device, generator=gen)
-            window = causal_window(start, n, round_keys(c + n, max_len, key_bucket))
-
-            def step(tokens: torch.Tensor = tokens, window: Window = window, n: int = n) -> torch.Tensor:
-                # What a decoding step runs: the pass, the probabilities at its last position, one sample.
-                logits = runner(model, tokens, window, ("causal", n))
-                return sample(distribution(logits[:, -1], 1.0), gen)
-
+        steps: dict[tuple[int, int, int], Callable[[], torch.Tensor]] = {}
+        for i, (model, max_len) in built.items():
             try:
-                with torch.inference_mode():
-                    step()  # the first call allocates (and captures): an OOM shows here, point by point
-                steps[(c, n)] = step
+                model.setup_cache(b)
             except Exception as e:  # noqa: BLE001
                 if not _is_oom(e):
                     raise
-                record(b, n, c, oom=True)
+                for n, c in itertools.product(models[i].new_tokens, contexts):
+                    record(i, b, n, c, oom=True)
+                continue
+            for c, n in itertools.product(contexts, models[i].new_tokens):
+                start = torch.full((b,), c, dtype=torch.long, device=device)
+                tokens = torch.randint(0, models[i].spec.vocab_size, (b, n), device=device, generator=gen)
+                window = causal_window(start, n, round_keys(c + n, max_len, key_bucket))
+
+                def step(model: Any = model, tokens: torch.Tensor = tokens, window: Window = window,
+                         n: int = n) -> torch.Tensor:
+                    # What a decoding step runs: the pass, the probabilities at its last position, one sample.
+                    logits = runner(model, tokens, window, ("causal", n))
+                    return sample(distribution(logits[:, -1], 1.0), gen)
+
+                try:
+                    with torch.inference_mode():
+                        step()  # the first call allocates (and captures): an OOM shows here, point by point
+                    steps[(i, c, n)] = step
+                except Exception as e:  # noqa: BLE001
+                    if not _is_oom(e):
+                        raise
+                    record(i, b, n, c, oom=True)
         with torch.inference_mode():
             timings = interleaved(steps, timer, effort, rng)
-        for (c, n), t in timings.items():
-            record(b, n, c, **t.to_dict())
+        for (i, c, n), t in timings.items():
+            record(i, b, n, c, **t.to_dict())
         runner.reset()
-        model.free_cache()  # before the next batch's cache is allocated
+        for model, _ in built.values():
+            model.free_cache()  # before the next batch's caches are allocated
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    return records
+    return [r for i in range(len(models)) for r in records[i]]
 
 
 def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: Grid, quick: bool, command: str,
@@ -177,20 +202,15 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     specs = {target.name: target, draft.name: draft, **{p.name: p for p in probes}}
     passes: list[dict[str, Any]] = []
     runner = make_runner(device, eager)
-    n_target = len(grid.batches) * len(grid.target_new_tokens) * len(grid.contexts)
-    with progress(f"target passes ({target.name})", n_target) as bar:
-        passes += time_passes(target, device, timer, runner, grid.batches, grid.target_new_tokens, grid.contexts,
-                              bar, effort, seed)
-    n_draft = len(grid.batches) * len(grid.draft_new_tokens) * len(grid.contexts)
-    with progress(f"draft passes ({draft.name})", n_draft) as bar:
-        passes += time_passes(draft, device, timer, runner, grid.batches, grid.draft_new_tokens, grid.contexts, bar,
-                              effort, seed)
+    n_decoding = len(grid.batches) * (len(grid.target_new_tokens) + len(grid.draft_new_tokens)) * len(grid.contexts)
+    with progress(f"target and draft passes, interleaved ({target.name}, {draft.name})", n_decoding) as bar:
+        passes += time_together([Timed(target, grid.target_new_tokens), Timed(draft, grid.draft_new_tokens)], device,
+                                timer, runner, grid.batches, grid.contexts, bar, effort, seed)
     n_prefill = 2 * len(grid.prefill_batches) * len(grid.prefill_tokens)
     if n_prefill:
         with progress("prefill passes", n_prefill) as bar:
-            for spec in (target, draft):
-                passes += time_passes(spec, device, timer, runner, grid.prefill_batches, grid.prefill_tokens, (0,),
-                                      bar, effort, seed)
+            passes += time_together([Timed(target, grid.prefill_tokens), Timed(draft, grid.prefill_tokens)], device,
+                                    timer, runner, grid.prefill_batches, (0,), bar, effort, seed)
     with progress("overhead probes", len(probes) * len(grid.contexts)) as bar:
         for p in probes:
             passes += time_passes(p, device, timer, runner, (1,), (1,), grid.contexts, bar, effort, seed)

@@ -272,7 +272,7 @@ class RealEngine:
         return self._pass(model, tokens, start, start_host_max + n - 1, ("causal", n), self._causal(n))
 
     def calibrated_pass(self, model: Decoder, batch: int, n: int, context: int) -> Callable[[], torch.Tensor]:
-        """A pass as the calibration times one (`calibrate.run.time_passes`: the pass, the probabilities at its last
+        """A pass as the calibration times one (`calibrate.run.time_together`: the pass, the probabilities at its last
         position, one sample) over `batch` sequences x `n` random tokens at `context`, on this engine's models and
         caches (the slots it writes are rewritten before any run reads them)."""
         if model.cache_rows < batch:

@@ -200,32 +200,32 @@ class SpotCheck:
 def time_spot(profile: Profile, device: Any, runner: Any, batches: Sequence[int], context: int,
               seed: int, takes: int = 3) -> dict[tuple[str, int], float]:
     """(model name, batch) -> time of one decoding pass now (one new token at `context`), timed as the calibration
-    times its passes (`calibrate.run.time_passes`, quick effort) at the smallest and largest batch: the median of
-    `takes` such timings, so that one burst of a neighbour's work does not re-anchor a whole run's prediction. Each
-    model's cache is as long as the calibration's was (`calibrated_cache_len`): the length sets the stride of the
-    cache's reads, and a cache cut to the spot check's one context ran its passes 2-4 % faster on this CPU (batch 8,
-    the built-in target), a bias every re-anchored prediction would inherit."""
+    times its passes (`calibrate.run.time_together`, both models in the same rounds, quick effort) at the smallest
+    and largest batch: the median of `takes` such timings, so that one burst of a neighbour's work does not re-anchor
+    a whole run's prediction. Each model's cache is as long as the calibration's was (`calibrated_cache_len`): the
+    length sets the stride of the cache's reads, and a cache cut to the spot check's one context ran its passes
+    2-4 % faster on this CPU (batch 8, the built-in target), a bias every re-anchored prediction would inherit."""
     from .measure import Effort, Timer
-    from .run import time_passes
+    from .run import Timed, time_together
 
     class _Quiet:
         def update(self, n: int) -> None:
             pass
 
     shown = sorted({min(batches), max(batches)})
+    models = [Timed(spec, (1,), max(calibrated_cache_len(profile, spec), context + 2))
+              for spec in (profile.target, profile.draft)]
     samples: dict[tuple[str, int], list[float]] = {}
     for i in range(takes):
-        for spec in (profile.target, profile.draft):
-            for r in time_passes(spec, device, Timer(device), runner, shown, [1], [context], _Quiet(),
-                                 Effort.of(quick=True, busy=False), seed + i,
-                                 max_len=max(calibrated_cache_len(profile, spec), context + 2)):
-                if r.get("median_s"):
-                    samples.setdefault((spec.name, r["batch"]), []).append(float(r["median_s"]))
+        for r in time_together(models, device, Timer(device), runner, shown, [context], _Quiet(),
+                               Effort.of(quick=True, busy=False), seed + i):
+            if r.get("median_s"):
+                samples.setdefault((r["model"], r["batch"]), []).append(float(r["median_s"]))
     return {key: float(np.median(v)) for key, v in samples.items()}
 
 
 def calibrated_cache_len(profile: Profile, spec: ModelSpec) -> int:
-    """Slots per sequence of the cache the calibration timed `spec`'s decoding passes in (`time_passes`: the grid's
+    """Slots per sequence of the cache the calibration timed `spec`'s decoding passes in (`time_together`: the grid's
     longest context plus its most new tokens plus one); 0 when the profile timed none."""
     decoding = [p for p in profile.timed if p.model == spec.name and p.context > 0]
     return max(p.context for p in decoding) + max(p.new_tokens for p in decoding) + 1 if decoding else 0
@@ -344,7 +344,7 @@ def runs_with_spot_checks(profile: Profile, device: Any, engine: Any, prompts: S
     from .realruns import measure, runs_per_repeat
     from .runner import make_runner
 
-    runner = make_runner(device, eager=profile.engine_mode == "eager")  # its own: time_passes resets its graphs
+    runner = make_runner(device, eager=profile.engine_mode == "eager")  # its own: time_together resets its graphs
     with progress("spot check, before", 1) as bar:
         before = time_spot(profile, device, runner, batches, context, seed)
         bar.update(1)

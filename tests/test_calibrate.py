@@ -173,6 +173,44 @@ def test_out_of_memory_at_one_point_is_recorded_and_the_rest_goes_on(monkeypatch
     assert len(result.profile.timed) == len(result.profile.passes) - 2
 
 
+def test_target_and_draft_passes_are_timed_in_the_same_rounds(monkeypatch):
+    """A batch's points of both models go to one interleaved measurement (so the draft-to-target ratio samples the
+    same seconds of the machine), every point is recorded once, model by model, and a model that cannot allocate
+    its cache at a batch has its points there recorded as out of memory while the other's are still timed."""
+    import calibrate.run as run_module
+    from calibrate.measure import Effort, Timer
+    from calibrate.run import Timed, no_progress, time_together
+
+    rounds = []
+    real = run_module.interleaved
+
+    def spy(points, timer, effort, rng):
+        rounds.append(sorted(points))
+        return real(points, timer, effort, rng)
+
+    monkeypatch.setattr(run_module, "interleaved", spy)
+    from calibrate.model import Decoder
+
+    real_setup = Decoder.setup_cache
+
+    def no_room_for_the_draft_at_4(self, rows):
+        if rows == 4 and self.cfg.d_model == TINY_D.d_model:
+            raise torch.OutOfMemoryError("out of memory")
+        return real_setup(self, rows)
+
+    monkeypatch.setattr(Decoder, "setup_cache", no_room_for_the_draft_at_4)
+    with no_progress("x", 0) as bar:
+        records = time_together([Timed(TINY_T, (1, 3)), Timed(TINY_D, (1,))], torch.device("cpu"),
+                                Timer(torch.device("cpu")), run_module.make_runner(torch.device("cpu"), eager=True),
+                                (1, 4), (8, 16), bar, Effort(0.0, 3, 3, 0.0))
+    assert rounds[0] == sorted([(0, c, n) for c in (8, 16) for n in (1, 3)] + [(1, c, 1) for c in (8, 16)])
+    assert rounds[1] == sorted((0, c, n) for c in (8, 16) for n in (1, 3))  # batch 4: the target alone
+    assert [r["model"] for r in records] == [TINY_T.name] * 8 + [TINY_D.name] * 4
+    oom = [(r["model"], r["batch"]) for r in records if r.get("oom")]
+    assert oom == [(TINY_D.name, 4)] * 2
+    assert all(r["median_s"] > 0 for r in records if not r.get("oom"))
+
+
 def test_interrupt_leaves_no_profile(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr("calibrate.microbench.MIB", 2**12)
@@ -180,7 +218,7 @@ def test_interrupt_leaves_no_profile(monkeypatch, tmp_path):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("calibrate.run.time_passes", interrupted)
+    monkeypatch.setattr("calibrate.run.time_together", interrupted)
     out = tmp_path / "p.json"
     r = CliRunner().invoke(cli, ["calibrate", "--quick", "--target", "llama-68m", "--out", str(out)])
     assert r.exit_code == 130

@@ -330,12 +330,12 @@ def test_spot_checks_time_passes_in_the_calibrations_cache_length(builtin_profil
     assert calibrated_cache_len(p, p.target) == want > 6
     seen = []
 
-    def fake(spec, device, timer, runner, batches, new_tokens, contexts, bar, effort, seed=0, max_len=None):
-        seen.append((spec.name, max_len))
-        return [{"model": spec.name, "batch": b, "new_tokens": 1, "context": contexts[0], "median_s": 1e-3}
-                for b in batches]
+    def fake(models, device, timer, runner, batches, contexts, bar, effort, seed=0):
+        seen.extend((m.spec.name, m.max_len) for m in models)
+        return [{"model": m.spec.name, "batch": b, "new_tokens": 1, "context": contexts[0], "median_s": 1e-3}
+                for m in models for b in batches]
 
-    monkeypatch.setattr(run_module, "time_passes", fake)
+    monkeypatch.setattr(run_module, "time_together", fake)
     out = time_spot(p, torch.device("cpu"), None, [1, 4], 4, 0, takes=1)  # a context shorter than the grid's
     assert set(out) == {(m.name, b) for m in (p.target, p.draft) for b in (1, 4)}
     assert dict(seen) == {p.target.name: want, p.draft.name: calibrated_cache_len(p, p.draft)}
