@@ -118,11 +118,12 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
     """Time one decoding pass per grid point of each model, with random weights drawn on the device, as the runner
     runs it (a CUDA graph replayed, on a GPU): the pass over B sequences x n new tokens on c cached ones, the
     probabilities at its last position and one sample. Each model is built once and its cache once per batch, and
-    a batch's points of *all* the models are measured interleaved, in the same rounds (`measure.interleaved`): a
-    speed-up turns on the ratio of a draft pass to a target pass, and the two timed minutes apart on a machine that
-    drifts 10-30 % in that time carried the drift into every ratio (a validation at TinyLlama's shapes found a
-    quick calibration's draft passes 5-28 % dearer than they ran while its target passes were 7-16 % cheaper). An
-    out-of-memory point is recorded and skipped. Records come model by model, batch by batch."""
+    a batch's points of *all* the models are measured in the same rounds (`measure.interleaved`, each round a block
+    of each model's points): a speed-up turns on the ratio of a draft pass to a target pass, and the two timed
+    minutes apart on a machine that drifts 10-30 % in that time carried the drift into every ratio (a validation at
+    TinyLlama's shapes found a quick calibration's draft passes 5-28 % dearer than they ran while its target passes
+    were 7-16 % cheaper). An out-of-memory point is recorded and skipped. Records come model by model, batch by
+    batch."""
     gen = torch.Generator(device=device).manual_seed(seed)
     rng = np.random.default_rng(seed)
     records: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(models))}
@@ -174,7 +175,7 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
                         raise
                     record(i, b, n, c, oom=True)
         with torch.inference_mode():
-            timings = interleaved(steps, timer, effort, rng)
+            timings = interleaved(steps, timer, effort, rng, group=lambda key: key[0])
         for (i, c, n), t in timings.items():
             record(i, b, n, c, **t.to_dict())
         runner.reset()

@@ -184,9 +184,10 @@ def test_target_and_draft_passes_are_timed_in_the_same_rounds(monkeypatch):
     rounds = []
     real = run_module.interleaved
 
-    def spy(points, timer, effort, rng):
+    def spy(points, timer, effort, rng, group=None):
         rounds.append(sorted(points))
-        return real(points, timer, effort, rng)
+        assert group is not None and {group(k) for k in points} == {k[0] for k in points}
+        return real(points, timer, effort, rng, group)
 
     monkeypatch.setattr(run_module, "interleaved", spy)
     from calibrate.model import Decoder
@@ -268,6 +269,27 @@ def test_fitted_time_never_falls_with_rows_even_where_measurements_dip():
     anchors = monotone_times({(p.model, p.batch, p.new_tokens, p.context): p.time_s for p in points})
     assert anchors[("big", 1, 1, 16)] <= anchors[("big", 1, 2, 16)] <= anchors[("big", 2, 2, 16)]
     assert dip.pass_time_s(big, 1, 1, 16) > dip.pass_time_s(big, 1, 2, 16)  # the data did dip
+
+
+def test_grouped_rounds_visit_each_group_as_a_block_after_an_untimed_call():
+    """With groups, each round times a group's points together, right after one untimed call of one of them."""
+    from calibrate.measure import Effort, Timer, interleaved
+
+    calls = []
+    points = {key: (lambda key=key: calls.append(key)) for key in ("a1", "a2", "b1", "b2", "b3")}
+    timings = interleaved(points, Timer(torch.device("cpu")), Effort(0.0, 3, 3, 0.0), np.random.default_rng(1),
+                          group=lambda key: key[0])
+    assert all(len(t.samples_s) == 3 for t in timings.values())
+    rounds = calls[10:]  # two warm-up calls per point first
+    assert len(rounds) == 3 * (5 + 2)  # each round: every point once, plus one untimed call per group
+    for r in range(3):
+        one = rounds[7 * r:7 * (r + 1)]
+        first = one[0][0]
+        size = 3 if first == "a" else 4
+        a_block, b_block = (one[:size], one[size:]) if first == "a" else (one[size:], one[:size])
+        assert {k[0] for k in a_block} == {"a"} and {k[0] for k in b_block} == {"b"}
+        assert sorted(a_block[1:]) == ["a1", "a2"] and a_block[0] == a_block[1]  # untimed, then the same first
+        assert sorted(b_block[1:]) == ["b1", "b2", "b3"] and b_block[0] == b_block[1]
 
 
 def test_interleaved_measurement_visits_every_point_each_round():
