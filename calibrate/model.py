@@ -14,7 +14,8 @@ verification, eagerly or replayed as a CUDA graph:
 Grouped-query attention groups the query heads that share a key/value head instead of repeating the cache: queries
 (B, n, heads, d) become (B, kv_heads, groups x n, d) and one SDPA call reads each key and value once, with one additive
 mask (B, 1, groups x n, keys) built once per pass. Nothing in a cached pass reads a value back to the host, so a pass
-can be captured in a CUDA graph.
+can be captured in a CUDA graph. A single bf16 query row on a CPU attends as two identical rows (`attend`): torch's
+CPU kernel is several times slower for one bf16 query row than for two.
 
 Rotary embeddings use the rotate-half convention of Hugging Face's Llama, so a local HF checkpoint loads as it is.
 """
@@ -110,6 +111,20 @@ def window_mask(w: Window, dtype: torch.dtype) -> torch.Tensor:
     return torch.where(allowed, zero, torch.full((), float("-inf"), dtype=dtype, device=w.start.device))[:, None]
 
 
+def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """SDPA of queries (B, kv_heads, rows, d) over the cache with an additive mask (B, 1, rows, keys).
+
+    One bf16 query row on a CPU (a plain decoding step or a draft step of a model without grouped queries) runs as two
+    identical rows, the second discarded: torch 2.13's CPU kernel takes 1.5-3.8x as long for one bf16 row as for two
+    (`python benchmarks/one_row_attention.py`), so an engine calling it as it is would price a plain step, the baseline
+    of every speed-up, above a two-token verify pass at long context. The result is the same (the rows do not
+    interact); fp32, fp16 and CUDA have no such gap and take the plain call."""
+    if q.shape[2] == 1 and q.device.type == "cpu" and q.dtype == torch.bfloat16:
+        twice = F.scaled_dot_product_attention(torch.cat([q, q], 2), keys, values, attn_mask=torch.cat([mask, mask], 2))
+        return twice[:, :, :1]
+    return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
@@ -175,7 +190,7 @@ class Attention(nn.Module):
         # Grouped queries: head h = kv * groups + g reads kv head kv; (B, n, H, d) -> (B, KV, groups * n, d).
         qg = q.view(B, n, c.n_kv_heads, groups, c.head_dim).permute(0, 2, 3, 1, 4)
         qg = qg.reshape(B, c.n_kv_heads, groups * n, c.head_dim)
-        out = F.scaled_dot_product_attention(qg, kc, vc, attn_mask=mask)
+        out = attend(qg, kc, vc, mask)
         out = out.view(B, c.n_kv_heads, groups, n, c.head_dim).permute(0, 3, 1, 2, 4)
         return self.wo(out.reshape(B, n, c.n_heads * c.head_dim))
 

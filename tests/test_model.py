@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 from conftest import TINY_T
 
-from calibrate.model import Window, build_decoder, causal_window, round_keys, window_mask
+import calibrate.model as model_module
+from calibrate.model import Window, attend, build_decoder, causal_window, round_keys, window_mask
 from calibrate.runner import EagerRunner, EagerStandIn, GraphRunner
 from simulator import SpecsimError
 
@@ -97,6 +98,28 @@ def test_grouped_query_attention_equals_repeated_keys():
     bias = torch.where(allowed, 0.0, float("-inf"))[:, None, None].expand(B, 1, G, n, S).reshape(B, 1, G * n, S)
     out = F.scaled_dot_product_attention(qg, k, v, attn_mask=bias).view(B, KV, G, n, hd).permute(0, 3, 1, 2, 4)
     assert torch.allclose(out.reshape(B, n, -1), ref, atol=1e-5)
+
+
+def test_one_bf16_query_row_on_a_cpu_attends_as_two_and_gives_the_plain_result(monkeypatch):
+    """The single-row bf16 path (CPU kernel 1.5-3.8x slower for one row than two) returns what the plain call returns
+    (rows do not interact); every other dtype and row count takes the plain call."""
+    torch.manual_seed(0)
+    B, KV, hd, S = 3, 2, 16, 40
+    k, v = torch.randn(B, KV, S, hd), torch.randn(B, KV, S, hd)
+    calls = []
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(model_module.F, "scaled_dot_product_attention",
+                        lambda q, *a, **kw: calls.append(q.shape[2]) or sdpa(q, *a, **kw))
+    for dtype in (torch.bfloat16, torch.float32, torch.float16):
+        for rows in (1, 2, 5):
+            q = torch.randn(B, KV, rows, hd).to(dtype)
+            bias = torch.where(torch.rand(B, 1, rows, S) > 0.3, 0.0, float("-inf")).to(dtype)
+            bias[..., 0] = 0.0
+            kd, vd = k.to(dtype), v.to(dtype)
+            calls.clear()
+            got = attend(q, kd, vd, bias)
+            assert calls == [2 if (rows == 1 and dtype == torch.bfloat16) else rows]
+            torch.testing.assert_close(got, sdpa(q, kd, vd, attn_mask=bias))  # bf16: same bits on torch 2.13
 
 
 def test_decoder_gqa_matches_a_reference_with_repeated_heads():
