@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import torch
@@ -24,7 +25,8 @@ from calibrate.builtin import load_pair
 from calibrate.model import causal_window
 
 
-def timed(fns: dict[str, Callable[[], object]], repeats: int, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
+def timed(fns: dict[str, Callable[[], object]], repeats: int,
+          rng: np.random.Generator) -> dict[str, tuple[float, float]]:
     """Median seconds and IQR / median of each function, the functions taken in a fresh random order per repeat."""
     for fn in fns.values():
         fn()
@@ -54,9 +56,9 @@ def sdpa_table(batches: list[int], contexts: list[int], repeats: int, rng: np.ra
             q2 = torch.randn(b, heads, 2, head_dim, dtype=torch.bfloat16)
             m1 = torch.zeros(b, 1, 1, keys, dtype=torch.bfloat16)
             m2 = torch.zeros(b, 1, 2, keys, dtype=torch.bfloat16)
-            r = timed({"one": lambda: F.scaled_dot_product_attention(q1, k, v, attn_mask=m1),
-                       "two": lambda: F.scaled_dot_product_attention(q2, k, v, attn_mask=m2),
-                       "as two": lambda: model_module.attend(q1, k, v, m1)}, repeats * 4, rng)
+            sdpa = F.scaled_dot_product_attention
+            r = timed({"one": partial(sdpa, q1, k, v, attn_mask=m1), "two": partial(sdpa, q2, k, v, attn_mask=m2),
+                       "as two": partial(model_module.attend, q1, k, v, m1)}, repeats * 4, rng)
             cells = " ".join(f"{1e6 * r[n][0]:9.1f} [{100 * r[n][1]:3.0f}%]" for n in ("one", "two", "as two"))
             print(f"{keys:>6} {b:>5} {cells}")
 
@@ -75,7 +77,8 @@ def pass_table(batches: list[int], contexts: list[int], repeats: int, rng: np.ra
         m.setup_cache(max(batches))
         for c in contexts:
             for b in batches:
-                def run(n: int, attend) -> Callable[[], object]:
+                def run(n: int, attend: Callable[..., torch.Tensor], b: int = b, c: int = c,
+                        m: torch.nn.Module = m) -> Callable[[], object]:
                     tokens = torch.zeros(b, n, dtype=torch.long)
                     window = causal_window(torch.full((b,), c, dtype=torch.long), n, c + 32)
 
