@@ -115,10 +115,10 @@ def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torc
     """SDPA of queries (B, kv_heads, rows, d) over the cache with an additive mask (B, 1, rows, keys).
 
     One bf16 query row on a CPU (a plain decoding step or a draft step of a model without grouped queries) runs as two
-    identical rows, the second discarded: torch 2.13's CPU kernel takes 1.5-3.8x as long for one bf16 row as for two
+    identical rows, the second discarded: torch 2.13's CPU kernel takes 1.6-3.7x as long for one bf16 row as for two
     (`python benchmarks/one_row_attention.py`), so an engine calling it as it is would price a plain step, the baseline
     of every speed-up, above a two-token verify pass at long context. The result is the same (the rows do not
-    interact); fp32, fp16 and CUDA have no such gap and take the plain call."""
+    interact). fp32 (fastest with one row), fp16 (slow at any row count) and CUDA take the plain call."""
     if q.shape[2] == 1 and q.device.type == "cpu" and q.dtype == torch.bfloat16:
         twice = F.scaled_dot_product_attention(torch.cat([q, q], 2), keys, values, attn_mask=torch.cat([mask, mask], 2))
         return twice[:, :, :1]

@@ -101,7 +101,7 @@ def test_grouped_query_attention_equals_repeated_keys():
 
 
 def test_one_bf16_query_row_on_a_cpu_attends_as_two_and_gives_the_plain_result(monkeypatch):
-    """The single-row bf16 path (CPU kernel 1.5-3.8x slower for one row than two) returns what the plain call returns
+    """The single-row bf16 path (CPU kernel 1.6-3.7x slower for one row than two) returns what the plain call returns
     (rows do not interact); every other dtype and row count takes the plain call."""
     torch.manual_seed(0)
     B, KV, hd, S = 3, 2, 16, 40
