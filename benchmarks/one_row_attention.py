@@ -96,20 +96,31 @@ def pass_table(batches: list[int], contexts: list[int], repeats: int, rng: np.ra
         m.free_cache()
 
 
+def int_list(high: int) -> Callable[[str], list[int]]:
+    """An argparse type: comma-separated integers from 1 to `high`."""
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(x) for x in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: want integers, e.g. 15 or 1,4,16") from None
+        if not all(1 <= v <= high for v in values):
+            raise argparse.ArgumentTypeError(f"{text!r}: each value must be from 1 to {high}")
+        return values
+    return parse
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeats", type=int, default=15)
-    ap.add_argument("--contexts", default="64,384,960")
-    ap.add_argument("--batches", default="1,4,16")
+    ap.add_argument("--repeats", type=lambda text: int_list(1000)(text)[0], default=15)
+    ap.add_argument("--contexts", type=int_list(4096), default=[64, 384, 960])
+    ap.add_argument("--batches", type=int_list(256), default=[1, 4, 16])
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     rng = np.random.default_rng(a.seed)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    batches = [int(x) for x in a.batches.split(",")]
-    contexts = [int(x) for x in a.contexts.split(",")]
-    sdpa_table(batches, contexts, a.repeats, rng)
-    pass_table(batches, contexts, a.repeats, rng)
+    sdpa_table(a.batches, a.contexts, a.repeats, rng)
+    pass_table(a.batches, a.contexts, a.repeats, rng)
 
 
 if __name__ == "__main__":
