@@ -286,10 +286,13 @@ def plan(setup: ui.SetupOptions, serving: ServingOptions, load_rps: float | None
 @click.option("--k", "ks", type=ui.KS, default="0..8", show_default=True, help="Draft lengths allowed.")
 @click.option("--context", "contexts", type=ui.CONTEXTS, default="1024", show_default=True,
               help="Cached tokens per sequence the table is made for; several (json) give a table per context.")
+@click.option("--tolerance", "tolerance_pct", type=click.FloatRange(0, 50), default=None, metavar="PCT",
+              help="Keep a k across batches while its speed-up is within PCT % of the best k's [default: the "
+                   "profile's held-out pass error, at least 1; 1 for a preset; 0: the best k at every batch].")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write to this file (atomically) instead of stdout.")
 def policy(setup: ui.SetupOptions, fmt: str, batches: list[int], ks: list[int], contexts: list[int],
-           out_path: Path | None) -> None:
+           tolerance_pct: float | None, out_path: Path | None) -> None:
     """Export the best draft length per batch size as a table a serving engine can read.
 
     \b
@@ -301,7 +304,9 @@ def policy(setup: ui.SetupOptions, fmt: str, batches: list[int], ks: list[int], 
     ui.check_out(out_path)
     check_contexts(fmt, contexts)
     s = setup.resolve()
-    ranges, record = policy_tables(s.cost, s.target, s.draft, s.acceptance, batches, ks, contexts, s.caption)
+    tolerance = s.resolution if tolerance_pct is None else tolerance_pct / 100
+    ranges, record = policy_tables(s.cost, s.target, s.draft, s.acceptance, batches, ks, contexts, s.caption,
+                                   tolerance)
     text = json.dumps(ranges) if fmt == "vllm" else json.dumps(record, indent=1)
     ui.echo_or_write(out_path, text + "\n", "policy")
 

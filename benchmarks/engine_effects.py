@@ -61,8 +61,8 @@ def table_answers(tax: SpeculationTax, spec: str, context: int = 1280) -> tuple[
     result = sweep(cost_with(tax), target, draft, parse_acceptance(spec), list(range(1, 257)), chains(range(5)),
                    [context])
     table = policy_table(result, tax)
-    off = next((b for b, k, _ in table if k == 0), None)
-    slower = next((b for b, _, x in table if x < 1.0), None)
+    off = next((c.batch for c in table if c.k == 0), None)
+    slower = next((c.batch for c in table if c.speedup < 1.0), None)
     return off, slower
 
 

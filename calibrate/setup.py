@@ -34,6 +34,7 @@ from .host import local_identities
 from .profile import Profile, latest_profile, load_profile
 
 DEFAULT_TARGET, DEFAULT_DRAFT = "llama-3.1-8b", "llama-3.2-1b"
+MIN_RESOLUTION = 0.01  # a preset's predictions are told apart from 1 % up
 
 
 def params_label(spec: ModelSpec) -> str:
@@ -72,6 +73,13 @@ class Setup:
                 "cost_model": self.cost.label,
                 "engine": self.profile.engine_mode if self.profile else f"graph ({self.where.split(', ')[-1]})",
                 "trusted": self.profile.trust.trusted if self.profile else None}
+
+    @property
+    def resolution(self) -> float:
+        """The relative difference below which two of this setup's predictions are not told apart: a profile's
+        held-out pass-time error (its median), at least `MIN_RESOLUTION`; `MIN_RESOLUTION` for a preset."""
+        heldout = self.profile.fit.heldout if self.profile else None
+        return max(MIN_RESOLUTION, heldout.median_abs_err if heldout and heldout.n else 0.0)
 
     @property
     def heading(self) -> str:

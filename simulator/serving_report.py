@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from . import SpecsimError, __version__
 from .acceptance import Acceptance
@@ -14,7 +14,7 @@ from .cost import CostModel
 from .metrics import ServingMetrics
 from .serving import ServingRun
 from .specs import ModelSpec, SpeculationTax
-from .sweep import SweepResult, SweepRow
+from .sweep import SweepResult
 
 NO_TAX = SpeculationTax()
 
@@ -108,32 +108,70 @@ def batch_ranges(best_k: Sequence[tuple[int, int]]) -> list[list[int]]:
     return out
 
 
-def policy_table(result: SweepResult, tax: SpeculationTax = NO_TAX,
-                 switch_horizon: int = 16) -> list[tuple[int, int, float]]:
-    """(batch, k, its speed-up over an engine without speculation) per batch of a single-context chain sweep, for
-    an engine started with speculation: k = 0 there pays the engine's off-tax, and, where changing k costs a
-    switch, the table keeps the previous batch's k unless the best one still wins with the switch paid over
-    `switch_horizon` steps (fewer boundaries to flip across as the batch moves)."""
-    by_batch: dict[int, dict[int, SweepRow]] = {}
+@dataclass(frozen=True)
+class PolicyChoice:
+    """One batch size of a policy table: the draft length chosen, and the best one it stands for."""
+
+    batch: int
+    k: int
+    speedup: float  # the chosen k's, over an engine without speculation
+    best_k: int
+    best_speedup: float
+
+    @property
+    def loss(self) -> float:
+        """What the choice gives up against the best k at this batch, as a fraction of the best's speed-up."""
+        return 1.0 - self.speedup / self.best_speedup
+
+
+def policy_table(result: SweepResult, tax: SpeculationTax = NO_TAX, switch_horizon: int = 16,
+                 tolerance: float = 0.0) -> list[PolicyChoice]:
+    """The draft length per batch of a single-context chain sweep, for an engine started with speculation: k = 0
+    there pays the engine's off-tax.
+
+    A k is *near the best* at a batch when its speed-up is within `tolerance` of the best k's (a difference the
+    prediction cannot resolve) and it speculates if and only if the best does: the tolerance trades draft lengths,
+    never speculation against none, so where speculation stops paying stays where the prediction puts it. A k
+    already in use stays near while the best one, paying the engine's switch once over `switch_horizon` steps,
+    does not beat it by more. The table has few boundaries: from batch 1, and from each boundary on, it takes the k
+    that stays near the best to the largest batch (then the faster k over that stretch, then the smaller). With no
+    tolerance and no switch cost that is the best k at every batch."""
+    speed: dict[int, dict[int, float]] = {}
+    time: dict[int, dict[int, float]] = {}
+    baseline: dict[int, float] = {}
     for r in result.rows:
         if r.fits and r.tree is None:
-            by_batch.setdefault(r.batch, {})[int(r.k or 0)] = r
-    table: list[tuple[int, int, float]] = []
-    previous: int | None = None
-    for batch in sorted(by_batch):
-        rows = by_batch[batch]
-        speed = {k: r.speedup for k, r in rows.items()}
-        time = {k: r.step_time_s for k, r in rows.items()}
-        if 0 in speed:
-            speed[0] = 1 / (1 + tax.off_fraction(batch))
-            time[0] = rows[0].baseline_time_s * (1 + tax.off_fraction(batch))
-        best = min(speed, key=lambda k: (-speed[k], k))
-        if previous in speed and best != previous and tax.switch_fraction:
-            switch = tax.switch_fraction * rows[best].baseline_time_s / switch_horizon
-            if speed[previous] >= speed[best] * time[best] / (time[best] + switch):
-                best = previous
-        table.append((batch, best, speed[best]))
-        previous = best
+            k = int(r.k or 0)
+            off = k == 0
+            speed.setdefault(r.batch, {})[k] = 1 / (1 + tax.off_fraction(r.batch)) if off else r.speedup
+            time.setdefault(r.batch, {})[k] = r.baseline_time_s * (1 + tax.off_fraction(r.batch)) if off \
+                else r.step_time_s
+            baseline[r.batch] = r.baseline_time_s
+    batches = sorted(speed)
+    best = {b: min(speed[b], key=lambda k, b=b: (-speed[b][k], k)) for b in batches}
+
+    def near(b: int, k: int, staying: bool) -> bool:
+        s, t, top = speed[b], time[b], best[b]
+        bar = s[top] * (1 - tolerance if (k == 0) == (top == 0) else 1)
+        if staying and tax.switch_fraction:
+            switch_s = tax.switch_fraction * baseline[b] / switch_horizon
+            bar *= t[top] / (t[top] + switch_s)
+        return k in s and s[k] >= bar
+
+    def reach(i: int, k: int) -> int:
+        j = i + 1
+        while j < len(batches) and near(batches[j], k, staying=True):
+            j += 1
+        return j
+
+    table: list[PolicyChoice] = []
+    i = 0
+    while i < len(batches):
+        first = batches[i]
+        ends = {k: reach(i, k) for k in speed[first] if near(first, k, staying=False)}
+        k = max(ends, key=lambda k: (ends[k], sum(speed[b][k] for b in batches[i:ends[k]]), -k))
+        table += [PolicyChoice(b, k, speed[b][k], best[b], speed[b][best[b]]) for b in batches[i:ends[k]]]
+        i = ends[k]
     return table
 
 
@@ -152,24 +190,30 @@ def plan_record(caption: str, workload_label: str, slo_label: str, attainment: f
 
 
 def policy_record(result: SweepResult, batches: Sequence[int], caption: str, context: int,
-                  tax: SpeculationTax = NO_TAX) -> tuple[list, dict]:
-    """The best k per batch size as vLLM's ``num_speculative_tokens_per_batch_size`` ranges, and the same with the
-    predicted speed-ups (`policy_table`; the engine's tax weighed). `batches` must cover every batch from 1
-    (engines look the table up by batch size)."""
+                  tax: SpeculationTax = NO_TAX, tolerance: float = 0.0) -> tuple[list, dict]:
+    """The draft length per batch size as vLLM's ``num_speculative_tokens_per_batch_size`` ranges, and the same with
+    the predicted speed-ups and what each range gives up against the best k (`policy_table`; the engine's tax
+    weighed). `batches` must cover every batch from 1 (engines look the table up by batch size)."""
     if list(batches) != list(range(1, max(batches) + 1)):
         raise SpecsimError("--batch must cover every batch from 1 (e.g. 1..256): engines look the table up by batch "
                            "size")
-    table = policy_table(result, tax)
+    table = policy_table(result, tax, tolerance=tolerance)
     if len(table) < len(batches):
         raise SpecsimError(f"the models do not fit in memory above batch {len(table)} at context {context}: cover "
                            f"--batch 1..{len(table)}")
-    ranges = batch_ranges([(b, k) for b, k, _ in table])
-    speedup = {b: x for b, _, x in table}
+    ranges = batch_ranges([(c.batch, c.k) for c in table])
+    by_batch = {c.batch: c for c in table}
+
+    def over(lo: int, hi: int) -> list[PolicyChoice]:
+        return [by_batch[b] for b in range(lo, hi + 1)]
+
     record = {"specsim_version": __version__, "setup": caption, "context": context,
               "num_speculative_tokens_per_batch_size": ranges,
+              "tolerance": tolerance,
               "ranges": [{"batch_from": lo, "batch_to": hi, "k": k,
-                          "predicted_speedup_min": min(speedup[b] for b in range(lo, hi + 1)),
-                          "predicted_speedup_max": max(speedup[b] for b in range(lo, hi + 1))} for lo, hi, k in ranges],
+                          "predicted_speedup_min": min(c.speedup for c in over(lo, hi)),
+                          "predicted_speedup_max": max(c.speedup for c in over(lo, hi)),
+                          "loss_vs_best_max": max(c.loss for c in over(lo, hi))} for lo, hi, k in ranges],
               "speculation_tax": {"off_tax_batch": list(tax.off_batches), "off_tax_fraction": list(tax.off_fractions),
                                   "switch_fraction": tax.switch_fraction, "source": tax.source},
               # above this batch an engine started without speculation beats every k of this one (None: never)
@@ -185,22 +229,22 @@ def check_contexts(fmt: str, contexts: Sequence[int]) -> None:
 
 def policy_tables(cost: CostModel, target: ModelSpec, draft: ModelSpec, acceptance: Acceptance,
                   batches: Sequence[int], ks: Sequence[int], contexts: Sequence[int],
-                  caption: str) -> tuple[list, dict]:
+                  caption: str, tolerance: float = 0.0) -> tuple[list, dict]:
     """`policy_record` at each context (acceptance and step times both depend on it): the first context's vLLM
     ranges, and a record whose ``by_context`` holds every context's table."""
     from .sweep import chains, sweep
 
     tax = cost.hardware.speculation_tax
     tables = [policy_record(sweep(cost, target, draft, acceptance, batches, chains(sorted(set(ks) | {0})), [c]),
-                            batches, caption, c, tax) for c in contexts]
+                            batches, caption, c, tax, tolerance) for c in contexts]
     return tables[0][0], {**tables[0][1], "by_context": [t[1] for t in tables]}
 
 
-def _restart_above(table: Sequence[tuple[int, int, float]]) -> int | None:
+def _restart_above(table: Sequence[PolicyChoice]) -> int | None:
     """The largest batch where the speculating engine's best k is still at least as fast as an engine without
     speculation, if a slower batch follows it (0: slower from batch 1; None: never slower)."""
-    slower = [b for b, _, x in table if x < 1.0]
+    slower = [c.batch for c in table if c.best_speedup < 1.0]
     if not slower:
         return None
-    faster = [b for b, _, x in table if x >= 1.0 and b < min(slower)]
+    faster = [c.batch for c in table if c.best_speedup >= 1.0 and c.batch < min(slower)]
     return max(faster) if faster else 0

@@ -132,6 +132,27 @@ def test_policy_vllm_ranges_are_contiguous(tmp_path):
     assert all(x["predicted_speedup_min"] >= 1.0 - 1e-9 for x in body["ranges"])
 
 
+def test_policy_tolerance_defaults_to_what_the_prediction_resolves(tiny_profile, tmp_path):
+    """A preset's table keeps a k while within 1 % of the best, a profile's within its held-out pass error (at least
+    1 %), --tolerance overrides either; each range says what it gives up against the best k."""
+    from conftest import save_tiny
+
+    free = [*H100, "--engine", "gpt-fast", "--format", "json", "--context", "128"]  # no switch cost to add to it
+    r = run("policy", *free)
+    assert r.exit_code == 0, r.output
+    body = json.loads(r.stdout)
+    assert body["tolerance"] == 0.01 and all(0 <= x["loss_vs_best_max"] <= 0.01 for x in body["ranges"])
+    exact = json.loads(run("policy", *free, "--tolerance", "0").stdout)
+    assert exact["tolerance"] == 0 and len(exact["ranges"]) >= len(body["ranges"])
+    path = save_tiny(tiny_profile, tmp_path / "p.json")
+    r = run("policy", "--profile", str(path), "--acceptance", "iid:0.7", "--batch", "1..8", "--format", "json")
+    assert r.exit_code == 0, r.output
+    heldout = tiny_profile.profile.fit.heldout.median_abs_err
+    assert json.loads(r.stdout)["tolerance"] == pytest.approx(max(0.01, heldout))
+    for bad in ("-1", "60", "some"):
+        one_line_error(run("policy", *H100, "--tolerance", bad), "--tolerance")
+
+
 def test_policy_needs_batches_from_one():
     one_line_error(run("policy", *H100, "--batch", "2..64"), "--batch")
 
