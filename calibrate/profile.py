@@ -502,15 +502,17 @@ class Profile:
     @cached_property
     def hardware(self) -> HardwareSpec:
         """The device as measured, with the engine's measured tax on speculation where the calibration measured
-        it (negative measurements, noise around a free switch, are taken as zero)."""
+        it: each cost where every repeat measured more than the same work differs by (`calibrate.tax`; a profile
+        from before that was measured: where positive)."""
         hw = self.micro.hardware(self.device.name, self.device.memory_bytes, f"calibrated {self.created}")
         by = self.speculation_tax.get("by_batch") or {}
         if not by:
             return hw
         batches = sorted(by, key=int)
         tax = SpeculationTax(tuple(int(b) for b in batches),
-                             tuple(max(float(by[b]["off_fraction"]), 0.0) for b in batches),
-                             max(float(np.median([by[b]["switch_fraction"] for b in batches])), 0.0),
+                             tuple(max(float(by[b].get("off_priced", by[b]["off_fraction"])), 0.0) for b in batches),
+                             max(float(np.median([by[b].get("switch_priced", by[b]["switch_fraction"])
+                                                  for b in batches])), 0.0),
                              f"measured by specsim calibrate on its own engine ({self.created[:10]})")
         return replace(hw, speculation_tax=tax)
 

@@ -43,6 +43,14 @@ def _device_lines(profile: Profile) -> list[str]:
             f"call overhead: {micro.call_overhead_s * 1e6:.1f} us per tiny op"]
 
 
+def _noise(tax: dict, name: str, what: str) -> str:
+    """How a measured cost compares with what the same work differs by, and whether it is priced."""
+    if f"{name}_noise" not in tax:
+        return ""
+    priced = "priced" if tax[f"{name}_priced"] else "not priced"
+    return f" ({what} {100 * tax[f'{name}_noise']:.1f} %: {priced})"
+
+
 def format_summary(profile: Profile, path: Path) -> str:
     micro, fit = profile.micro, profile.fit
     raw = micro.raw
@@ -74,9 +82,11 @@ def format_summary(profile: Profile, path: Path) -> str:
     if by:
         block = profile.speculation_tax["block"]
         lines.append("speculation off and switching k in this engine, by batch: " + "; ".join(
-            f"B={b}: k = 0 step {100 * v['off_fraction']:+.1f} % vs no draft, catch-up of {block} tokens "
+            f"B={b}: k = 0 step {100 * v['off_fraction']:+.1f} % vs no draft"
+            f"{_noise(v, 'off', 'two runs of the same steps differ by up to')}, catch-up of {block} tokens "
             f"{1e3 * v['catchup_measured_s']:.2f} ms (priced {1e3 * v['catchup_predicted_s']:.2f}), "
-            f"switch 4 -> 2 {100 * v['switch_fraction']:+.1f} % of a plain step" for b, v in by.items()))
+            f"switch 4 -> 2 {100 * v['switch_fraction']:+.1f} % of a plain step"
+            f"{_noise(v, 'switch', 'steady steps stray up to')}" for b, v in by.items()))
     if profile.acceptance is not None:
         a = profile.acceptance
         lines.append(f"acceptance (built-in pair, {a.prompts} calibration prompts): alpha {a.alpha:.3f}, "

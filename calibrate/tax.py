@@ -5,12 +5,19 @@ Three runs per batch size, interleaved and repeated: plain decoding with no draf
 at k = 4 then six plain steps (k = 0) with the draft loaded; six steps at k = 4 then six at k = 2. From their steps:
 
 - the off-tax: a scheduled plain step over the step of the engine without speculation as far into the same text
-  (the same context), minus one;
+  (the same context), minus one; and its noise: the same ratio between two runs of identical steps (the k = 4
+  steps before the change in the second and the third run, a run apart as the first two are); priced
+  (`off_priced`) only where every repeat measured more than any two runs of the same work differed by;
 - the draft's catch-up: the drafting phase of the first k = 4 step after the plain ones over a steady k = 4 step's
   (the drafting phase alone: whole steps later in a run also read a longer context), against what the cost model
   prices for it (the draft re-reading the tokens it missed: a draft pass over lag + 2 tokens instead of 2),
   which is how the serving simulator charges it (``--draft-sync lazy``), so it is not counted again as a switch;
-- the switch: the first k = 2 step after k = 4 steps over a steady k = 2 step, in units of a plain step.
+- the switch: the first k = 2 step after k = 4 steps over a steady k = 2 step, in units of a plain step; priced
+  (`switch_priced`) only where every repeat measured more than any steady k = 2 step of the run strayed from their
+  median.
+
+Both rules are `priced_over_noise`: on a shared host two runs of the same steps differ by up to a third, and a
+quick calibration's two repeats would otherwise price that as a tax.
 """
 
 from __future__ import annotations
@@ -39,52 +46,86 @@ def _step_times(run: Any, how: Decoding) -> list[tuple[int, int, float, float, f
             for i, s in enumerate(run.steps) if not s.captured]
 
 
+def priced_over_noise(by_repeat: Sequence[float], noise: float) -> float:
+    """What a cost model should pay for a measured cost: the median of the repeats' where every repeat measured more
+    than `noise` (what the same work differs by, measured beside it), else zero."""
+    return float(np.median(by_repeat)) if min(by_repeat) > noise else 0.0
+
+
+def _by_context(steps: Sequence[tuple[int, int, float, float, float]]) -> Callable[[float], float]:
+    """Step time as a function of how far into the text, interpolated between these steps."""
+    xs, ts = [x for *_, x in steps], [t for _, _, t, _, _ in steps]
+    return lambda x: float(np.interp(x, xs, ts))
+
+
 def measure_tax(engine: RealEngine, prompts: Sequence[Sequence[int]], batches: Sequence[int], new_tokens: int,
                 repeats: int, gen: torch.Generator, cost: CostModel, draft: ModelSpec,
                 tick: Callable[[], None] | None = None) -> dict[str, Any]:
-    kinds = ("plain", "off", "off_ratio", "after_off", "steady4", "after_switch", "steady2", "draft_after_off",
-             "draft_steady4")
+    kinds = ("plain", "off", "after_off", "steady4", "after_switch", "steady2", "draft_after_off", "draft_steady4")
     samples: dict[int, dict[str, list[float]]] = {b: {k: [] for k in kinds} for b in batches}
+    # per repeat, as fractions: the off-tax; k = 4 steps of the third run over the second's, minus one; the switch;
+    # the largest stray of a steady k = 2 step from their median (both in plain steps)
+    per_repeat: dict[int, dict[str, list[float]]] = {b: {"off": [], "null": [], "switch": [], "stray": []}
+                                                     for b in batches}
     contexts: dict[int, int] = {}
     for _ in range(repeats):
         for b in batches:
             ps = [prompts[i % len(prompts)] for i in range(b)]
             contexts[b] = int(np.mean([len(p) for p in ps])) + new_tokens // 2
             s = samples[b]
-            plain_at: Any = None  # the plain run's step time by how far into the text (the same prompts)
+            at: dict[str, Any] = {}  # step time by how far into the text (the same prompts): plain; k = 4 in OFF
+            off_ratio, null_ratio, switch, steady2 = [], [], [], []
             for how in (Decoding(k=0), OFF, SWITCH):
                 run = engine.generate(ps, new_tokens, how, gen, until="first")
                 steps = _step_times(run, how)
                 if how.k == 0:
-                    xs, ts = [x for *_, x in steps], [t for _, _, t, _, _ in steps]
-                    plain_at = lambda x, xs=xs, ts=ts: float(np.interp(x, xs, ts))  # noqa: E731
+                    at["plain"] = _by_context(steps)
+                    plain = float(np.median([t for _, _, t, _, _ in steps]))
+                elif how is OFF:
+                    at["k4"] = _by_context([st for st in steps if st[:2] == (4, 4)])
                 for k, before, t, t_draft, x in steps:
                     if how is OFF:
                         key = {(0, 0): "off", (0, 4): "off", (4, 0): "after_off", (4, 4): "steady4"}.get((k, before))
                         if key == "off":  # against the plain run's step as far into the text (the same context)
-                            s["off_ratio"].append(t / plain_at(x))
+                            off_ratio.append(t / at["plain"](x))
                         if key in ("after_off", "steady4"):
                             s[f"draft_{key}"].append(t_draft)
                     elif how is SWITCH:
                         key = {(2, 4): "after_switch", (2, 2): "steady2", (4, 4): "steady4"}.get((k, before))
+                        if key == "steady4":  # the same work as OFF's k = 4 steps, a run later
+                            null_ratio.append(t / at["k4"](x))
+                        (switch if key == "after_switch" else steady2 if key == "steady2" else []).append(t)
                     else:
                         key = "plain"
                     if key:
                         s[key].append(t)
                 if tick:
                     tick()
+            r = per_repeat[b]
+            if off_ratio and null_ratio:
+                r["off"].append(float(np.median(off_ratio)) - 1.0)
+                r["null"].append(float(np.median(null_ratio)) - 1.0)
+            if switch and steady2:
+                mid = float(np.median(steady2))
+                r["switch"].append((switch[0] - mid) / plain)
+                r["stray"].append(max(abs(t - mid) for t in steady2) / plain)
     out: dict[str, Any] = {"block": BLOCK, "batches": list(batches), "by_batch": {}}
     for b in batches:
         med = {k: float(np.median(v)) for k, v in samples[b].items() if v}
-        if not set(kinds) <= set(med):
+        r = per_repeat[b]
+        if not set(kinds) <= set(med) or not r["off"] or not r["switch"]:
             continue
+        off_noise, switch_noise = max(abs(f) for f in r["null"]), max(r["stray"])
         catchup_pred = (cost.pass_time_s(draft, b, BLOCK + 2, contexts[b])
                         - cost.pass_time_s(draft, b, 2, contexts[b]))
         out["by_batch"][str(b)] = {
             "plain_step_s": med["plain"], "scheduled_plain_step_s": med["off"],
-            "off_fraction": med["off_ratio"] - 1.0,
+            "off_fraction": float(np.median(r["off"])), "off_noise": off_noise,
+            "off_priced": priced_over_noise(r["off"], off_noise),
+            "off_fraction_by_repeat": r["off"], "null_fraction_by_repeat": r["null"],
             "catchup_measured_s": med["draft_after_off"] - med["draft_steady4"], "catchup_predicted_s": catchup_pred,
             "switch_s": med["after_switch"] - med["steady2"],
-            "switch_fraction": (med["after_switch"] - med["steady2"]) / med["plain"],
+            "switch_fraction": (med["after_switch"] - med["steady2"]) / med["plain"], "switch_noise": switch_noise,
+            "switch_priced": priced_over_noise(r["switch"], switch_noise), "switch_fraction_by_repeat": r["switch"],
             "steps": {k: len(v) for k, v in samples[b].items()}}
     return out

@@ -188,6 +188,18 @@ def test_a_schedule_of_k_keeps_the_output_and_the_draft_catches_up(builtin_pair,
         Decoding(k=2, schedule=(4, 0))
 
 
+@pytest.mark.parametrize(("off", "null", "priced"), [
+    ([0.20, 0.22], [0.03, -0.05], 0.21),  # every repeat above what two runs of the same steps differ by
+    ([0.29, -0.03], [0.07, 0.08], 0.0),  # one repeat says no tax: noise (measured on this host: +13 % median)
+    ([0.04, 0.06], [-0.24, -0.17], 0.0),  # runs of the same steps differ by more than the tax
+    ([-0.05, -0.01], [0.0, 0.0], 0.0),  # faster with the draft loaded: no tax
+])
+def test_an_off_tax_is_priced_only_where_every_repeat_exceeds_the_runs_noise(off, null, priced):
+    from calibrate.tax import priced_over_noise
+
+    assert priced_over_noise(off, max(abs(f) for f in null)) == pytest.approx(priced)
+
+
 def test_the_engine_tax_is_measured_and_reaches_the_cost_model(builtin_pair, builtin_profile, heldout):
     """`measure_tax` returns per batch the off-tax, the catch-up and the switch; a profile carrying it gives its
     hardware a `SpeculationTax` (negative noise clamped to zero)."""
@@ -202,13 +214,21 @@ def test_the_engine_tax_is_measured_and_reaches_the_cost_model(builtin_pair, bui
     assert set(by) == {"1", "2"} and all(v["steps"]["after_off"] >= 1 and v["steps"]["off"] >= 4 for v in by.values())
     # (magnitudes are not checked: steps of a few ms on a shared CPU drift between runs; calibration repeats them)
     assert all(np.isfinite(v["off_fraction"]) and v["catchup_predicted_s"] >= 0 for v in by.values())
-    fake = {"block": 6, "by_batch": {"1": {**by["1"], "off_fraction": 0.05, "switch_fraction": -0.01},
-                                     "8": {**by["2"], "off_fraction": 0.10, "switch_fraction": 0.03}}}
+    assert all(v["off_noise"] >= 0 and v["off_priced"] in (0.0, v["off_fraction"]) for v in by.values())
+    assert all(v["switch_noise"] >= 0 and v["switch_priced"] in (0.0, float(np.median(v["switch_fraction_by_repeat"])))
+               for v in by.values())
+    fake = {"block": 6, "by_batch": {
+        "1": {**by["1"], "off_fraction": 0.05, "off_priced": 0.05, "switch_fraction": -0.01, "switch_priced": 0.0},
+        "8": {**by["2"], "off_fraction": 0.10, "off_priced": 0.10, "switch_fraction": 0.03, "switch_priced": 0.03}}}
     hw = dataclasses.replace(builtin_profile, speculation_tax=fake).hardware
     assert hw.speculation_tax.off_fraction(1) == pytest.approx(0.05)
     assert hw.speculation_tax.off_fraction(8) == pytest.approx(0.10)
-    assert hw.speculation_tax.switch_fraction == pytest.approx(0.01)  # median of -0.01 and 0.03
+    assert hw.speculation_tax.switch_fraction == pytest.approx(0.015)  # median of the priced 0 and 0.03
     assert "measured by specsim calibrate" in hw.speculation_tax.source
+    noisy = {"block": 6, "by_batch": {"1": {**fake["by_batch"]["1"], "off_priced": 0.0}}}  # measured 5 %, not priced
+    assert dataclasses.replace(builtin_profile, speculation_tax=noisy).hardware.speculation_tax.off_fraction(1) == 0
+    old = {"block": 6, "by_batch": {"1": {k: v for k, v in fake["by_batch"]["1"].items() if k != "off_priced"}}}
+    assert dataclasses.replace(builtin_profile, speculation_tax=old).hardware.speculation_tax.off_fraction(1) == 0.05
     from calibrate.profile import load_profile, save_profile
 
     path = save_profile(dataclasses.replace(builtin_profile, speculation_tax=fake), Path(tempfile.mkdtemp()) / "p.json")
