@@ -326,7 +326,7 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
     # Three repeats even when quick: a cost is priced only where every repeat measured it above the noise, and two
     # repeats of a few-millisecond step on a shared host agree by chance too often (calibrate.tax).
     tax_repeats = max(repeats, 3)
-    with progress("speculation off and switching k (real steps)", 3 * len(batches) * tax_repeats) as bar:
+    with progress("speculation off and switching k (real steps)", 4 * len(batches) * tax_repeats) as bar:
         acc["speculation_tax"] = measure_tax(engine, calib, batches, 2 * new_tokens, tax_repeats, gen, cost,
                                              draft_spec, tick=lambda: bar.update(1))
     return acc, engine_overheads

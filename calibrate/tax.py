@@ -1,13 +1,14 @@
 """What specsim's own engine pays for speculation switched off, and for switching the draft length: measured, as a
 serving engine's schedule would use them (`simulator.specs.SpeculationTax`).
 
-Three runs per batch size, interleaved and repeated: plain decoding with no draft loaded; a schedule of six steps
-at k = 4 then six plain steps (k = 0) with the draft loaded; six steps at k = 4 then six at k = 2. From their steps:
+Four runs per batch size, interleaved and repeated: plain decoding with no draft loaded; a schedule of six steps
+at k = 4 then six plain steps (k = 0) with the draft loaded; plain decoding again; six steps at k = 4 then six at
+k = 2. From their steps:
 
-- the off-tax: a scheduled plain step over the step of the engine without speculation as far into the same text
-  (the same context), minus one; and its noise: the same ratio between two runs of identical steps (the k = 4
-  steps before the change in the second and the third run, a run apart as the first two are); priced
-  (`off_priced`) only where every repeat measured more than any two runs of the same work differed by;
+- the off-tax: a scheduled plain step over the mean of the two plain runs' steps as far into the same text (the
+  same context; one run before it and one after, so a steady drift cancels), minus one; and its noise: what the
+  same work differed by two runs apart (the second plain run over the first, the k = 4 steps before the change in
+  the fourth run over the second's); priced (`off_priced`) only where every repeat measured more than its noise;
 - the draft's catch-up: the drafting phase of the first k = 4 step after the plain ones over a steady k = 4 step's
   (the drafting phase alone: whole steps later in a run also read a longer context), against what the cost model
   prices for it (the draft re-reading the tokens it missed: a draft pass over lag + 2 tokens instead of 2),
@@ -34,6 +35,7 @@ from simulator.specs import ModelSpec
 from .speculative import Decoding, RealEngine
 
 BLOCK = 6
+PLAIN = Decoding(k=0)
 OFF = Decoding(k=4, schedule=(4,) * BLOCK + (0,) * BLOCK)
 SWITCH = Decoding(k=4, schedule=(4,) * BLOCK + (2,) * BLOCK)
 
@@ -63,8 +65,8 @@ def measure_tax(engine: RealEngine, prompts: Sequence[Sequence[int]], batches: S
                 tick: Callable[[], None] | None = None) -> dict[str, Any]:
     kinds = ("plain", "off", "after_off", "steady4", "after_switch", "steady2", "draft_after_off", "draft_steady4")
     samples: dict[int, dict[str, list[float]]] = {b: {k: [] for k in kinds} for b in batches}
-    # per repeat, as fractions: the off-tax; k = 4 steps of the third run over the second's, minus one; the switch;
-    # the largest stray of a steady k = 2 step from their median (both in plain steps)
+    # per repeat, as fractions: the off-tax; what the same work differed by a run or two apart; the switch and the
+    # largest stray of a steady k = 2 step from their median (both in plain steps)
     per_repeat: dict[int, dict[str, list[float]]] = {b: {"off": [], "null": [], "switch": [], "stray": []}
                                                      for b in batches}
     contexts: dict[int, int] = {}
@@ -73,27 +75,30 @@ def measure_tax(engine: RealEngine, prompts: Sequence[Sequence[int]], batches: S
             ps = [prompts[i % len(prompts)] for i in range(b)]
             contexts[b] = int(np.mean([len(p) for p in ps])) + new_tokens // 2
             s = samples[b]
-            at: dict[str, Any] = {}  # step time by how far into the text (the same prompts): plain; k = 4 in OFF
-            off_ratio, null_ratio, switch, steady2 = [], [], [], []
-            for how in (Decoding(k=0), OFF, SWITCH):
+            at: dict[str, Callable[[float], float]] = {}  # step time by how far into the text (the same prompts)
+            off_at: list[tuple[float, float]] = []  # (time, how far into the text) of each scheduled plain step
+            nulls: dict[str, list[float]] = {"plain": [], "k4": []}
+            switch: list[float] = []
+            steady2: list[float] = []
+            for name, how in (("plain", PLAIN), ("off", OFF), ("plain again", PLAIN), ("switch", SWITCH)):
                 run = engine.generate(ps, new_tokens, how, gen, until="first")
                 steps = _step_times(run, how)
-                if how.k == 0:
-                    at["plain"] = _by_context(steps)
+                if name == "plain":
                     plain = float(np.median([t for _, _, t, _, _ in steps]))
-                elif how is OFF:
-                    at["k4"] = _by_context([st for st in steps if st[:2] == (4, 4)])
+                elif name == "plain again":  # the same work as the first plain run, two runs later
+                    nulls["plain"] += [t / at["plain"](x) for _, _, t, _, x in steps]
+                at[name] = _by_context(steps if how is PLAIN else [st for st in steps if st[:2] == (4, 4)])
                 for k, before, t, t_draft, x in steps:
                     if how is OFF:
                         key = {(0, 0): "off", (0, 4): "off", (4, 0): "after_off", (4, 4): "steady4"}.get((k, before))
-                        if key == "off":  # against the plain run's step as far into the text (the same context)
-                            off_ratio.append(t / at["plain"](x))
+                        if key == "off":
+                            off_at.append((t, x))
                         if key in ("after_off", "steady4"):
                             s[f"draft_{key}"].append(t_draft)
                     elif how is SWITCH:
                         key = {(2, 4): "after_switch", (2, 2): "steady2", (4, 4): "steady4"}.get((k, before))
-                        if key == "steady4":  # the same work as OFF's k = 4 steps, a run later
-                            null_ratio.append(t / at["k4"](x))
+                        if key == "steady4":  # the same work as OFF's k = 4 steps, two runs later
+                            nulls["k4"].append(t / at["off"](x))
                         (switch if key == "after_switch" else steady2 if key == "steady2" else []).append(t)
                     else:
                         key = "plain"
@@ -102,9 +107,11 @@ def measure_tax(engine: RealEngine, prompts: Sequence[Sequence[int]], batches: S
                 if tick:
                     tick()
             r = per_repeat[b]
-            if off_ratio and null_ratio:
-                r["off"].append(float(np.median(off_ratio)) - 1.0)
-                r["null"].append(float(np.median(null_ratio)) - 1.0)
+            if off_at and nulls["plain"] and nulls["k4"]:
+                # each scheduled plain step against the plain runs either side of it, as far into the text
+                r["off"].append(float(np.median([t / (0.5 * (at["plain"](x) + at["plain again"](x)))
+                                                 for t, x in off_at])) - 1.0)
+                r["null"].append(max(abs(float(np.median(v)) - 1.0) for v in nulls.values()))
             if switch and steady2:
                 mid = float(np.median(steady2))
                 r["switch"].append((switch[0] - mid) / plain)
@@ -115,14 +122,14 @@ def measure_tax(engine: RealEngine, prompts: Sequence[Sequence[int]], batches: S
         r = per_repeat[b]
         if not set(kinds) <= set(med) or not r["off"] or not r["switch"]:
             continue
-        off_noise, switch_noise = max(abs(f) for f in r["null"]), max(r["stray"])
+        off_noise, switch_noise = max(r["null"]), max(r["stray"])
         catchup_pred = (cost.pass_time_s(draft, b, BLOCK + 2, contexts[b])
                         - cost.pass_time_s(draft, b, 2, contexts[b]))
         out["by_batch"][str(b)] = {
             "plain_step_s": med["plain"], "scheduled_plain_step_s": med["off"],
             "off_fraction": float(np.median(r["off"])), "off_noise": off_noise,
             "off_priced": priced_over_noise(r["off"], off_noise),
-            "off_fraction_by_repeat": r["off"], "null_fraction_by_repeat": r["null"],
+            "off_fraction_by_repeat": r["off"], "noise_by_repeat": r["null"],
             "catchup_measured_s": med["draft_after_off"] - med["draft_steady4"], "catchup_predicted_s": catchup_pred,
             "switch_s": med["after_switch"] - med["steady2"],
             "switch_fraction": (med["after_switch"] - med["steady2"]) / med["plain"], "switch_noise": switch_noise,

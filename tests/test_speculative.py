@@ -200,6 +200,36 @@ def test_an_off_tax_is_priced_only_where_every_repeat_exceeds_the_runs_noise(off
     assert priced_over_noise(off, max(abs(f) for f in null)) == pytest.approx(priced)
 
 
+@pytest.mark.parametrize(("tax", "drift", "priced"), [
+    (0.20, 0.02, True),  # a real tax over a quiet host: priced
+    (0.00, 0.02, False),  # no tax: not priced
+    (0.20, 0.30, False),  # a tax smaller than what the same work differs by: not priced
+])
+def test_measure_tax_prices_a_tax_the_runs_resolve(builtin_pair, builtin_profile, heldout, monkeypatch, tax, drift,
+                                                    priced):
+    """The real engine runs its schedules, but every step's time is replaced by a known one: 10 ms plus 0.02 ms per
+    token into the text, times (1 + tax) for a scheduled plain step, times a run's drift that grows through the runs
+    (the second plain run and the fourth run `drift` slower than the first and second). The bracketing plain runs
+    recover the tax (a steady drift cancels); it is priced only where it exceeds what the same work differed by."""
+    import calibrate.tax as tax_module
+
+    real = tax_module._step_times
+    runs = iter(range(10_000))
+
+    def known(run, how):
+        factor = 1 + drift * (next(runs) % 4) / 2  # plain 1, off 1 + d/2, plain again 1 + d, switch 1 + 3d/2
+        return [(k, before, (0.010 + 2e-5 * x) * factor * (1 + tax if how is tax_module.OFF and k == 0 else 1),
+                 t_draft, x) for k, before, _, t_draft, x in real(run, how)]
+
+    monkeypatch.setattr(tax_module, "_step_times", known)
+    target, draft = builtin_pair
+    out = tax_module.measure_tax(RealEngine(target, draft), heldout, [1], 24, 3, torch.Generator().manual_seed(0),
+                                 builtin_profile.cost_model(), builtin_profile.draft)["by_batch"]["1"]
+    assert out["off_fraction"] == pytest.approx(tax, abs=1e-9)
+    assert out["off_noise"] == pytest.approx(drift, rel=0.01)
+    assert out["off_priced"] == (pytest.approx(tax) if priced else 0.0)
+
+
 def test_the_engine_tax_is_measured_and_reaches_the_cost_model(builtin_pair, builtin_profile, heldout):
     """`measure_tax` returns per batch the off-tax, the catch-up and the switch; a profile carrying it gives its
     hardware a `SpeculationTax` (negative noise clamped to zero)."""
