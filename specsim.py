@@ -293,7 +293,7 @@ def plan(setup: ui.SetupOptions, serving: ServingOptions, load_rps: float | None
               help="Write to this file (atomically) instead of stdout.")
 def policy(setup: ui.SetupOptions, fmt: str, batches: list[int], ks: list[int], contexts: list[int],
            tolerance_pct: float | None, out_path: Path | None) -> None:
-    """Export the best draft length per batch size as a table a serving engine can read.
+    """Export the draft length per batch size as a table a serving engine can read (near-ties kept in one range).
 
     \b
     specsim policy --hardware h100-sxm --acceptance iid:0.7 --format vllm

@@ -17,8 +17,8 @@ k = 2. From their steps:
   (`switch_priced`) only where every repeat measured more than any steady k = 2 step of the run strayed from their
   median.
 
-Both rules are `priced_over_noise`: on a shared host two runs of the same steps differ by up to a third, and a
-quick calibration's two repeats would otherwise price that as a tax.
+Both rules are `priced_over_noise`: on a shared host two runs of the same steps differ by tens of per cent, and
+a quick calibration would otherwise price that as a tax.
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ def measure_tax(engine: RealEngine, prompts: Sequence[Sequence[int]], batches: S
                     plain = float(np.median([t for _, _, t, _, _ in steps]))
                 elif name == "plain again":  # the same work as the first plain run, two runs later
                     nulls["plain"] += [t / at["plain"](x) for _, _, t, _, x in steps]
-                at[name] = _by_context(steps if how is PLAIN else [st for st in steps if st[:2] == (4, 4)])
+                if how is not SWITCH:  # what the later runs' steps are compared with
+                    at[name] = _by_context(steps if how is PLAIN else [st for st in steps if st[:2] == (4, 4)])
                 for k, before, t, t_draft, x in steps:
                     if how is OFF:
                         key = {(0, 0): "off", (0, 4): "off", (4, 0): "after_off", (4, 4): "steady4"}.get((k, before))
