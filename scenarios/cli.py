@@ -581,8 +581,8 @@ served_options = packed(
     click.option("--max-batch", type=click.IntRange(1, 4096), default=None,
                  help="With --serving: sequences the engine decodes together [default: 16; quick 8]."),
     click.option("--time-cap-s", type=Finite(1, 86_400), default=None,
-                 help="With --serving: seconds a run may take; a rate not served within it is marked, not scored "
-                      "[default: 300; quick 60]."),
+                 help="With --serving: seconds a run may take after its last request arrives; a rate not served "
+                      "within it is marked, not scored [default: 300; quick 60]."),
     click.option("--passes", type=click.IntRange(1, 2), default=None,
                  help="With --serving: 2 runs each rate's policies forward and back (A B C, C B A) and averages, so a "
                       "drifting machine weighs on all alike; 1 runs them once [default: 2]."),

@@ -90,6 +90,18 @@ def test_a_run_past_its_time_cap_is_marked_and_not_scored(builtin_pair, builtin_
     assert "NOT HELD" in format_serving_validation(report)
 
 
+def test_the_time_cap_counts_from_the_last_arrival(builtin_pair, builtin_profile):
+    """A light load whose arrivals outlast the cap (three requests a second apart, a 1.5 s cap) is served to the end:
+    the cap bounds a queue that outgrows the engine, not the length of a trace. (The last request's four tokens take
+    well under the cap, tens of milliseconds here.)"""
+    target, draft = builtin_pair
+    w, ps = stream(3, 1.0, 4, 4)
+    pol = parse_policies("off", builtin_profile.acceptance.model())[0]
+    config, kv = served_config(EngineConfig(), max_batch=2, max_seq_len=target.cfg.max_seq_len)
+    served = serve(RealEngine(target, draft), w, ps, pol, costs_of(builtin_profile), config, kv, 1.0, 0, 1.5)
+    assert served.held and all(t is not None for t in served.tokens)
+
+
 def test_forced_acceptance_in_a_served_stream_follows_the_model(tiny_profile):
     """Random weights accept nothing of each other; forced, the served stream's tokens per step follow the model."""
     from calibrate.model import build_decoder
