@@ -74,7 +74,8 @@ def served_vs_predicted(report: Any) -> Figure:
     throughput against the offered rate, the simulation's predictions as lines and the real engine's measurements as
     points, one colour per policy, and around each line the band two sampling deviations wide either side where
     acceptance's chance alone would put a measured point (`ServedRow.sampling`); a rate the engine did not serve
-    within its time cap is a cross (not scored)."""
+    within its time cap is a cross (not scored). Each prediction is also a dash at its rate, and with a single rate
+    the band a bar, so that a run at one rate (a trace on its own clock) shows its predictions too."""
     policies = list(report.policies)
     colors = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(policies)}
     fig, axes = plt.subplots(1, 3, figsize=(15.0, 4.8))
@@ -82,14 +83,21 @@ def served_vs_predicted(report: Any) -> Figure:
               ("TPOT p90 (ms)", "tpot_p90", lambda m: 1e3 * m.tpot_s[1]),
               ("throughput (output tokens/s)", "throughput", lambda m: m.throughput_tokens_per_s))
     for ax, (title, key, value) in zip(axes, panels):
+        top = 0.0
         for p in policies:
             rows = sorted((r for r in report.rows if r.policy == p), key=lambda r: r.rate_per_s)
             rates, predicted = [r.rate_per_s for r in rows], np.array([value(r.predicted) for r in rows])
-            ax.plot(rates, predicted, "-", color=colors[p], linewidth=1.6, label=f"{p} predicted")
+            ax.plot(rates, predicted, "-", marker="_", markersize=14, markeredgewidth=2, color=colors[p],
+                    linewidth=1.6, label=f"{p} predicted")
             sd = np.nan_to_num(np.array([r.sampling.get(key, 0.0) for r in rows], dtype=float))
-            if sd.any():
+            if sd.any() and len(rates) > 1:
                 ax.fill_between(rates, predicted * (1 - 2 * sd), predicted * (1 + 2 * sd), color=colors[p],
                                 alpha=0.15, linewidth=0)
+            elif sd.any():
+                ax.vlines(rates, predicted * (1 - 2 * sd), predicted * (1 + 2 * sd), color=colors[p], alpha=0.3,
+                          linewidth=8)
+            top = max(top, np.nanmax(predicted * (1 + 2 * sd), initial=0.0),
+                      max((value(r.measured) for r in rows), default=0.0))
             held = [r for r in rows if r.held]
             ax.scatter([r.rate_per_s for r in held], [value(r.measured) for r in held], color=colors[p], s=36,
                        zorder=3, edgecolors="black", linewidths=0.5, label=f"{p} measured")
@@ -98,7 +106,7 @@ def served_vs_predicted(report: Any) -> Figure:
                        color=colors[p], s=50, zorder=3)
         ax.set_xlabel("request rate (requests/s)")
         ax.set_title(title, fontsize=10)
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, 1.1 * top if top > 0 else None)
         ax.grid(True, alpha=0.3)
     for pol, c in report.crossovers().items():
         for which, style in (("measured", ":"), ("predicted", "--")):

@@ -155,6 +155,24 @@ def test_the_crossover_is_the_lowest_rate_speculation_no_longer_lowers_tpot():
     assert avg.tpot_s[0] == pytest.approx(15.0) and avg.decode_steps == 5 and avg.acceptance_rate is None
 
 
+def test_the_served_plot_shows_every_prediction_even_at_a_single_rate():
+    """A run at one rate (a trace on its own clock) draws each policy's prediction as a visible mark with its band,
+    and every value fits under the top of its panel."""
+    from plots.serving import served_vs_predicted
+
+    rows = [ServedRow(0.74, pol, True, metrics(pol, 0.74, t), metrics(pol, 0.74, t * 1.1), {},
+                      sampling={"throughput": 0.0, "tpot_p50": 0.05, "tpot_p90": 0.05})
+            for pol, t in (("off", 0.028), ("fixed:4", 0.011))]
+    fig = served_vs_predicted(ServingValidation(rows, [0.74], ["off", "fixed:4"], {}))
+    tpot = fig.axes[0]
+    predicted = [ln for ln in tpot.lines if ln.get_label().endswith("predicted")]
+    assert [ln.get_marker() for ln in predicted] == ["_", "_"]
+    assert sorted(float(ln.get_ydata()[0]) for ln in predicted) == pytest.approx([1e3 * 0.011 * 1.1, 1e3 * 0.028 * 1.1])
+    assert tpot.collections and tpot.get_ylim()[1] >= 1e3 * 0.028 * 1.1 * 1.1
+    for ax in fig.axes[:3]:
+        assert all(float(y) < ax.get_ylim()[1] for ln in ax.lines for y in ln.get_ydata())
+
+
 def test_validate_serving_end_to_end_and_its_bad_inputs(tiny_profile, tmp_path):
     """`validate --serving` at a tiny profile's shapes with acceptance replayed: a JSON report with a row per rate and
     policy, the crossovers and the plot; a trace of arrivals on its own clock; one-line errors for a trace with no
