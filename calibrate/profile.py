@@ -66,6 +66,19 @@ def _num(d: Mapping[str, Any], key: str, *, positive: bool = False, optional: bo
     return float(v)
 
 
+def _speculation_tax(d: Any) -> dict[str, Any]:
+    """`calibrate.tax.measure_tax`'s record, with the numbers the cost model prices checked (batches whole, costs
+    finite; the priced ones absent in profiles from before they were measured)."""
+    tax = dict(d or {})
+    for batch, v in (tax.get("by_batch") or {}).items():
+        if not str(batch).isdigit() or not isinstance(v, Mapping):
+            raise _Bad(f"speculation_tax batch {batch!r} is not a batch size with its measurements")
+        for key in ("off_fraction", "switch_fraction", "off_priced", "switch_priced"):
+            if not key.endswith("_priced") or key in v:
+                _num(v, key, signed=True)
+    return tax
+
+
 def _need(d: Mapping[str, Any], key: str) -> Any:
     if not isinstance(d, Mapping) or key not in d:
         raise _Bad(f"no {key!r}")
@@ -475,7 +488,7 @@ class Profile:
                 quick=bool(d.get("quick", False)),
                 trust=Trust.from_dict(d["trust"]) if "trust" in d else assess_trust(fit.heldout, passes),
                 specsim_version=str(d.get("specsim_version", "")), device_state=dict(d.get("device_state", {})),
-                host=dict(d.get("host", {})), speculation_tax=dict(d.get("speculation_tax") or {}))
+                host=dict(d.get("host", {})), speculation_tax=_speculation_tax(d.get("speculation_tax")))
         except (_Bad, KeyError, TypeError, ValueError, AttributeError) as e:
             detail = f"no {e.args[0]!r}" if isinstance(e, KeyError) else str(e)
             raise SpecsimError(f"profile {source} is malformed ({detail}); run specsim calibrate again") from None

@@ -133,6 +133,8 @@ def test_bad_profiles_are_refused(tiny_profile, tmp_path):
         "finite": json.dumps(good).replace('"median_s": ' + json.dumps(good["passes"][0]["median_s"]),
                                            '"median_s": Infinity', 1),
         "not a specsim profile": json.dumps({"schema": "something else"}),
+        "off_priced": json.dumps({**good, "speculation_tax": {"block": 6, "by_batch": {"1": {
+            "off_fraction": 0.05, "switch_fraction": 0.0, "off_priced": "abc"}}}}),
     }
     for message, text in cases.items():
         path = tmp_path / f"{message.replace(' ', '-')}.json"
