@@ -1,7 +1,7 @@
 """specsim: does speculative decoding pay on this hardware, with which draft length or tree, up to which batch?
 
 The CLI declares options and calls one library function per command (option types, outputs checked before any work,
-one-line errors and progress are in `scenarios.cli`). torch is imported only by the commands that run real passes.
+one-line errors and progress are in `cli.glue`). torch is imported only by the commands that run real passes.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
-import scenarios.cli as ui
-from scenarios.serving import ServingOptions
+import cli.glue as ui
+from scenarios.serving_scenario import ServingOptions
 from simulator import __version__
 
 
@@ -105,9 +105,9 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
     specsim calibrate --device cuda --target llama-3.1-8b --draft llama-3.2-1b --batch 1..256:x2 --context 128,1024
     specsim calibrate --from vllm:manifest.toml --hardware h100-sxm --target llama-3.1-8b --draft llama-3.2-1b
     """
-    from calibrate.imported import calibrate_from
-    from calibrate.run import calibrate_device
-    from calibrate.summary import format_summary
+    from calibrate.calibration import calibrate_device
+    from calibrate.calibration_summary import format_summary
+    from calibrate.step_import import calibrate_from
 
     command, options = ui.invocation("specsim calibrate")
     if source or hardware:
@@ -345,7 +345,7 @@ def acceptance_fit(source: str, ks: list[int], folds: int, models: str, profile_
     
     specsim acceptance fit trace:../shared/data/acceptance-traces/llama3.1-8b-instruct_cnn.jsonl:ngram
     """
-    from calibrate.setup import fit_acceptance
+    from scenarios.setup import fit_acceptance
     from simulator.acceptance_fit import fit_record, format_fit_report
 
     ui.check_out(out_path)
@@ -433,8 +433,8 @@ def plot_tpot(setup: ui.SetupOptions, serving: ServingOptions, rates: list[float
 @ui.figure_out
 def plot_roofline(setup: ui.SetupOptions, context: int) -> Any:
     """Roofline of the device (its ceilings) with the calibrated passes (a profile) or modelled ones (a preset)."""
-    from calibrate.setup import roofline_view
     from plots.roofline import roofline_chart
+    from scenarios.setup import roofline_view
 
     v = roofline_view(setup.resolve(need_acceptance=False), setup.dtype, context)
     return roofline_chart(v.points, v.mem_bw_bytes_per_s, v.peak_flops_per_s, v.caption, v.ceiling_label)
@@ -450,8 +450,8 @@ def plot_roofline(setup: ui.SetupOptions, context: int) -> Any:
 @ui.figure_out
 def plot_acceptance(profile_path: Path | None, trace_spec: str | None, k: int, by_context: bool) -> Any:
     """Accepted-length histogram: measured steps against the acceptance models (or acceptance against context)."""
-    from calibrate.setup import acceptance_view, context_figure
     from plots.acceptance import accepted_length_histogram
+    from scenarios.setup import acceptance_view, context_figure
 
     if by_context:
         if trace_spec:

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import torch
 
-from calibrate.builtin import encode, load_pair, prompts
-from calibrate.host import local_identities
-from calibrate.profile import latest_profile, load_profile
-from calibrate.realruns import Config, measure
-from calibrate.speculative import RealEngine
+from calibrate.paired_runs import Config, measure
+from engine.builtin import encode, load_pair, prompts
+from engine.speculative import RealEngine
 from scenarios.files import cache_dir
+from scenarios.host import local_identities
+from scenarios.profile import latest_profile, load_profile
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibrate.profile import Profile, load_profile
+from scenarios.profile import Profile, load_profile
 
 EAGER_BEFORE_MS = {(1, 1): 32.96, (1, 5): 34.99, (8, 1): 37.51, (8, 5): 23.67, (32, 1): 36.98, (32, 5): 40.03,
                    (128, 1): 95.94}  # llama-3.1-8b, context 1024, eager, H200 (shared/data/gpu-h200/README.md)

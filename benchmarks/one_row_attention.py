@@ -1,4 +1,4 @@
-"""Why the engine attends with one bf16 query row as two on a CPU (`calibrate.model.attend`): torch's CPU attention
+"""Why the engine attends with one bf16 query row as two on a CPU (`engine.model.attend`): torch's CPU attention
 kernel takes several times as long for one bf16 query row as for two, so an engine that calls it as it is prices a
 plain decoding step (and a draft step) above a two-token verify pass. Outside the test suite (about a minute).
 
@@ -20,9 +20,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-import calibrate.model as model_module
-from calibrate.builtin import load_pair
-from calibrate.model import causal_window
+import engine.model as model_module
+from engine.builtin import load_pair
+from engine.model import causal_window
 
 
 def timed(fns: dict[str, Callable[[], object]], repeats: int,

@@ -4,7 +4,7 @@ against the two run back to back (what CUDA graphs still do).
     python benchmarks/pairing_check.py [--blocks 6] [--repeats 4] [--tokens 48] [--configs 1:4,4:1,8:4]
     python benchmarks/pairing_check.py --profile tinyllama.json --acceptance trace:FILE:eagle --configs 1:1,8:4
 
-The built-in pair on this machine's CPU, eager, configurations batch:k measured by `calibrate.realruns.measure` as
+The built-in pair on this machine's CPU, eager, configurations batch:k measured by `calibrate.paired_runs.measure` as
 `specsim validate` measures them (each run at least four held-out prompts); with `--profile` (a calibration at a
 preset's or config.json's shapes) random-weight models of its shapes on random prompts of 128 tokens, acceptance
 replayed from `--acceptance`, as `specsim validate --acceptance` runs them. Blocks alternate the two ways,
@@ -22,13 +22,13 @@ import argparse
 import numpy as np
 import torch
 
-from calibrate.builtin import encode, load_pair, prompts
-from calibrate.model import build_decoder
-from calibrate.profile import load_profile
-from calibrate.realruns import Config, MeasuredConfig, measure
-from calibrate.setup import resolve_acceptance
-from calibrate.speculative import RealEngine
+from calibrate.paired_runs import Config, MeasuredConfig, measure
 from calibrate.validate import MIN_SEQUENCES
+from engine.builtin import encode, load_pair, prompts
+from engine.model import build_decoder
+from engine.speculative import RealEngine
+from scenarios.profile import load_profile
+from scenarios.setup import resolve_acceptance
 from simulator import SpecsimError
 
 WAYS = ("in turns", "back to back")

@@ -18,13 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from engine.model import Decoder, build_decoder, causal_window
+from engine.rejection import distribution
+from engine.speculative import Decoding, RealEngine
 from simulator import SpecsimError
 from simulator.specs import ModelSpec
 from simulator.trees import Tree
-
-from .model import Decoder, build_decoder, causal_window
-from .rules import distribution
-from .speculative import Decoding, RealEngine
 
 PASS_P = 0.01  # the exact rule passes when p > PASS_P
 CATCH_P = 1e-6  # a broken rule is caught when p < CATCH_P
@@ -178,7 +177,7 @@ def exactness_cases(draft_kind: str, ks: Sequence[int], trees: Sequence[Tree], s
                     device: str = "cpu") -> tuple[list[TestResult], list[TestResult]]:
     """Every case's result: the exact rule (checks) and the broken rules (controls), on `device` (auto, cpu,
     cuda[:N])."""
-    from .device import resolve_device
+    from engine.device import resolve_device
 
     if draft_kind == "ngram" and trees:
         raise SpecsimError("prompt lookup proposes one continuation: drop --tree with --draft ngram (pass --tree '')")
@@ -189,7 +188,7 @@ def exactness_cases(draft_kind: str, ks: Sequence[int], trees: Sequence[Tree], s
             echo(verdict(r, kind)[1])
 
     if draft_kind == "built-in":
-        from .builtin import encode, load_pair
+        from engine.builtin import encode, load_pair
 
         target, draft = load_pair(expanded=False, dtype="fp32", max_seq_len=256, device=dev)
         prompt = encode("def main():\n    return ")

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from .measure import Timer
+from calibrate.timing import Timer
 
 MIB = 2**20
 

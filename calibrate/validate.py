@@ -17,20 +17,20 @@ Predictors (all with acceptance measured on the *calibration* prompts; the runs 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from calibrate.paired_runs import MeasuredConfig
+from scenarios.profile import Profile
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance, IIDAcceptance, WithRanks
 from simulator.cost import CostModel
 from simulator.specs import ModelSpec
 from simulator.sweep import Candidate, StepPhases, step_time, tokens_per_pass
 from simulator.trees import Tree
-
-from .profile import Profile
-from .realruns import MeasuredConfig
+from simulator.validation import Miss, PredictedPoint, PredictorSummary, ValidationReport, ValidationRow  # noqa: F401
 
 PRIMARY = "calibrated"
 REPLAYED = "calibrated@replayed"  # a shape validation's primary priced with the tokens per pass the replay drew
@@ -101,73 +101,6 @@ def predictors(profile: Profile, drift: Mapping[str, tuple[tuple[int, float], ..
 
 
 @dataclass(frozen=True)
-class PredictedPoint:
-    tokens_per_pass: float
-    step_s: float
-    speedup: float
-    tokens_per_s: float
-    err_speedup: float  # predicted / measured - 1
-    err_tokens_per_pass: float
-    err_step: float
-
-
-@dataclass(frozen=True)
-class ValidationRow:
-    batch: int
-    k: int | None
-    tree: str | None
-    measured: MeasuredConfig
-    predicted: Mapping[str, PredictedPoint]
-    miss_terms: Mapping[str, float]  # the primary prediction's log miss, split by term
-    extrapolated: bool  # beyond the profile's calibration grid
-
-    @property
-    def label(self) -> str:
-        return f"tree {self.tree}" if self.tree else f"k={self.k}"
-
-    @property
-    def repeatability(self) -> float:
-        return self.measured.speedup.spread
-
-
-@dataclass(frozen=True)
-class PredictorSummary:
-    median_abs_err_speedup: float
-    p90_abs_err_speedup: float
-    median_abs_err_tokens_per_pass: float
-    mean_abs_err_tokens_per_pass: float
-
-
-@dataclass(frozen=True)
-class Miss:
-    batch: int
-    k: int | None
-    tree: str | None
-    err_speedup: float
-    main_term: str
-    terms: Mapping[str, float]
-    repeatability: float
-
-
-@dataclass(frozen=True)
-class ValidationReport:
-    context: int
-    rows: tuple[ValidationRow, ...]
-    predictors: Mapping[str, PredictorSummary]
-    crossover_measured: int | None  # smallest batch where the best measured speed-up is <= 1
-    crossover_predicted: int | None
-    crossover_grid_steps_apart: int
-    repeatability_median: float  # speed-up IQR / median over repeats
-    repeatability_max: float
-    worst: tuple[Miss, ...]
-    settings: Mapping[str, Any] = field(default_factory=dict)  # profile, tokens, repeats, grid, threads
-    spot_check: Mapping[str, Any] = field(default_factory=dict)  # `SpotCheck.to_dict`: the device now vs profiled
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
 class SpotCheck:
     """Single passes of each model timed now, before and after the real runs, against the profile's prediction of
     the same passes. A shared machine drifts (neighbours' memory traffic, clock changes): a CPU calibrated at
@@ -200,13 +133,14 @@ class SpotCheck:
 def time_spot(profile: Profile, device: Any, runner: Any, batches: Sequence[int], context: int,
               seed: int, takes: int = 3) -> dict[tuple[str, int], float]:
     """(model name, batch) -> time of one decoding pass now (one new token at `context`), timed as the calibration
-    times its passes (`calibrate.run.time_together`, both models in the same rounds, quick effort) at the smallest
+    times its passes (`calibrate.calibration.time_together`, both models in the same rounds, quick effort) at the
+    smallest
     and largest batch: the median of `takes` such timings, so that one burst of a neighbour's work does not re-anchor
     a whole run's prediction. Each model's cache is as long as the calibration's was (`calibrated_cache_len`): the
     length sets the stride of the cache's reads, and a cache cut to the spot check's one context ran its passes
     2-4 % faster on this CPU (batch 8, the built-in target), a bias every re-anchored prediction would inherit."""
-    from .measure import Effort, Timer
-    from .run import Timed, time_together
+    from calibrate.calibration import Timed, time_together
+    from calibrate.timing import Effort, Timer
 
     class _Quiet:
         def update(self, n: int) -> None:
@@ -341,8 +275,8 @@ def runs_with_spot_checks(profile: Profile, device: Any, engine: Any, prompts: S
                           ) -> tuple[list[MeasuredConfig], SpotCheck]:
     """The real runs (`realruns.measure`: each paired with a plain run, repeated) between two spot checks of single
     passes."""
-    from .realruns import measure, runs_per_repeat
-    from .runner import make_runner
+    from calibrate.paired_runs import measure, runs_per_repeat
+    from engine.pass_runner import make_runner
 
     runner = make_runner(device, eager=profile.engine_mode == "eager")  # its own: time_together resets its graphs
     with progress("spot check, before", 1) as bar:
@@ -371,12 +305,12 @@ def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence
     check_validatable(profile)
     import torch
 
-    from .builtin import encode, load_pair, prompts
-    from .device import device_identity, resolve_device
-    from .profile import check_device
-    from .realruns import Config, pairing
-    from .runner import make_runner
-    from .speculative import RealEngine
+    from calibrate.paired_runs import Config, pairing
+    from engine.builtin import encode, load_pair, prompts
+    from engine.device import device_identity, resolve_device
+    from engine.pass_runner import make_runner
+    from engine.speculative import RealEngine
+    from scenarios.profile import check_device
 
     device = resolve_device("cuda" if profile.device.kind == "cuda" else "cpu")
     check_device(profile, device_identity(device))
@@ -417,12 +351,12 @@ def run_shape_validation(profile: Profile, acceptance: Acceptance, batches: Sequ
     new_tokens = new_tokens or (32 if quick else 48)
     import torch
 
-    from .device import device_identity, resolve_device
-    from .model import build_decoder
-    from .profile import check_device
-    from .realruns import Config, pairing
-    from .runner import make_runner
-    from .speculative import RealEngine
+    from calibrate.paired_runs import Config, pairing
+    from engine.device import device_identity, resolve_device
+    from engine.model import build_decoder
+    from engine.pass_runner import make_runner
+    from engine.speculative import RealEngine
+    from scenarios.profile import check_device
 
     device = resolve_device("cuda" if profile.device.kind == "cuda" else "cpu")
     check_device(profile, device_identity(device))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .validate import PRIMARY, REPLAYED, ValidationReport
+from calibrate.validate import PRIMARY, REPLAYED, ValidationReport
 
 
 def format_report(report: ValidationReport, primary: str = PRIMARY) -> str:

@@ -14,7 +14,7 @@ import matplotlib.ticker  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from plots.axes import batch_axis  # noqa: E402
-from scenarios.references import Comparison  # noqa: E402
+from simulator.validation import Comparison  # noqa: E402
 
 
 def preset_vs_published(rows: Sequence[Comparison], caption: str = "", fitted_up_to: int | None = None) -> Figure:

@@ -70,7 +70,7 @@ def tpot_vs_rate(metrics: Sequence[ServingMetrics], slo: SLO | None = None, capt
 
 
 def served_vs_predicted(report: Any) -> Figure:
-    """A served stream against its simulation (`calibrate.served.ServingValidation`): TPOT p50, TPOT p90 and
+    """A served stream against its simulation (`calibrate.served_validation.ServingValidation`): TPOT p50, TPOT p90 and
     throughput against the offered rate, the simulation's predictions as lines and the real engine's measurements as
     points, one colour per policy, and around each line the band two sampling deviations wide either side where
     acceptance's chance alone would put a measured point (`ServedRow.sampling`); a rate the engine did not serve

@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from calibrate.validate import ValidationReport  # noqa: E402
 from plots.axes import batch_axis  # noqa: E402
+from simulator.validation import ValidationReport  # noqa: E402
 
 STYLE = {"calibrated": ("o", "tab:blue"), "leviathan": ("s", "tab:orange"), "roofline": ("^", "tab:gray")}
 

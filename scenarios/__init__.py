@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from scenarios.files import read_json
 from simulator import SpecsimError
 from simulator.specs import (
     GIGA,
@@ -27,8 +28,6 @@ from simulator.specs import (
     PerStep,
     SpeculationTax,
 )
-
-from .files import read_json
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -25,10 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from scenarios.files import read_records, read_text
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance, PositionalAcceptance, iid_from_mean_length
-
-from .files import read_records, read_text
 
 ENGINE_KINDS = ("vllm-metrics", "sglang", "trtllm", "accept-length")
 VLLM = "vllm:spec_decode_"

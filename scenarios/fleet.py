@@ -26,15 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scenarios import tomllib
+from scenarios.serving_scenario import ServingOptions
 from simulator import SpecsimError
 from simulator.capacity import Scenario, run_jobs, sweep_tasks
 from simulator.executors import Executor
 from simulator.limits import MAX_RANGE_VALUES
 from simulator.metrics import ServingMetrics
 from simulator.policies import Policy
-
-from . import tomllib
-from .serving import ServingOptions
 
 KEYS = {"hardware", "pairs", "tp", "policies", "rates", "acceptance", "engine", "dtype", "draft_tp", "serving"}
 SERVING_KEYS = {"requests": "n_requests", "arrivals": "arrivals", "prompt_tokens": "prompt_tokens",
@@ -77,7 +76,7 @@ def _list(d: Mapping[str, Any], key: str, where: str, kind: type, default: Any =
 
 def load_sweep_spec(path: str | Path) -> SweepSpec:
     """The spec, every key checked (unknown keys refused, so a typo is not silently a default)."""
-    from .files import read_text
+    from scenarios.files import read_text
 
     where = str(path)
     try:
@@ -132,9 +131,8 @@ class Configuration:
 def configurations(spec: SweepSpec) -> list[Configuration]:
     """Every (hardware, pair, tp) resolved and its scenario built, so that any bad combination (a model that does
     not fit, a split it cannot take) is refused, naming it, before the first simulation."""
-    from calibrate.setup import resolve_setup
-
-    from .serving import build_scenario
+    from scenarios.serving_scenario import build_scenario
+    from scenarios.setup import resolve_setup
 
     out = []
     for hw in spec.hardware:

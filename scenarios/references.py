@@ -3,26 +3,9 @@ preset predicts for the same step, and the relative error."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from scenarios import _table, load_hardware, load_model
 from simulator.cost import CostModel
-
-from . import _table, load_hardware, load_model
-
-
-@dataclass(frozen=True)
-class Comparison:
-    reference: str
-    what: str  # the step, in words
-    batch: int
-    new_tokens: int
-    context: int
-    published_s: float
-    predicted_s: float
-
-    @property
-    def rel_error(self) -> float:
-        return self.predicted_s / self.published_s - 1.0
+from simulator.validation import Comparison
 
 
 def compare_presets(contexts: tuple[int, ...] = (512, 2048), new_tokens: tuple[int, ...] = (1, 2, 4, 6),

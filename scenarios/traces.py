@@ -21,11 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
+from scenarios.files import json_lines, read_text
 from simulator import SpecsimError
 from simulator.replay import TraceAcceptance
 from simulator.workload import Workload
-
-from .files import json_lines, read_text
 
 ALIASES = {"prompt_tokens": ("prompt_tokens", "prompt_len"), "output_tokens": ("output_tokens", "generated_len"),
            "arrival_s": ("arrival_s",)}

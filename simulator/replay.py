@@ -3,7 +3,8 @@
 - `TraceAcceptance`: a greedy trace (the per-request lines of ``data/acceptance-traces``: per position, the tokens one
   step starting there yields); exact for every k up to the lookahead it recorded.
 - `ProbabilityTraceAcceptance`: a sampled measurement (per position, the probability sum_x min(p, q) that a token
-  drafted there is accepted, as `calibrate.acceptance` measures it); the distribution of A is the exact expectation
+  drafted there is accepted, as `calibrate.measure_acceptance` measures it); the distribution of A is the exact
+  expectation
   over the steps' random starts.
 
 Both pool the steps of whole requests walked from their starts, as a server's counters do (`simulator.acceptance`).

@@ -25,7 +25,7 @@ Scenario: requests arrive (Poisson, bursty gamma gaps, or a trace) at a fleet of
   and plain steps under a speculating policy run a one-token draft pass too.
 
 - **static shapes** (``prefill_padded``, ``attention_padded``, both off by default): an engine without paged
-  attention (specsim's own, `calibrate.served`) pads a prefill to its longest prompt and has every sequence's
+  attention (specsim's own, `calibrate.served_validation`) pads a prefill to its longest prompt and has every sequence's
   attention read as many cache slots as the batch's longest context; vLLM packs prompts and reads each sequence's own.
 
 A pass's context terms (each sequence's KV-cache reads, its attention FLOPs) are sums over the sequences of a

@@ -3,7 +3,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibrate.run import Grid
+from calibrate.calibration import Grid
 from simulator.specs import ModelSpec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -40,7 +40,7 @@ def tiny_profile():
     """One calibration of tiny shapes on the CPU for the whole session (micro-benchmarks on 4 KiB "MiB" buffers)."""
     import torch
 
-    from calibrate.run import calibrate
+    from calibrate.calibration import calibrate
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("calibrate.microbench.MIB", 2**12)
@@ -53,7 +53,7 @@ def save_tiny(tiny_profile, path: Path) -> Path:
     the one-line errors the command-line tests check."""
     import dataclasses
 
-    from calibrate.profile import Trust, save_profile
+    from scenarios.profile import Trust, save_profile
 
     save_profile(dataclasses.replace(tiny_profile.profile, trust=Trust()), path)
     return path
@@ -62,7 +62,7 @@ def save_tiny(tiny_profile, path: Path) -> Path:
 @pytest.fixture(scope="session")
 def builtin_pair():
     """The built-in pair, unexpanded, in fp32 on the CPU (the tests reset its caches as they need)."""
-    from calibrate.builtin import load_pair
+    from engine.builtin import load_pair
 
     return load_pair(expanded=False, dtype="fp32", max_seq_len=320)
 
@@ -74,20 +74,20 @@ def builtin_profile():
 
     import torch
 
-    from calibrate.acceptance import measure_acceptance, measure_by_context
-    from calibrate.builtin import encode, long_texts, prompts
-    from calibrate.profile import MeasuredAcceptance
-    from calibrate.run import calibrate
+    from calibrate.calibration import calibrate
+    from calibrate.measure_acceptance import measure_acceptance, measure_by_context
+    from engine.builtin import encode, long_texts, prompts
     from scenarios import load_model
+    from scenarios.profile import MeasuredAcceptance
 
     t, d = load_model("specsim-target", "fp32"), load_model("specsim-draft", "fp32")
     grid = Grid(batches=(1, 2), target_new_tokens=(1, 3, 4), draft_new_tokens=(1, 2), contexts=(16,),
                 probe_layers=(1, 2))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("calibrate.microbench.MIB", 2**12)
-        mp.setattr("calibrate.run.builtin_pair", lambda t, d: False)
+        mp.setattr("calibrate.calibration.builtin_pair", lambda t, d: False)
         profile = calibrate(t, d, torch.device("cpu"), grid, quick=True, command="test").profile
-    from calibrate.builtin import load_pair
+    from engine.builtin import load_pair
 
     target, draft = load_pair(expanded=False, dtype="fp32", max_seq_len=256)
     held = [encode(p)[:40] for p in prompts("calibration")[:3]]

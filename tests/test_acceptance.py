@@ -6,7 +6,7 @@ from conftest import pooled_requests, trace_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scenarios.acceptance import acceptance_from_spec
+from scenarios.acceptance_specs import acceptance_from_spec
 from scenarios.traces import load_acceptance_trace
 from simulator import SpecsimError
 from simulator.acceptance import (

@@ -166,7 +166,7 @@ def test_builtin_pair_acceptance_against_context(builtin_profile):
     """The calibration's measurement against context: a window per start with an interval, each predicted from
     the others, and `measured@context` scales the measured model by the fitted decay (1 at the measurement's own
     context); a bare @context needs a profile."""
-    from calibrate.setup import resolve_acceptance
+    from scenarios.setup import resolve_acceptance
     from simulator.context import ContextDependent
 
     bc = builtin_profile.acceptance.by_context

@@ -9,12 +9,12 @@ import torch
 from click.testing import CliRunner
 from conftest import TINY_D, TINY_GRID, TINY_T
 
-from calibrate.fit import PassPoint, errors, fit_cost_model, monotone_times, nnls
-from calibrate.model import build_decoder, causal_window, hf_llama_state, load_state
-from calibrate.profile import load_profile, save_profile
-from calibrate.run import calibrate
+from calibrate.calibration import calibrate
+from engine.model import build_decoder, causal_window, hf_llama_state, load_state
+from scenarios.profile import load_profile, save_profile
 from simulator import SpecsimError
 from simulator.cost import CostModel, RateTable
+from simulator.rate_fit import PassPoint, errors, fit_cost_model, monotone_times, nnls
 from simulator.specs import HardwareSpec, ModelSpec, Overheads
 from specsim import cli
 
@@ -23,7 +23,7 @@ def test_hf_checkpoint_round_trip(tmp_path):
     """A Hugging Face Llama-family checkpoint on disk loads into the decoder and gives the same logits."""
     from safetensors.torch import save_file
 
-    from calibrate.model import load_hf_checkpoint
+    from engine.model import load_hf_checkpoint
 
     src = build_decoder(TINY_T, max_seq_len=32, seed=3)
     sd = src.state_dict()
@@ -158,7 +158,7 @@ def test_a_profile_from_another_machine_predicts_here_with_a_note(tiny_profile, 
 
 
 def test_out_of_memory_at_one_point_is_recorded_and_the_rest_goes_on(monkeypatch, tmp_path):
-    from calibrate import model as model_mod
+    import engine.model as model_mod
 
     real_forward = model_mod.Decoder.forward
 
@@ -179,9 +179,9 @@ def test_target_and_draft_passes_are_timed_in_the_same_rounds(monkeypatch):
     """A batch's points of both models go to one interleaved measurement (so the draft-to-target ratio samples the
     same seconds of the machine), every point is recorded once, model by model, and a model that cannot allocate
     its cache at a batch has its points there recorded as out of memory while the other's are still timed."""
-    import calibrate.run as run_module
-    from calibrate.measure import Effort, Timer
-    from calibrate.run import Timed, no_progress, time_together
+    import calibrate.calibration as run_module
+    from calibrate.calibration import Timed, no_progress, time_together
+    from calibrate.timing import Effort, Timer
 
     rounds = []
     real = run_module.interleaved
@@ -192,7 +192,7 @@ def test_target_and_draft_passes_are_timed_in_the_same_rounds(monkeypatch):
         return real(points, timer, effort, rng, group)
 
     monkeypatch.setattr(run_module, "interleaved", spy)
-    from calibrate.model import Decoder
+    from engine.model import Decoder
 
     real_setup = Decoder.setup_cache
 
@@ -221,7 +221,7 @@ def test_interrupt_leaves_no_profile(monkeypatch, tmp_path):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("calibrate.run.time_together", interrupted)
+    monkeypatch.setattr("calibrate.calibration.time_together", interrupted)
     out = tmp_path / "p.json"
     r = CliRunner().invoke(cli, ["calibrate", "--quick", "--target", "llama-68m", "--out", str(out)])
     assert r.exit_code == 130
@@ -253,7 +253,7 @@ def test_fitted_time_never_falls_with_rows_even_where_measurements_dip():
     """A one-row pass measured slower than a two-row one (a CPU's GEMV against its GEMM, or noise): the fitted time
     per byte is non-decreasing in rows, and the measured anchors are made monotone, so a verification pass is
     never predicted cheaper than a plain one."""
-    from calibrate.fit import monotone_times
+    from simulator.rate_fit import monotone_times
 
     hw = HardwareSpec("synthetic", 20e9, (("fp32", 200e9),), 16e9)
     dip = CostModel(hw, RateTable((1, 2, 8, 32), (6e9, 12e9, 10e9, 6e9), (300e9,) * 4), RateTable.constant(15e9, 3e11),
@@ -275,7 +275,7 @@ def test_fitted_time_never_falls_with_rows_even_where_measurements_dip():
 
 def test_grouped_rounds_visit_each_group_as_a_block_after_an_untimed_call():
     """With groups, each round times a group's points together, right after one untimed call of one of them."""
-    from calibrate.measure import Effort, Timer, interleaved
+    from calibrate.timing import Effort, Timer, interleaved
 
     calls = []
     points = {key: (lambda key=key: calls.append(key)) for key in ("a1", "a2", "b1", "b2", "b3")}
@@ -295,7 +295,7 @@ def test_grouped_rounds_visit_each_group_as_a_block_after_an_untimed_call():
 
 
 def test_interleaved_measurement_visits_every_point_each_round():
-    from calibrate.measure import Effort, Timer, interleaved
+    from calibrate.timing import Effort, Timer, interleaved
 
     calls = []
     points = {name: (lambda name=name: calls.append(name)) for name in "abc"}
@@ -311,8 +311,8 @@ def test_engine_overheads_from_real_step_phases():
     alone plus known extras per pass; the target's forward (marked inside each step) varying from step to step by
     more than the extras, as a long pass on a drifting machine does, while the work after it is the calibrated
     pass's own (the probabilities and one sample) plus a known extra. The extras come back exactly."""
-    from calibrate.extras import per_step, step_extras, tree_extra
-    from calibrate.speculative import StepRecord
+    from calibrate.engine_overheads import per_step, step_extras, tree_extra
+    from engine.speculative import StepRecord
     from simulator.specs import PerStep
     from simulator.sweep import Candidate, StepPhases
     from simulator.trees import parse_branching

@@ -11,7 +11,7 @@ import click
 import pytest
 from conftest import one_line_error, run, save_tiny
 
-from calibrate.profile import save_profile
+from scenarios.profile import save_profile
 from specsim import cli
 
 H100 = ["--hardware", "h100-sxm", "--acceptance", "iid:0.7"]
@@ -119,7 +119,7 @@ def test_calibrate_checks_its_output_before_measuring(tmp_path, monkeypatch):
     def no_work(*args, **kwargs):
         raise AssertionError("calibration ran before the output was checked")
 
-    monkeypatch.setattr("calibrate.run.calibrate", no_work)
+    monkeypatch.setattr("calibrate.calibration.calibrate", no_work)
     one_line_error(run("calibrate", "--quick", "--out", str(tmp_path / "a-file" / "p.json")), "not a folder")
 
 
@@ -139,7 +139,7 @@ def test_no_profile_message_suggests_what_each_command_takes(tmp_path, monkeypat
 
 
 def test_log_progress_lines(monkeypatch):
-    from scenarios.cli import LogBar
+    from cli.glue import LogBar
 
     lines = []
     bar = LogBar("phase", 4, echo=lines.append)
@@ -173,7 +173,7 @@ def test_plot_acceptance_against_context_and_measured_at_context(builtin_profile
     a profile without the measurement gets one line saying how to get it."""
     import dataclasses
 
-    from calibrate.profile import MeasuredAcceptance
+    from scenarios.profile import MeasuredAcceptance
 
     path = tmp_path / "p.json"
     save_profile(builtin_profile, path)

@@ -9,9 +9,9 @@ import pytest
 import torch
 from conftest import TINY_D, TINY_GRID, TINY_T
 
-from calibrate.builtin import encode, prompts
-from calibrate.runner import EagerRunner, EagerStandIn, GraphRunner
-from calibrate.speculative import Decoding, RealEngine
+from engine.builtin import encode, prompts
+from engine.pass_runner import EagerRunner, EagerStandIn, GraphRunner
+from engine.speculative import Decoding, RealEngine
 from simulator.trees import parse_branching
 
 
@@ -31,7 +31,7 @@ def test_the_trap_springs_on_a_stray_tensor(meta_default):
 
 
 def test_calibration_on_the_cpu(meta_default, monkeypatch):
-    from calibrate.run import calibrate
+    from calibrate.calibration import calibrate
 
     monkeypatch.setattr("calibrate.microbench.MIB", 2**12)
     profile = calibrate(TINY_T, TINY_D, torch.device("cpu"), TINY_GRID, quick=True, command="test").profile
@@ -39,7 +39,7 @@ def test_calibration_on_the_cpu(meta_default, monkeypatch):
 
 
 def test_acceptance_measurement(meta_default, builtin_pair):
-    from calibrate.acceptance import measure_acceptance
+    from calibrate.measure_acceptance import measure_acceptance
 
     acc = measure_acceptance(*builtin_pair, [encode(p)[:40] for p in prompts("calibration")[:2]], new_tokens=12,
                              seed=0, sims=2)
@@ -61,7 +61,7 @@ def test_engine_chain_tree_and_ngram(meta_default, builtin_pair, runner):
 
 def test_validation(meta_default, builtin_profile):
     from calibrate.validate import run_validation
-    from scenarios.cli import LogBar
+    from cli.glue import LogBar
 
     def quiet(label, total):
         import contextlib

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import one_line_error, run
 
-from calibrate.imported import import_profile, read_csv, read_sglang, read_source, read_vllm
+from calibrate.step_import import import_profile, read_csv, read_sglang, read_source, read_vllm
 from simulator import SpecsimError
 
 SAMPLES = Path(__file__).resolve().parents[1] / "scenarios" / "samples"

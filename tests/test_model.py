@@ -6,9 +6,9 @@ import torch
 import torch.nn.functional as F
 from conftest import TINY_T
 
-import calibrate.model as model_module
-from calibrate.model import Window, attend, build_decoder, causal_window, round_keys, window_mask
-from calibrate.runner import EagerRunner, EagerStandIn, GraphRunner
+import engine.model as model_module
+from engine.model import Window, attend, build_decoder, causal_window, round_keys, window_mask
+from engine.pass_runner import EagerRunner, EagerStandIn, GraphRunner
 from simulator import SpecsimError
 
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from calibrate.builtin import encode, prompts
-from calibrate.served import serve, served_config
-from calibrate.served_report import ServedRow, ServingValidation, average, format_serving_validation
-from calibrate.speculative import Decoding, RealEngine
+from calibrate.served_validation import serve, served_config
+from calibrate.served_validation_report import ServedRow, ServingValidation, average, format_serving_validation
+from engine.builtin import encode, prompts
+from engine.speculative import Decoding, RealEngine
 from simulator.metrics import ServingMetrics, summarize
 from simulator.policies import parse_policies
 from simulator.serving import EngineConfig, StepCosts, admissible
@@ -80,7 +80,7 @@ def test_a_run_past_its_time_cap_is_marked_and_not_scored(builtin_pair, builtin_
     config, kv = served_config(EngineConfig(), max_batch=2, max_seq_len=target.cfg.max_seq_len)
     served = serve(RealEngine(target, draft), w, ps, pol, costs_of(builtin_profile), config, kv, 1.0, 0, 0.05)
     assert not served.held and any(t is None for t in served.tokens)
-    from calibrate.served import _partial
+    from calibrate.served_validation import _partial
 
     m = _partial(served, 5.0)
     assert not m.sustained
@@ -104,7 +104,7 @@ def test_the_time_cap_counts_from_the_last_arrival(builtin_pair, builtin_profile
 
 def test_forced_acceptance_in_a_served_stream_follows_the_model(tiny_profile):
     """Random weights accept nothing of each other; forced, the served stream's tokens per step follow the model."""
-    from calibrate.model import build_decoder
+    from engine.model import build_decoder
     from simulator.acceptance import parse_acceptance
 
     p = tiny_profile.profile
@@ -242,7 +242,7 @@ def test_padded_shapes_cost_what_the_longest_sequence_costs(builtin_profile, bul
 def test_the_simulations_spread_is_acceptances_chance_and_shrinks_with_more_requests(builtin_profile):
     """Plain decoding draws nothing: its simulated runs agree (to rounding). A speculating policy's TPOT p50
     moves with the acceptance drawn, less over more requests (roughly 1 / sqrt(n): a median of per-request means)."""
-    from calibrate.served import predict_run
+    from calibrate.served_validation import predict_run
 
     acc = builtin_profile.acceptance.model()
     config, _ = served_config(EngineConfig(), max_batch=4, max_seq_len=256)
@@ -279,7 +279,7 @@ def test_spot_checks_are_read_as_a_series():
     """A burst that fills one check is not a change of speed: each check becomes the median of itself and its
     neighbours, so a lone spike is dropped, a lasting step is followed from its second check on, and the series' ends
     take the mean of their two."""
-    from calibrate.served import steady
+    from calibrate.served_validation import steady
 
     def series(*xs):
         return [{("t", 1): x, ("d", 1): 2 * x} for x in xs]

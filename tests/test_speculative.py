@@ -8,11 +8,11 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from calibrate.builtin import encode, expand, prompts
 from calibrate.exactness import chi2_sf, exactness_cases, verdict
-from calibrate.model import causal_window
-from calibrate.profile import MeasuredAcceptance
-from calibrate.speculative import Decoding, Ngram, RealEngine
+from engine.builtin import encode, expand, prompts
+from engine.model import causal_window
+from engine.speculative import Decoding, Ngram, RealEngine
+from scenarios.profile import MeasuredAcceptance
 from simulator import SpecsimError
 from simulator.acceptance import IIDAcceptance
 from simulator.replay import ProbabilityTraceAcceptance
@@ -41,7 +41,7 @@ def test_greedy_speculative_equals_greedy_plain(builtin_pair, heldout, batch):
 def test_runs_in_turns_keep_their_own_caches(builtin_pair, heldout):
     """Decoded in turns step by step, a plain run, a chain and a tree each keep their own cache: greedy, every one is
     exactly what it is decoded alone; each has its own steps (a run cut at its first sequence's max_new_tokens)."""
-    from calibrate.runner import EagerStandIn, GraphRunner
+    from engine.pass_runner import EagerStandIn, GraphRunner
 
     target, draft = builtin_pair
     engine = RealEngine(target, draft)
@@ -65,7 +65,7 @@ def test_runs_in_turns_keep_their_own_caches(builtin_pair, heldout):
 def test_graph_runner_engine_equals_eager_and_flags_the_steps_that_captured(builtin_pair, heldout):
     """Through the graph runner (driven by the eager stand-in) the engine decodes exactly what it decodes eagerly;
     only steps that captured a new shape are flagged, and a second run at the same batch replays every shape."""
-    from calibrate.runner import EagerStandIn, GraphRunner
+    from engine.pass_runner import EagerStandIn, GraphRunner
 
     target, draft = builtin_pair
     ps = heldout[:3]
@@ -138,7 +138,7 @@ def test_probability_trace_with_constant_alpha_is_iid():
 
 
 def test_acceptance_measurement_on_the_built_in_pair(builtin_pair, heldout):
-    from calibrate.acceptance import measure_acceptance
+    from calibrate.measure_acceptance import measure_acceptance
 
     target, draft = builtin_pair
     acc = measure_acceptance(target, draft, heldout[:4], new_tokens=32, seed=0, sims=4)
@@ -195,7 +195,7 @@ def test_a_schedule_of_k_keeps_the_output_and_the_draft_catches_up(builtin_pair,
     ([-0.05, -0.01], [0.0, 0.0], 0.0),  # faster with the draft loaded: no tax
 ])
 def test_an_off_tax_is_priced_only_where_every_repeat_exceeds_the_runs_noise(off, null, priced):
-    from calibrate.tax import priced_over_noise
+    from calibrate.speculation_tax import priced_over_noise
 
     assert priced_over_noise(off, max(abs(f) for f in null)) == pytest.approx(priced)
 
@@ -211,7 +211,7 @@ def test_measure_tax_prices_a_tax_the_runs_resolve(builtin_pair, builtin_profile
     token into the text, times (1 + tax) for a scheduled plain step, times a run's drift that grows through the runs
     (the second plain run and the fourth run `drift` slower than the first and second). The bracketing plain runs
     recover the tax (a steady drift cancels); it is priced only where it exceeds what the same work differed by."""
-    import calibrate.tax as tax_module
+    import calibrate.speculation_tax as tax_module
 
     real = tax_module._step_times
     runs = iter(range(10_000))
@@ -235,7 +235,7 @@ def test_the_engine_tax_is_measured_and_reaches_the_cost_model(builtin_pair, bui
     hardware a `SpeculationTax` (negative noise clamped to zero)."""
     import dataclasses
 
-    from calibrate.tax import measure_tax
+    from calibrate.speculation_tax import measure_tax
 
     target, draft = builtin_pair
     tax = measure_tax(RealEngine(target, draft), heldout, [1, 2], 36, 1, torch.Generator().manual_seed(0),
@@ -259,7 +259,7 @@ def test_the_engine_tax_is_measured_and_reaches_the_cost_model(builtin_pair, bui
     assert dataclasses.replace(builtin_profile, speculation_tax=noisy).hardware.speculation_tax.off_fraction(1) == 0
     old = {"block": 6, "by_batch": {"1": {k: v for k, v in fake["by_batch"]["1"].items() if k != "off_priced"}}}
     assert dataclasses.replace(builtin_profile, speculation_tax=old).hardware.speculation_tax.off_fraction(1) == 0.05
-    from calibrate.profile import load_profile, save_profile
+    from scenarios.profile import load_profile, save_profile
 
     path = save_profile(dataclasses.replace(builtin_profile, speculation_tax=fake), Path(tempfile.mkdtemp()) / "p.json")
     assert load_profile(path).speculation_tax == fake  # kept through the file

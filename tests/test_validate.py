@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from calibrate.builtin import encode, load_pair, prompts
-from calibrate.realruns import Config, MeasuredConfig, Summary, measure
-from calibrate.speculative import Decoding, RealEngine, next_turn
+from calibrate.paired_runs import Config, MeasuredConfig, Summary, measure
 from calibrate.validate import PRIMARY, REPLAYED, SpotCheck, compare, predicted_curves, predictors
 from calibrate.validate_report import format_report
+from engine.builtin import encode, load_pair, prompts
+from engine.speculative import Decoding, RealEngine, next_turn
 from simulator.sweep import Candidate
 from simulator.trees import parse_branching
 from specsim import cli
@@ -47,7 +47,7 @@ class DriftingEngine:
         self.steps_taken = 0
 
     def _step(self, how, batch):
-        from calibrate.speculative import StepRecord
+        from engine.speculative import StepRecord
         from simulator.sweep import StepPhases
 
         slow = 1.02 ** self.steps_taken
@@ -56,14 +56,14 @@ class DriftingEngine:
         return StepRecord([accepted] * batch, [accepted] * batch, StepPhases(0.0, cost * slow, 0.0))
 
     def generate(self, prompts, new_tokens, how, gen, until="all"):
-        from calibrate.speculative import RunResult
+        from engine.speculative import RunResult
 
         self.calls.append(((how.k,), [tuple(p) for p in prompts]))
         steps = [self._step(how, len(prompts)) for _ in range(-(-new_tokens // (2 if how.k else 1)))]
         return RunResult([[0] * new_tokens for _ in prompts], steps)
 
     def generate_in_turns(self, prompts, new_tokens, hows, gen):
-        from calibrate.speculative import RunResult
+        from engine.speculative import RunResult
 
         self.calls.append((tuple(h.k for h in hows), [tuple(p) for p in prompts]))
         runs, emitted = [RunResult([[0] * new_tokens for _ in prompts]) for _ in hows], [0] * len(hows)
@@ -120,7 +120,7 @@ def test_a_batch_counts_its_tokens_per_pass_as_a_servers_rows_would():
     ratio."""
     from types import SimpleNamespace
 
-    from calibrate.realruns import as_served
+    from calibrate.paired_runs import as_served
 
     steps = [SimpleNamespace(accepted=[4, 0]) for _ in range(4)]
     assert as_served(steps).tolist() == [9.0, 5.0]
@@ -135,7 +135,7 @@ def test_batches_counted_as_served_pool_like_the_acceptance_models():
     +0.5 %); every sequence weighed alike, they are 5 % above it."""
     from types import SimpleNamespace
 
-    from calibrate.realruns import as_served
+    from calibrate.paired_runs import as_served
     from simulator.acceptance import BetaAcceptance
 
     rng = np.random.default_rng(0)
@@ -273,7 +273,7 @@ def test_forced_acceptance_replays_the_model_and_keeps_the_passes_real(tiny_prof
     acceptance model (mean within sampling error of E[A]) while every pass still runs."""
     import torch
 
-    from calibrate.model import build_decoder
+    from engine.model import build_decoder
     from simulator.acceptance import parse_acceptance
 
     p = tiny_profile.profile
@@ -321,7 +321,7 @@ def test_spot_checks_time_passes_in_the_calibrations_cache_length(builtin_profil
     the grid's longest context plus its most new tokens plus one, per model."""
     import torch
 
-    import calibrate.run as run_module
+    import calibrate.calibration as run_module
     from calibrate.validate import calibrated_cache_len, time_spot
 
     p = builtin_profile

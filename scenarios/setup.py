@@ -18,9 +18,11 @@ from typing import Any
 import numpy as np
 
 from scenarios import load_hardware, load_model
-from scenarios.acceptance import acceptance_from_spec, split_trace_spec
+from scenarios.acceptance_specs import acceptance_from_spec, split_trace_spec
 from scenarios.engine_metrics import ENGINE_KINDS
 from scenarios.files import atomic_write_text, cache_dir, read_json
+from scenarios.host import local_identities
+from scenarios.profile import Profile, latest_profile, load_profile
 from scenarios.traces import load_acceptance_trace, load_prompt_lengths
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance, IIDAcceptance, iid_from_mean_length
@@ -29,9 +31,6 @@ from simulator.context import with_context
 from simulator.cost import CostModel
 from simulator.roofline import RooflinePoint, measured_points, modelled_points
 from simulator.specs import ModelSpec
-
-from .host import local_identities
-from .profile import Profile, latest_profile, load_profile
 
 DEFAULT_TARGET, DEFAULT_DRAFT = "llama-3.1-8b", "llama-3.2-1b"
 MIN_RESOLUTION = 0.01  # a preset's predictions are told apart from 1 % up

@@ -19,9 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from engine.model import TORCH_DTYPES, Decoder, DecoderConfig, load_state, materialize
 from simulator import SpecsimError
-
-from .model import TORCH_DTYPES, Decoder, DecoderConfig, load_state, materialize
 
 WEIGHTS = Path(__file__).resolve().parent / "weights"
 EXPANDED = {"n_layers": 12, "d_model": 768, "n_heads": 12, "d_ff": 2048}  # scenarios/models.toml: specsim-target
@@ -30,7 +29,7 @@ EXPANDED = {"n_layers": 12, "d_model": 768, "n_heads": 12, "d_ff": 2048}  # scen
 def _meta() -> dict:
     path = WEIGHTS / "builtin.json"
     if not path.exists():
-        raise SpecsimError(f"the built-in pair is missing ({path}); train it with python -m calibrate.train")
+        raise SpecsimError(f"the built-in pair is missing ({path}); train it with python -m engine.train")
     return json.loads(path.read_text())
 
 
@@ -45,7 +44,7 @@ def long_texts(n: int, length: int, seed: int = 0, split: str = "calibration") -
     held-out) split (files the pair never trained on), at most four disjoint ones per file, spread over as many files
     as there are; for acceptance against context, and prompts of a served stream. They come from this machine's
     Python: another version measures other text."""
-    from .train import split_of, stdlib_files
+    from engine.train import split_of, stdlib_files
 
     rng = np.random.default_rng(seed)
     per_file: list[list[list[int]]] = []

@@ -4,19 +4,18 @@
 ``trace:FILE[:eagle|ngram]`` (a greedy trace, read here), the engines' counters (``vllm-metrics:FILE``,
 ``sglang:FILE@K``, ``trtllm:FILE[@K]``, ``accept-length:L@K``), and the pure models (``iid:``, ``positional:``,
 ``beta:``, ``markov:``, ``ranks:``), which `simulator.acceptance.parse_acceptance` builds. ``measured`` and
-``fit:`` need a profile or a fit and are resolved by `calibrate.setup`.
+``fit:`` need a profile or a fit and are resolved by `scenarios.setup`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from scenarios.engine_metrics import ENGINE_KINDS, engine_acceptance
+from scenarios.traces import load_acceptance_trace
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance, parse_acceptance
 from simulator.context import with_context
-
-from .engine_metrics import ENGINE_KINDS, engine_acceptance
-from .traces import load_acceptance_trace
 
 TRACE_COLUMNS = ("eagle", "ngram")
 
@@ -45,5 +44,5 @@ def acceptance_from_spec(spec: str) -> Acceptance:
         return engine_acceptance(spec.strip())
     if kind in ("measured", "fit"):
         raise SpecsimError(f"acceptance {spec!r} needs a calibration profile or a fit; it is resolved with the "
-                           "profile (calibrate.setup)")
+                           "profile (scenarios.setup)")
     return parse_acceptance(spec)

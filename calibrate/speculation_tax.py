@@ -29,10 +29,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from engine.speculative import Decoding, RealEngine
 from simulator.cost import CostModel
 from simulator.specs import ModelSpec
-
-from .speculative import Decoding, RealEngine
 
 BLOCK = 6
 PLAIN = Decoding(k=0)

@@ -1,7 +1,7 @@
 """Train specsim's built-in pair: a byte-level target and a much smaller draft, on the Python standard library's own
 sources (text that ships with every Python, so nothing is downloaded).
 
-    python -m calibrate.train --steps 600 --seed 0          # writes calibrate/weights/
+    python -m engine.train --steps 600 --seed 0          # writes engine/weights/
 
 Both models see the same batches. The result: builtin-target.safetensors (4 layers, d = 256), builtin-draft.safetensors
 (1 layer, d = 128), builtin.json (shapes, the exact command, losses, alpha) and prompts.json (calibration and held-out
@@ -24,9 +24,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from engine.model import Decoder, DecoderConfig
 from scenarios.files import atomic_write_text
-
-from .model import Decoder, DecoderConfig
 
 WEIGHTS = Path(__file__).resolve().parent / "weights"
 
@@ -146,7 +145,7 @@ def train(steps: int, seed: int, batch: int, seq: int, lr: float, out: Path, log
               str(out / "builtin-target.safetensors"))
     save_file({k: v.contiguous() for k, v in draft.state_dict().items() if not k.startswith("rope")},
               str(out / "builtin-draft.safetensors"))
-    meta = {"command": f"python -m calibrate.train --steps {steps} --seed {seed} --batch {batch} --seq {seq} --lr {lr}",
+    meta = {"command": f"python -m engine.train --steps {steps} --seed {seed} --batch {batch} --seq {seq} --lr {lr}",
             "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "torch": torch.__version__, "python": sys.version.split()[0], "seconds": time.perf_counter() - t0,
             "tokens_seen": steps * batch * seq, "target": TARGET.to_dict(), "draft": DRAFT.to_dict(),

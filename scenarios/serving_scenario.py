@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from scenarios.traces import load_lengths, load_request_trace
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance
 from simulator.capacity import Scenario, rate_sweep
@@ -20,8 +21,6 @@ from simulator.policies import Policy, parse_policies
 from simulator.serving import EngineConfig, ServingRun, StepCosts, engine_kv_tokens
 from simulator.specs import ModelSpec
 from simulator.workload import parse_lengths, resampled, synthetic
-
-from .traces import load_lengths, load_request_trace
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scenarios import hardware_names, load_hardware
-
-from .profile import Profile
+from scenarios.profile import Profile
 
 
 def _peak_note(name: str) -> str:

@@ -26,13 +26,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from calibrate.timing import Timer
+from engine.rejection import distribution, sample
+from engine.speculative import Decoding, RealEngine, RunResult, StepRecord
 from simulator.specs import EngineOverheads, PerStep
 from simulator.sweep import Candidate, StepPhases
 from simulator.trees import parse_branching
-
-from .measure import Timer
-from .rules import distribution, sample
-from .speculative import Decoding, RealEngine, RunResult, StepRecord
 
 KINDS = ("plain", "draft", "verify", "chain_accept", "tree_draft", "tree_verify", "tree_walk")
 TREE = parse_branching("2,2,1")
@@ -77,7 +76,8 @@ def tree_extra(extras: dict[str, float], tree_draft_passes: int) -> float:
 def timed_alone(engine: RealEngine, batch: int, context: int, cand: Candidate, catchup_tokens: int,
                 timer: Timer) -> StepPhases:
     """What the calibration prices in a step of `cand`, timed now on the engine's own models: the step's draft
-    passes (its first re-reading `catchup_tokens`), each as the calibration times a pass (`calibrate.run.time_together`:
+    passes (its first re-reading `catchup_tokens`), each as the calibration times a pass
+    (`calibrate.calibration.time_together`:
     the pass, the probabilities at its last position, one sample), as ``draft_s``; and the part of a calibrated
     target pass after its forward, the probabilities and one sample over `batch` rows, as ``verify_s``. Timed right
     before and after the engine's runs, not taken from the calibration minutes earlier: a shared machine drifts

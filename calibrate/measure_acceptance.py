@@ -19,11 +19,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from engine.model import Decoder, causal_window
+from engine.rejection import distribution
+from engine.speculative import Decoding, RealEngine
 from simulator.acceptance_fit import AcceptanceData, cross_validate
-
-from .model import Decoder, causal_window
-from .rules import distribution
-from .speculative import Decoding, RealEngine
 
 K_MAX = 8
 KS = tuple(range(1, K_MAX + 1))

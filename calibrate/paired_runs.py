@@ -6,16 +6,16 @@ over the repeats."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from engine.speculative import Decoding, RealEngine
 from simulator import SpecsimError
 from simulator.trees import Tree
-
-from .speculative import Decoding, RealEngine
+from simulator.validation import MeasuredConfig, Summary
 
 
 @dataclass(frozen=True)
@@ -31,51 +31,6 @@ class Config:
 
     def decoding(self, temperature: float) -> Decoding:
         return Decoding(k=self.k, tree=self.tree, temperature=temperature)
-
-
-@dataclass(frozen=True)
-class Summary:
-    """A measured quantity over repeats: median, interquartile range, extremes, count."""
-
-    median: float
-    iqr: float
-    min: float
-    max: float
-    n: int
-
-    @classmethod
-    def of(cls, xs: Sequence[float]) -> Summary:
-        a = np.asarray(xs, dtype=float)
-        q1, med, q3 = np.percentile(a, [25, 50, 75])
-        return cls(float(med), float(q3 - q1), float(a.min()), float(a.max()), int(a.size))
-
-    @property
-    def spread(self) -> float:
-        """Interquartile range over median."""
-        return self.iqr / self.median if self.median else 0.0
-
-
-@dataclass(frozen=True)
-class MeasuredConfig:
-    """One configuration's real runs: speed-up over plain decoding at the same batch (per repeat, then
-    summarised), tokens per target pass, and the per-step phases."""
-
-    batch: int
-    k: int | None
-    tree: str | None
-    speedup: Summary
-    tokens_per_pass: Summary
-    step_s: Summary
-    draft_s: Summary
-    verify_s: Summary
-    accept_s: Summary
-    plain_step_s: Summary
-    tokens_per_s: Summary
-    cost_ratio: Summary | None = None  # per pair: the plain run's step over the speculative run's (speed-up / tokens
-    # per pass: what the speed-up is at the acceptance the pair drew)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Sequence[Config], new_tokens: int,

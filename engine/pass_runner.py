@@ -22,7 +22,7 @@ from typing import Protocol
 
 import torch
 
-from .model import Decoder, Window
+from engine.model import Decoder, Window
 
 
 class PassRunner(Protocol):

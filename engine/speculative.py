@@ -1,7 +1,7 @@
 """Real speculative decoding, batched: B sequences, each at its own position and accepting its own number of tokens.
 
 In the style of gpt-fast's `speculative_decode`: a step drafts k tokens (or a tree), verifies them in one target pass
-and keeps what the accept/reject rule (`calibrate.rules`) accepts; a tree's accepted path then has its cache entries
+and keeps what the accept/reject rule (`engine.rejection`) accepts; a tree's accepted path then has its cache entries
 moved to consecutive slots.
 
 Everything a step decides is decided on the device for the whole batch (the accept rule, the tree walk, the cache
@@ -25,13 +25,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from engine.model import KEY_ALIGN, Decoder, KVCache, Window, causal_window, prefill_window, round_keys
+from engine.pass_runner import EagerRunner, PassRunner
+from engine.rejection import RULES, TreeTables, accept_chain, distribution, sample, walk_tree
 from simulator import SpecsimError
 from simulator.sweep import StepPhases
 from simulator.trees import Tree
-
-from .model import KEY_ALIGN, Decoder, KVCache, Window, causal_window, prefill_window, round_keys
-from .rules import RULES, TreeTables, accept_chain, distribution, sample, walk_tree
-from .runner import EagerRunner, PassRunner
 
 
 @dataclass
@@ -272,9 +271,9 @@ class RealEngine:
         return self._pass(model, tokens, start, start_host_max + n - 1, ("causal", n), self._causal(n))
 
     def calibrated_pass(self, model: Decoder, batch: int, n: int, context: int) -> Callable[[], torch.Tensor]:
-        """A pass as the calibration times one (`calibrate.run.time_together`: the pass, the probabilities at its last
-        position, one sample) over `batch` sequences x `n` random tokens at `context`, on this engine's models and
-        caches (the slots it writes are rewritten before any run reads them)."""
+        """A pass as the calibration times one (`calibrate.calibration.time_together`: the pass, the probabilities
+        at its last position, one sample) over `batch` sequences x `n` random tokens at `context`, on this engine's
+        models and caches (the slots it writes are rewritten before any run reads them)."""
         if model.cache_rows < batch:
             model.setup_cache(batch)
         tokens = torch.randint(0, model.cfg.vocab_size, (batch, n), device=self.device)
@@ -385,7 +384,7 @@ class RealEngine:
         step.captured = self.runner.captures != captures
         return step
 
-    # -- continuous batching (`calibrate.served`): sequences join and leave the running batch between steps -------
+    # -- continuous batching (`calibrate.served_validation`): sequences join and leave the running batch between steps -
     def open_batch(self, rows: int, use_draft: bool) -> _Batch:
         """An empty running batch, with caches for `rows` sequences in the target (and the draft)."""
         self._serving = [self.target] + ([self.draft] if use_draft and self.draft is not None else [])

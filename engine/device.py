@@ -8,9 +8,8 @@ from typing import Any
 
 import torch
 
+from scenarios.host import cpu_model_name
 from simulator import SpecsimError
-
-from .host import cpu_model_name
 
 
 def resolve_device(name: str) -> torch.device:

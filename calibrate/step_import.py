@@ -16,7 +16,7 @@ Sources (small samples of each, made by specsim and documented as such, are in `
   prefill.
 
 The engine's time around its passes (scheduling, sampling) is inside every step, so it lands in the fitted per-pass
-overheads; the engine overheads of the profile are zero. The fit is `calibrate.fit.fit_cost_model` on every point;
+overheads; the engine overheads of the profile are zero. The fit is `simulator.rate_fit.fit_cost_model` on every point;
 its error is each point predicted by the fit to the others (cross-validation: an engine's sample is small). Its time
 per weight byte is floored at the datasheet bandwidth's.
 """
@@ -36,12 +36,11 @@ import numpy as np
 
 from scenarios import load_hardware, load_model, tomllib
 from scenarios.files import check_output, parse_json, read_records, read_text
+from scenarios.profile import SCHEMA, SCHEMA_VERSION, Profile, assess_trust, rates_to_dict, save_profile, spec_to_dict
 from simulator import SpecsimError, __version__
 from simulator.cost import CostModel
+from simulator.rate_fit import PassPoint, errors, fit_cost_model
 from simulator.specs import HardwareSpec, ModelSpec
-
-from .fit import PassPoint, errors, fit_cost_model
-from .profile import SCHEMA, SCHEMA_VERSION, Profile, assess_trust, rates_to_dict, save_profile, spec_to_dict
 
 PHASES = ("decode", "verify", "draft", "prefill")
 CSV_FIELDS = ("batch", "new_tokens", "context", "step_ms")
@@ -244,7 +243,7 @@ def import_profile(source: str, hardware: str, target_name: str, draft_name: str
         "passes": passes,
         "fit": {
             "method": "non-negative least squares on relative error, to an engine's step times; see "
-                      "calibrate/imported.py",
+                      "calibrate/step_import.py",
             "linear_rates": rates_to_dict(cost.linear_rates),
             "attention_rates": rates_to_dict(cost.attention_rates),
             "overheads": {**{k: getattr(cost.overheads, k) for k in ("pass_s", "layer_s", "row_s",

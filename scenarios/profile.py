@@ -67,8 +67,8 @@ def _num(d: Mapping[str, Any], key: str, *, positive: bool = False, optional: bo
 
 
 def _speculation_tax(d: Any) -> dict[str, Any]:
-    """`calibrate.tax.measure_tax`'s record, with the numbers the cost model prices checked (batches whole, costs
-    finite; the priced ones absent in profiles from before they were measured)."""
+    """`calibrate.speculation_tax.measure_tax`'s record, with the numbers the cost model prices checked (batches
+    whole, costs finite; the priced ones absent in profiles from before they were measured)."""
     tax = dict(d or {})
     for batch, v in (tax.get("by_batch") or {}).items():
         if not str(batch).isdigit() or not isinstance(v, Mapping):
@@ -193,7 +193,7 @@ class Microbenchmarks:
     def hardware(self, name: str, memory_bytes: float | None, source: str = "micro-benchmarks") -> HardwareSpec:
         """The device as its micro-benchmarks saw it: read bandwidth and GEMM FLOP/s per dtype taken as the peaks
         (efficiency 1); memory from the device or, for a CPU, the host."""
-        from .host import host_memory_bytes
+        from scenarios.host import host_memory_bytes
 
         return HardwareSpec(name=name, mem_bw_bytes_per_s=self.read_bytes_per_s,
                             peak_flops_per_s=tuple(self.matmul_flops_per_s.items()),
@@ -262,7 +262,7 @@ class Fit:
             if k != "engine":
                 _num(ov, k)
             else:
-                for name, part in v.items():  # the verify phase's extra may be negative (`calibrate.extras`)
+                for name, part in v.items():  # the verify phase's extra may be negative (`calibrate.engine_overheads`)
                     _num(part, "fixed_s", signed=name == "verify")
                     _num(part, "per_sequence_s", signed=name == "verify")
         known = {"linear_rates", "attention_rates", "overheads", "heldout", "datasheet_heldout", "train_points",
@@ -287,8 +287,8 @@ class Fit:
 
 @dataclass(frozen=True)
 class MeasuredAcceptance:
-    """Acceptance of the built-in pair on the calibration prompts (calibrate/acceptance.py measures it): per token
-    alpha_t = sum_x min(p, q), the greedy matches, and the models fitted to them. `raw` keeps every field."""
+    """Acceptance of the built-in pair on the calibration prompts (calibrate/measure_acceptance.py measures it):
+    per token alpha_t = sum_x min(p, q), the greedy matches, and the models fitted to them. `raw` keeps every field."""
 
     temperature: float
     prompts: int
@@ -367,7 +367,7 @@ class MeasuredAcceptance:
 
     @property
     def by_context(self) -> Mapping[str, Any] | None:
-        """Acceptance against context on real text (`calibrate.acceptance.measure_by_context`), if measured."""
+        """Acceptance against context on real text (`calibrate.measure_acceptance.measure_by_context`), if measured."""
         return self.raw.get("by_context")
 
     def context_table(self) -> str:
@@ -453,7 +453,8 @@ class Profile:
     specsim_version: str = ""
     device_state: Mapping[str, Any] = field(default_factory=dict)
     host: Mapping[str, Any] = field(default_factory=dict)
-    speculation_tax: Mapping[str, Any] = field(default_factory=dict)  # `calibrate.tax.measure_tax`, if measured
+    # `calibrate.speculation_tax.measure_tax`, if measured
+    speculation_tax: Mapping[str, Any] = field(default_factory=dict)
     path: Path | None = field(default=None, compare=False)
 
     # -- reading and writing -------------------------------------------------------------------------------------
@@ -515,7 +516,8 @@ class Profile:
     @cached_property
     def hardware(self) -> HardwareSpec:
         """The device as measured, with the engine's measured tax on speculation where the calibration measured
-        it: each cost where every repeat measured more than the same work differs by (`calibrate.tax`; a profile
+        it: each cost where every repeat measured more than the same work differs by (`calibrate.speculation_tax`;
+        a profile
         from before that was measured: where positive)."""
         hw = self.micro.hardware(self.device.name, self.device.memory_bytes, f"calibrated {self.created}")
         by = self.speculation_tax.get("by_batch") or {}
@@ -532,7 +534,7 @@ class Profile:
     def cost_model(self, with_measurements: bool = True) -> CostModel:
         """The calibrated cost model: fitted rates and overheads, plus every measured pass (which wins where it
         exists and anchors the shapes around it)."""
-        from .fit import monotone_times
+        from simulator.rate_fit import monotone_times
 
         measured = monotone_times({p.key: p.median_s for p in self.passes if p.median_s}) if with_measurements else {}
         return CostModel(hardware=self.hardware, linear_rates=self.fit.linear_rates,

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from calibrate.served_validation_report import ServedRow, ServingValidation, average, nanmean, rel
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance
 from simulator.metrics import ServingMetrics, summarize
@@ -46,10 +47,8 @@ from simulator.serving import EngineConfig, ServingRun, StepCosts, admissible, s
 from simulator.sweep import Candidate
 from simulator.workload import Workload
 
-from .served_report import ServedRow, ServingValidation, average, nanmean, rel
-
 if TYPE_CHECKING:
-    from .validate import SpotCheck
+    from calibrate.validate import SpotCheck
 
 PREDICTION_SEEDS = 16  # simulations per run (acceptance seeds), averaged
 
@@ -109,8 +108,8 @@ def serve(engine: Any, workload: Workload, prompts: Sequence[Sequence[int]], pol
     a light load spread over a long trace is served, not cut off. `tick(n)` is told of n requests finished."""
     import torch
 
-    from .rules import TreeTables
-    from .speculative import Decoding
+    from engine.rejection import TreeTables
+    from engine.speculative import Decoding
 
     n = len(workload)
     if len(prompts) != n:
@@ -335,7 +334,7 @@ def stream_prompts(workload: Workload, builtin: bool, vocab: int, seed: int) -> 
     if not builtin:
         rng = np.random.default_rng(seed)
         return [rng.integers(0, vocab, n).tolist() for n in lengths]
-    from .builtin import encode, prompts
+    from engine.builtin import encode, prompts
 
     held = [encode(p) for p in prompts("heldout")]
     out = []
@@ -353,19 +352,18 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
                            time_cap_s: float, seed: int, progress: Callable[[str, int], Any], quick: bool = False,
                            repeats: int = 2) -> ServingValidation:
     """Serve the stream for real and simulate it, at every rate and policy (policies interleaved within a rate, so
-    the machine's drift falls on all of them alike). `serving` is a `scenarios.serving.ServingOptions`. Without
+    the machine's drift falls on all of them alike). `serving` is a `scenarios.serving_scenario.ServingOptions`. Without
     `acceptance_spec` the built-in pair decides acceptance itself; with it, acceptance is replayed at the profile's
     shapes (the built-in pair's real weights, or random weights for other shapes)."""
     import torch
 
-    from scenarios.serving import build_scenario
-
-    from .device import device_identity, resolve_device
-    from .profile import check_device
-    from .runner import make_runner
-    from .setup import resolve_acceptance
-    from .speculative import RealEngine
-    from .validate import check_validatable, spot_check, time_spot
+    from calibrate.validate import check_validatable, spot_check, time_spot
+    from engine.device import device_identity, resolve_device
+    from engine.pass_runner import make_runner
+    from engine.speculative import RealEngine
+    from scenarios.profile import check_device
+    from scenarios.serving_scenario import build_scenario
+    from scenarios.setup import resolve_acceptance
 
     if repeats not in (1, 2):
         raise SpecsimError(f"a rate runs its policies once or forward and back (1 or 2 passes), not {repeats}")
@@ -401,11 +399,11 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
     models = [profile.target] + ([profile.draft] if any(p.uses_draft for p in policies) else [])
     check_fits(device, models, serving.max_batch, max_seq_len)
     if builtin:
-        from .builtin import load_pair
+        from engine.builtin import load_pair
 
         target, draft = load_pair(expanded=True, dtype=profile.target.dtype, max_seq_len=max_seq_len, device=device)
     else:
-        from .model import build_decoder
+        from engine.model import build_decoder
 
         target = build_decoder(profile.target, max_seq_len, device, seed=seed)
         draft = build_decoder(profile.draft, max_seq_len, device, seed=seed + 1)

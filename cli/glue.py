@@ -222,7 +222,7 @@ def run_predict(alpha: float | None, setup: SetupOptions, ks: list[int], cost_ra
             raise click.UsageError("say how often drafts are accepted: --alpha 0.7 or --acceptance SPEC")
         if plot:
             raise click.UsageError("--plot draws a sweep over batch sizes: use it with --hardware or a profile")
-        from scenarios.acceptance import acceptance_from_spec
+        from scenarios.acceptance_specs import acceptance_from_spec
 
         acceptance = acceptance_from_spec(acceptance_spec)
         result = formula_sweep(acceptance, candidates_from(ks, trees, tree_budget, acceptance), cost_ratio)
@@ -249,8 +249,8 @@ def run_validate(profile_path: Path | None, batches: list[int] | None, ks: list[
     report as text or JSON, and the plots."""
     import json
 
-    from calibrate.setup import resolve_profile
     from calibrate.validate import check_validatable, run_shape_validation, run_validation
+    from scenarios.setup import resolve_profile
     from simulator.trees import parse_branching
 
     if served.on:
@@ -273,7 +273,7 @@ def run_validate(profile_path: Path | None, batches: list[int] | None, ks: list[
         if shapes:
             raise click.UsageError("a validation with --acceptance replays chains: add --tree '' (trees need the "
                                    "built-in pair's real acceptance)")
-        from calibrate.setup import resolve_acceptance
+        from scenarios.setup import resolve_acceptance
 
         say(*notes)
         report, curves = run_shape_validation(profile, resolve_acceptance(acceptance_spec, profile), batches, ks,
@@ -301,9 +301,9 @@ def run_served_validation(profile_path: Path | None, quick: bool, as_json: bool,
     the served stream and its simulation at every rate and policy, the report and TPOT against rate."""
     import json
 
-    from calibrate.served import run_serving_validation
-    from calibrate.served_report import format_serving_validation
-    from calibrate.setup import resolve_profile
+    from calibrate.served_validation import run_serving_validation
+    from calibrate.served_validation_report import format_serving_validation
+    from scenarios.setup import resolve_profile
 
     plots = check_figures([plot_dir / "validation-serving.png"]) if plot_dir else []
     profile, notes = resolve_profile(profile_path)
@@ -425,8 +425,8 @@ class SetupOptions:
     draft_tp: int | None = None
 
     def resolve(self, need_acceptance: bool = True) -> Any:
-        """The `calibrate.setup.Setup` these options name; its notes said on stderr."""
-        from calibrate.setup import resolve_setup
+        """The `scenarios.setup.Setup` these options name; its notes said on stderr."""
+        from scenarios.setup import resolve_setup
 
         return say_notes(resolve_setup(self.hardware, self.profile_path, self.target, self.draft, self.dtype,
                                        self.acceptance_spec, need_acceptance, self.engine, self.tp, self.draft_tp))
@@ -505,7 +505,7 @@ serving_options = packed(
 
 
 def _serving(**kw: Any) -> Any:
-    from scenarios.serving import ServingOptions
+    from scenarios.serving_scenario import ServingOptions
 
     return ServingOptions(**kw)
 
@@ -547,7 +547,7 @@ class ServedOptions:
         return n
 
     def serving(self, quick: bool, seed: int) -> Any:
-        from scenarios.serving import ServingOptions
+        from scenarios.serving_scenario import ServingOptions
 
         return ServingOptions(policy_text=self.policy_text or "off,fixed:4,adaptive",
                               n_requests=self.n_requests or (64 if quick else 96),
@@ -608,14 +608,14 @@ def figure_out(f: Any) -> Any:
 
 def scenario_from(setup: Any, serving: Any) -> tuple[Any, list]:
     """A setup and `serving_options` resolved into a serving scenario and its policies."""
-    from scenarios.serving import build_scenario
+    from scenarios.serving_scenario import build_scenario
 
     return build_scenario(setup.cost, setup.target, setup.draft, setup.acceptance, serving)
 
 
 def simulate_from(setup: Any, rates: list[float] | None, engines: int, serving: Any) -> tuple:
     """The scenario, and every policy simulated at every rate with a progress bar."""
-    from scenarios.serving import simulate_rates
+    from scenarios.serving_scenario import simulate_rates
 
     scenario, policies = scenario_from(setup, serving)
     return scenario, simulate_rates(scenario, policies, rates, engines, serving.router, serving.timed_trace,

@@ -27,7 +27,7 @@ def host_memory_bytes() -> float:
 
 
 def cpu_identity() -> dict[str, Any]:
-    """The fields of `calibrate.device.device_identity` for a CPU that say which machine this is."""
+    """The fields of `engine.device.device_identity` for a CPU that say which machine this is."""
     return {"kind": "cpu", "name": cpu_model_name(), "cores": os.cpu_count()}
 
 

@@ -13,20 +13,27 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from calibrate.engine_overheads import FORCED_ACCEPTANCE, measure_engine_overheads
+from calibrate.microbench import n_microbenchmarks, run_microbenchmarks
+from calibrate.timing import Effort, Timer, interleaved
+from engine.device import device_identity, device_state
+from engine.model import KEY_ALIGN, Window, build_decoder, causal_window, round_keys
+from engine.pass_runner import PassRunner, make_runner
+from engine.rejection import distribution, sample
+from scenarios.host import host_summary
+from scenarios.profile import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    Microbenchmarks,
+    Profile,
+    assess_trust,
+    rates_to_dict,
+    spec_to_dict,
+)
 from simulator import SpecsimError, __version__
 from simulator.cost import CostModel
+from simulator.rate_fit import PassPoint, errors, fit_cost_model, heldout_split
 from simulator.specs import EngineOverheads, ModelSpec
-
-from .device import device_identity, device_state
-from .extras import FORCED_ACCEPTANCE, measure_engine_overheads
-from .fit import PassPoint, errors, fit_cost_model, heldout_split
-from .host import host_summary
-from .measure import Effort, Timer, interleaved
-from .microbench import n_microbenchmarks, run_microbenchmarks
-from .model import KEY_ALIGN, Window, build_decoder, causal_window, round_keys
-from .profile import SCHEMA, SCHEMA_VERSION, Microbenchmarks, Profile, assess_trust, rates_to_dict, spec_to_dict
-from .rules import distribution, sample
-from .runner import PassRunner, make_runner
 
 
 class Bar(Protocol):
@@ -266,7 +273,7 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
         "microbenchmarks": micro,
         "passes": passes,
         "fit": {
-            "method": "non-negative least squares on relative error; see calibrate/fit.py",
+            "method": "non-negative least squares on relative error; see simulator/rate_fit.py",
             "linear_rates": rates_to_dict(fit.cost.linear_rates),
             "attention_rates": rates_to_dict(fit.cost.attention_rates),
             "overheads": fit_overheads,
@@ -287,7 +294,7 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
 
 def builtin_pair(target: ModelSpec, draft: ModelSpec) -> bool:
     """Whether the calibrated shapes are the built-in pair's (so its trained weights can measure acceptance)."""
-    from .builtin import WEIGHTS
+    from engine.builtin import WEIGHTS
 
     return target.name == "specsim-target" and draft.name == "specsim-draft" and (WEIGHTS / "builtin.json").exists()
 
@@ -297,11 +304,11 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
                     draft_spec: ModelSpec) -> tuple[dict[str, Any], EngineOverheads]:
     """Acceptance of the trained pair on the calibration prompts, and against context on longer real text; then
     short real runs at batch 1 and the largest batch that give the engine's own work around the passes
-    (`calibrate.extras`) and its tax on speculation (`calibrate.tax`)."""
-    from .acceptance import measure_acceptance, measure_by_context
-    from .builtin import encode, load_pair, long_texts, prompts
-    from .speculative import RealEngine
-    from .tax import measure_tax
+    (`calibrate.engine_overheads`) and its tax on speculation (`calibrate.speculation_tax`)."""
+    from calibrate.measure_acceptance import measure_acceptance, measure_by_context
+    from calibrate.speculation_tax import measure_tax
+    from engine.builtin import encode, load_pair, long_texts, prompts
+    from engine.speculative import RealEngine
 
     n_prompts, n_tokens = (16, 64) if quick else (64, 128)
     calib = [encode(p) for p in prompts("calibration")[:n_prompts]]
@@ -324,7 +331,7 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
                                                             cost.draft_catchup_tokens, tick=lambda: bar.update(1))
     acc["engine_extras_by_batch_s"] = extras
     # Three repeats even when quick: a cost is priced only where every repeat measured it above the noise, and two
-    # repeats of a few-millisecond step on a shared host agree by chance too often (calibrate.tax).
+    # repeats of a few-millisecond step on a shared host agree by chance too often (calibrate.speculation_tax).
     tax_repeats = max(repeats, 3)
     with progress("speculation off and switching k (real steps)", 4 * len(batches) * tax_repeats) as bar:
         acc["speculation_tax"] = measure_tax(engine, calib, batches, 2 * new_tokens, tax_repeats, gen, cost,
@@ -334,13 +341,12 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
 
 def measure_engine_at_shapes(device: torch.device, runner: PassRunner, grid: Grid, quick: bool, progress: Progress,
                              seed: int, catchup_tokens: int, target: ModelSpec, draft: ModelSpec) -> EngineOverheads:
-    """The engine's own work at shapes other than the built-in pair's (`calibrate.extras`): random-weight models of
-    these shapes decode random prompts as long as the smallest calibrated context, chains replaying
+    """The engine's own work at shapes other than the built-in pair's (`calibrate.engine_overheads`): random-weight
+    models of these shapes decode random prompts as long as the smallest calibrated context, chains replaying
     `FORCED_ACCEPTANCE`, at batch 1 and the largest calibrated batch. Skipped (zero, as before) where a pair's
     vocabularies differ or the models do not fit."""
+    from engine.speculative import RealEngine
     from simulator.acceptance import parse_acceptance
-
-    from .speculative import RealEngine
 
     if target.vocab_size != draft.vocab_size:
         return EngineOverheads()
@@ -391,11 +397,10 @@ def calibrate_device(target: str, draft: str, dtype: str, device_name: str, batc
                      progress: Progress) -> tuple[Profile, Path]:
     """`specsim calibrate`: the output checked first (a calibration is minutes of work), the models, the device,
     the grid; then the whole calibration, and the profile written. Returns the profile and where it went."""
+    from engine.device import resolve_device
     from scenarios import load_model
     from scenarios.files import cache_dir, check_output
-
-    from .device import resolve_device
-    from .profile import save_profile
+    from scenarios.profile import save_profile
 
     check_output(out or cache_dir() / "profile.json", "--out" if out else "profile folder")
     target_spec, draft_spec = load_model(target, dtype), load_model(draft, dtype)

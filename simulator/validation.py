@@ -1,0 +1,138 @@
+"""Predictions against measurements, as results: a measured configuration's summaries over repeats, each
+predictor's point and error, the validation report, and a preset's step time against a published one. Pure data
+(the measurement is in `calibrate`, the pictures in `plots`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A measured quantity over repeats: median, interquartile range, extremes, count."""
+
+    median: float
+    iqr: float
+    min: float
+    max: float
+    n: int
+
+    @classmethod
+    def of(cls, xs: Sequence[float]) -> Summary:
+        a = np.asarray(xs, dtype=float)
+        q1, med, q3 = np.percentile(a, [25, 50, 75])
+        return cls(float(med), float(q3 - q1), float(a.min()), float(a.max()), int(a.size))
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range over median."""
+        return self.iqr / self.median if self.median else 0.0
+
+
+@dataclass(frozen=True)
+class MeasuredConfig:
+    """One configuration's real runs: speed-up over plain decoding at the same batch (per repeat, then
+    summarised), tokens per target pass, and the per-step phases."""
+
+    batch: int
+    k: int | None
+    tree: str | None
+    speedup: Summary
+    tokens_per_pass: Summary
+    step_s: Summary
+    draft_s: Summary
+    verify_s: Summary
+    accept_s: Summary
+    plain_step_s: Summary
+    tokens_per_s: Summary
+    cost_ratio: Summary | None = None  # per pair: the plain run's step over the speculative run's (speed-up / tokens
+    # per pass: what the speed-up is at the acceptance the pair drew)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PredictedPoint:
+    tokens_per_pass: float
+    step_s: float
+    speedup: float
+    tokens_per_s: float
+    err_speedup: float  # predicted / measured - 1
+    err_tokens_per_pass: float
+    err_step: float
+
+
+@dataclass(frozen=True)
+class ValidationRow:
+    batch: int
+    k: int | None
+    tree: str | None
+    measured: MeasuredConfig
+    predicted: Mapping[str, PredictedPoint]
+    miss_terms: Mapping[str, float]  # the primary prediction's log miss, split by term
+    extrapolated: bool  # beyond the profile's calibration grid
+
+    @property
+    def label(self) -> str:
+        return f"tree {self.tree}" if self.tree else f"k={self.k}"
+
+    @property
+    def repeatability(self) -> float:
+        return self.measured.speedup.spread
+
+
+@dataclass(frozen=True)
+class PredictorSummary:
+    median_abs_err_speedup: float
+    p90_abs_err_speedup: float
+    median_abs_err_tokens_per_pass: float
+    mean_abs_err_tokens_per_pass: float
+
+
+@dataclass(frozen=True)
+class Miss:
+    batch: int
+    k: int | None
+    tree: str | None
+    err_speedup: float
+    main_term: str
+    terms: Mapping[str, float]
+    repeatability: float
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    context: int
+    rows: tuple[ValidationRow, ...]
+    predictors: Mapping[str, PredictorSummary]
+    crossover_measured: int | None  # smallest batch where the best measured speed-up is <= 1
+    crossover_predicted: int | None
+    crossover_grid_steps_apart: int
+    repeatability_median: float  # speed-up IQR / median over repeats
+    repeatability_max: float
+    worst: tuple[Miss, ...]
+    settings: Mapping[str, Any] = field(default_factory=dict)  # profile, tokens, repeats, grid, threads
+    spot_check: Mapping[str, Any] = field(default_factory=dict)  # `SpotCheck.to_dict`: the device now vs profiled
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    reference: str
+    what: str  # the step, in words
+    batch: int
+    new_tokens: int
+    context: int
+    published_s: float
+    predicted_s: float
+
+    @property
+    def rel_error(self) -> float:
+        return self.predicted_s / self.published_s - 1.0
