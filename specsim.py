@@ -450,13 +450,15 @@ def plot_roofline(setup: ui.SetupOptions, context: int) -> Any:
 @ui.figure_out
 def plot_acceptance(profile_path: Path | None, trace_spec: str | None, k: int, by_context: bool) -> Any:
     """Accepted-length histogram: measured steps against the acceptance models (or acceptance against context)."""
-    from plots.acceptance import accepted_length_histogram
-    from scenarios.setup import acceptance_view, context_figure
+    from plots.acceptance import acceptance_against_context, accepted_length_histogram
+    from scenarios.setup import acceptance_view, context_view
 
     if by_context:
         if trace_spec:
             raise click.UsageError("--context draws a profile's measurement; a trace's: specsim acceptance fit trace:F")
-        return context_figure(profile_path)
+        c = context_view(profile_path)
+        return acceptance_against_context(c.contexts, c.alpha, c.ci95, c.fitted, c.dense, c.leave_one_out,
+                                          c.trained_tokens, c.caption)
     v = acceptance_view(trace_spec, profile_path, k)
     return accepted_length_histogram(v.measured_pmf, v.models, v.k, v.label, v.caption)
 

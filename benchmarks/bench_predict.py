@@ -13,7 +13,7 @@ import sys
 import time
 
 from scenarios import load_hardware, load_model
-from simulator.acceptance import parse_acceptance
+from simulator.acceptance_parse import parse_acceptance
 from simulator.cost import CostModel
 from simulator.sweep import Candidate, sweep
 from simulator.trees import parse_branching

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_predict import CASES, compute_once  # noqa: E402
 
 from scenarios import load_hardware, load_model  # noqa: E402
-from simulator.acceptance import parse_acceptance  # noqa: E402
+from simulator.acceptance_parse import parse_acceptance  # noqa: E402
 from simulator.cost import CostModel  # noqa: E402
 from simulator.metrics import summarize  # noqa: E402
 from simulator.policies import parse_policy  # noqa: E402

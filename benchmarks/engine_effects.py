@@ -33,7 +33,7 @@ from dataclasses import replace
 import numpy as np
 
 from scenarios import load_hardware, load_model
-from simulator.acceptance import parse_acceptance
+from simulator.acceptance_parse import parse_acceptance
 from simulator.cost import CostModel
 from simulator.metrics import summarize
 from simulator.policies import parse_policy

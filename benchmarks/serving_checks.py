@@ -14,7 +14,7 @@ import statistics
 import numpy as np
 
 from scenarios import load_hardware, load_model
-from simulator.acceptance import parse_acceptance
+from simulator.acceptance_parse import parse_acceptance
 from simulator.cost import CostModel
 from simulator.metrics import decode_tokens_per_s, summarize
 from simulator.policies import parse_policies, parse_policy

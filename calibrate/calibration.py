@@ -346,7 +346,7 @@ def measure_engine_at_shapes(device: torch.device, runner: PassRunner, grid: Gri
     `FORCED_ACCEPTANCE`, at batch 1 and the largest calibrated batch. Skipped (zero, as before) where a pair's
     vocabularies differ or the models do not fit."""
     from engine.speculative import RealEngine
-    from simulator.acceptance import parse_acceptance
+    from simulator.acceptance_parse import parse_acceptance
 
     if target.vocab_size != draft.vocab_size:
         return EngineOverheads()

@@ -14,7 +14,8 @@ from pathlib import Path
 from scenarios.engine_metrics import ENGINE_KINDS, engine_acceptance
 from scenarios.traces import load_acceptance_trace
 from simulator import SpecsimError
-from simulator.acceptance import Acceptance, parse_acceptance
+from simulator.acceptance import Acceptance
+from simulator.acceptance_parse import parse_acceptance
 from simulator.context import with_context
 
 TRACE_COLUMNS = ("eagle", "ngram")

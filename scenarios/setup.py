@@ -296,24 +296,39 @@ def acceptance_view(trace_spec: str | None, profile_path: Path | None, k: int) -
     return AcceptanceView(measured, models, k, label, caption)
 
 
-def context_figure(profile_path: Path | None) -> Any:
-    """The profile's acceptance against context (`plots.acceptance.acceptance_against_context`)."""
-    from plots.acceptance import acceptance_against_context
+@dataclass(frozen=True)
+class ContextView:
+    """A profile's acceptance against context to draw (`plots.acceptance.acceptance_against_context`): per window
+    the measured alpha with its 95 % interval, the fitted decay there and on a dense grid (rows of context, alpha),
+    each window's leave-one-out prediction, and the models' training length."""
+
+    contexts: np.ndarray
+    alpha: np.ndarray
+    ci95: np.ndarray
+    fitted: np.ndarray
+    dense: np.ndarray
+    leave_one_out: np.ndarray
+    trained_tokens: int
+    caption: str
+
+
+def context_view(profile_path: Path | None) -> ContextView:
+    """The profile's measured acceptance against context and its fitted decay."""
     from simulator.context import ContextDecay
 
     profile, _ = resolve_profile(profile_path)
     bc = profile.acceptance.by_context if profile.acceptance is not None else None
     if not bc:
         raise SpecsimError(f"profile {profile.path} did not measure acceptance against context; calibrate the "
-                           "built-in pair again (specsim calibrate)")
+                           "built-in pair again (specsim calibrate, without --quick)")
     decay = ContextDecay(**{k: float(bc["decay"][k]) for k in ("high", "low", "c50", "width")})
     c = np.asarray(bc["contexts"], dtype=float)
     grid = np.linspace(0.0, float(c.max()) + bc["span"] / 2, 200)
     caption = (f"built-in pair, profile {Path(str(profile.path)).name}: teacher-forced on {bc['texts']} stretches of "
                f"standard-library source never trained on, windows of {bc['span']} tokens")
-    return acceptance_against_context(c, np.asarray(bc["alpha"]), np.asarray(bc["ci95"]), decay.alpha(c),
-                                      np.stack([grid, decay.alpha(grid)], axis=1),
-                                      np.asarray(bc["leave_one_out"]["predicted"]), 256, caption)
+    return ContextView(c, np.asarray(bc["alpha"]), np.asarray(bc["ci95"]), decay.alpha(c),
+                       np.stack([grid, decay.alpha(grid)], axis=1), np.asarray(bc["leave_one_out"]["predicted"]),
+                       256, caption)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from scenarios import load_hardware
-from simulator.acceptance import parse_acceptance
+from simulator.acceptance_parse import parse_acceptance
 from simulator.cost import CostModel
 from simulator.policies import parse_policy
 from simulator.replay import TraceAcceptance

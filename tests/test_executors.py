@@ -9,7 +9,7 @@ from conftest import one_line_error, run
 
 from scenarios.fleet import load_sweep_spec, run_sweep, table_text
 from simulator import SpecsimError
-from simulator.acceptance import parse_acceptance
+from simulator.acceptance_parse import parse_acceptance
 from simulator.capacity import Scenario, rate_sweep
 from simulator.executors import LocalProcesses, Serial, chunks, parse_executor
 from simulator.policies import parse_policies

@@ -105,7 +105,7 @@ def test_the_time_cap_counts_from_the_last_arrival(builtin_pair, builtin_profile
 def test_forced_acceptance_in_a_served_stream_follows_the_model(tiny_profile):
     """Random weights accept nothing of each other; forced, the served stream's tokens per step follow the model."""
     from engine.model import build_decoder
-    from simulator.acceptance import parse_acceptance
+    from simulator.acceptance_parse import parse_acceptance
 
     p = tiny_profile.profile
     engine = RealEngine(build_decoder(p.target, 128, seed=0), build_decoder(p.draft, 128, seed=1))

@@ -8,7 +8,8 @@ import pytest
 from conftest import pooled_requests
 
 from simulator import SpecsimError
-from simulator.acceptance import IIDAcceptance, beta_quadrature, parse_acceptance, tokens_given_alpha
+from simulator.acceptance import IIDAcceptance, beta_quadrature, tokens_given_alpha
+from simulator.acceptance_parse import parse_acceptance
 from simulator.capacity import Scenario, max_rate
 from simulator.metrics import SLO, decode_tokens_per_s, summarize
 from simulator.policies import Adaptive, BatchState, parse_policies, parse_policy

@@ -242,7 +242,7 @@ def test_replayed_error_is_the_cost_ratios_at_each_pairs_acceptance(tiny_profile
     """A shape validation's calibrated@replayed prices each pair at the tokens per pass it drew: measured speed-ups
     scattered by acceptance draws (pairs kept 1.5, 2.5 and 3.5 tokens a pass) but whose plain / speculative step
     ratio is exactly the predicted one have zero error there, while the acceptance model's own prediction misses."""
-    from simulator.acceptance import parse_acceptance
+    from simulator.acceptance_parse import parse_acceptance
 
     p = tiny_profile.profile
     acc = parse_acceptance("iid:0.6")
@@ -274,7 +274,7 @@ def test_forced_acceptance_replays_the_model_and_keeps_the_passes_real(tiny_prof
     import torch
 
     from engine.model import build_decoder
-    from simulator.acceptance import parse_acceptance
+    from simulator.acceptance_parse import parse_acceptance
 
     p = tiny_profile.profile
     engine = RealEngine(build_decoder(p.target, 128, seed=0), build_decoder(p.draft, 128, seed=1))
