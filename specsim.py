@@ -1,7 +1,8 @@
 """specsim: does speculative decoding pay on this hardware, with which draft length or tree, up to which batch?
 
-The CLI declares options and calls one library function per command (option types, outputs checked before any work,
-one-line errors and progress are in `cli.glue`). torch is imported only by the commands that run real passes.
+The CLI declares options and calls one library function per command: option types and groups are in `cli.options`;
+one-line errors, progress and outputs checked before any work in `cli.output`; the longer command bodies in
+`cli.commands`. torch is imported only by the commands that run real passes.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from typing import Any
 
 import click
 
-import cli.glue as ui
+import cli.commands as cmd
+import cli.options as opt
+import cli.output as out
 from scenarios.serving_scenario import ServingOptions
 from simulator import __version__
 
 
-@click.group(cls=ui.OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=out.OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="specsim")
 def cli() -> None:
     """Hardware-aware cost model and simulator for speculative decoding.
@@ -35,25 +38,25 @@ def cli() -> None:
 # -- predict ---------------------------------------------------------------------------------------------------------
 
 @cli.command()
-@click.option("--alpha", type=ui.Finite(0.0, 1.0), help="i.i.d. acceptance rate (same as --acceptance iid:A).")
-@ui.setup_options
-@click.option("--k", "ks", type=ui.KS, default="0..8", show_default=True,
+@click.option("--alpha", type=opt.Finite(0.0, 1.0), help="i.i.d. acceptance rate (same as --acceptance iid:A).")
+@opt.setup_options
+@click.option("--k", "ks", type=opt.KS, default="0..8", show_default=True,
               help="Draft lengths to sweep (0 = plain decoding), e.g. 1..8 or 0,2,4.")
-@click.option("--c", "cost_ratio", type=ui.Finite(0.0, 1e3), default=None,
+@click.option("--c", "cost_ratio", type=opt.Finite(0.0, 1e3), default=None,
               help="Formula mode: cost of a draft pass relative to a target pass (Leviathan et al.'s c).")
 @click.option("--tree", "trees", multiple=True, metavar="B1,B2,...",
               help="Tree draft by branching per depth, e.g. 4,2,2,1 (repeat to compare shapes).")
 @click.option("--tree-budget", type=click.IntRange(1, 4096), default=None,
               help="Add the best tree of N drafted nodes for the ranks vector (Sequoia's DP).")
-@click.option("--batch", "batches", type=ui.BATCHES, default="1..256", show_default=True,
+@click.option("--batch", "batches", type=opt.BATCHES, default="1..256", show_default=True,
               help="Batch sizes (sequences decoded together), e.g. 1..256 or 1..256:x2.")
-@click.option("--context", "contexts", type=ui.CONTEXTS, default="1024", show_default=True,
+@click.option("--context", "contexts", type=opt.CONTEXTS, default="1024", show_default=True,
               help="Cached tokens per sequence, e.g. 128,1024,8192.")
 @click.option("--json", "as_json", is_flag=True, help="Print every row as JSON.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print every row as CSV.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also draw speed-up vs batch to this .png, .svg or .pdf (hardware and profile modes).")
-def predict(alpha: float | None, setup: ui.SetupOptions, ks: list[int], cost_ratio: float | None,
+def predict(alpha: float | None, setup: opt.SetupOptions, ks: list[int], cost_ratio: float | None,
             trees: tuple[str, ...], tree_budget: int | None, batches: list[int], contexts: list[int], as_json: bool,
             as_csv: bool, plot_path: Path | None) -> None:
     """Predict the speed-up of speculative decoding.
@@ -67,7 +70,7 @@ def predict(alpha: float | None, setup: ui.SetupOptions, ks: list[int], cost_rat
     Calibrated mode (the latest profile of this machine, or --profile FILE; its measured acceptance by default):
       specsim predict --batch 1..64
     """
-    ui.run_predict(alpha, setup, ks, cost_ratio, trees, tree_budget, batches, contexts, as_json, as_csv, plot_path)
+    cmd.run_predict(alpha, setup, ks, cost_ratio, trees, tree_budget, batches, contexts, as_json, as_csv, plot_path)
 
 
 # -- calibrate, exactness, validate ----------------------------------------------------------------------------------
@@ -81,9 +84,9 @@ def predict(alpha: float | None, setup: ui.SetupOptions, ks: list[int], cost_rat
               help="Draft model shape (timed with random weights).")
 @click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32"]), default="bf16", show_default=True,
               help="Weight dtype of the timed passes.")
-@click.option("--batch", "batches", type=ui.IntRange(1, 4096), default=None,
+@click.option("--batch", "batches", type=opt.IntRange(1, 4096), default=None,
               help="Batch sizes of the pass grid [default: 1..32:x2, quick 1..8:x2].")
-@click.option("--context", "contexts", type=ui.IntRange(0, 131_072), default=None,
+@click.option("--context", "contexts", type=opt.IntRange(0, 131_072), default=None,
               help="Cached tokens per sequence in the grid [default: 64,512, quick 64,384].")
 @click.option("--quick", is_flag=True, help="A smaller grid and shorter time caps (about a minute on a laptop CPU).")
 @click.option("--eager", is_flag=True, help="On CUDA, time eager passes instead of CUDA graphs (the CPU is eager).")
@@ -91,7 +94,7 @@ def predict(alpha: float | None, setup: ui.SetupOptions, ks: list[int], cost_rat
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Profile file [default: $XDG_CACHE_HOME/specsim/profile-<device>-<time>.json].")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole profile as JSON instead of the summary.")
-@click.option("--seed", type=ui.SEED, default=0, show_default=True, help="Seed of the random weights and the split.")
+@click.option("--seed", type=opt.SEED, default=0, show_default=True, help="Seed of the random weights and the split.")
 @click.option("--from", "source", metavar="vllm:MANIFEST.toml|sglang:FILE.jsonl|csv:FILE.csv", default=None,
               help="Fit an engine's measured step times instead of timing passes here (needs --hardware, --target).")
 @click.option("--hardware", default=None, metavar="PRESET", help="With --from: the GPU the engine ran on.")
@@ -109,12 +112,12 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
     from calibrate.calibration_summary import format_summary
     from calibrate.step_import import calibrate_from
 
-    command, options = ui.invocation("specsim calibrate")
+    command, options = out.invocation("specsim calibrate")
     if source or hardware:
         profile, path = calibrate_from(source or "", hardware, target, draft, dtype, seed, out_path, command, options)
     else:
         profile, path = calibrate_device(target, draft, dtype, device_name, batches, contexts, quick, eager, busy,
-                                         seed, out_path, command, options, ui.progress)
+                                         seed, out_path, command, options, out.progress)
     click.echo(json.dumps(profile.to_dict(), indent=1) if as_json else format_summary(profile, path))
 
 
@@ -122,16 +125,16 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
 @click.option("--draft", "draft_kind", type=click.Choice(["poor", "built-in", "ngram"]), default="poor",
               show_default=True, help="poor: a random model against a small-vocabulary target; built-in: the "
               "trained byte-level pair (first 2 tokens); ngram: prompt lookup.")
-@click.option("--k", "ks", type=ui.IntRange(1, 16), default="1,4", show_default=True, help="Chain draft lengths.")
+@click.option("--k", "ks", type=opt.IntRange(1, 16), default="1,4", show_default=True, help="Chain draft lengths.")
 @click.option("--tree", "trees", multiple=True, metavar="B1,B2,...", default=("2,2",), show_default=True,
               help="Tree shapes (repeatable; '' for none; not with --draft ngram).")
 @click.option("--samples", type=click.IntRange(100, 10_000_000), default=20000, show_default=True,
               help="Completions drawn per case.")
 @click.option("--tokens", "m", type=click.IntRange(1, 4), default=None,
               help="Joint distribution of the first m tokens [default: 3, or 2 for built-in].")
-@click.option("--temperature", type=ui.Finite(0.05, 10.0), default=1.0, show_default=True,
+@click.option("--temperature", type=opt.Finite(0.05, 10.0), default=1.0, show_default=True,
               help="Sampling temperature.")
-@click.option("--seed", type=ui.SEED, default=0, show_default=True, help="Seed of every random draw.")
+@click.option("--seed", type=opt.SEED, default=0, show_default=True, help="Seed of every random draw.")
 @click.option("--device", "device_name", default="cpu", show_default=True, metavar="auto|cpu|cuda[:N]",
               help="Where the models run.")
 def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: int, m: int | None,
@@ -159,9 +162,9 @@ def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: i
 @cli.command()
 @click.option("--profile", "profile_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Calibration profile of the built-in pair, measured on this device [default: the latest].")
-@click.option("--batch", "batches", type=ui.IntRange(1, 1024), default=None,
+@click.option("--batch", "batches", type=opt.IntRange(1, 1024), default=None,
               help="Batch sizes [default: 1,2,4,8,16,32; quick 1,4,8].")
-@click.option("--k", "ks", type=ui.IntRange(1, 16), default=None, help="Draft lengths [default: 1,2,4,6; quick 1,4].")
+@click.option("--k", "ks", type=opt.IntRange(1, 16), default=None, help="Draft lengths [default: 1,2,4,6; quick 1,4].")
 @click.option("--tree", "trees", multiple=True, metavar="B1,B2,...", default=("2,2,1",), show_default=True,
               help="Tree shapes to validate (repeatable; --tree '' for none).")
 @click.option("--repeats", type=click.IntRange(1, 1000), default=None,
@@ -172,17 +175,17 @@ def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: i
 @click.option("--json", "as_json", is_flag=True, help="Print every number as JSON.")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Draw validation-scatter.png and validation-batch.png into this folder.")
-@click.option("--seed", type=ui.SEED, default=0, show_default=True, help="Seed of the sampling and the run order.")
+@click.option("--seed", type=opt.SEED, default=0, show_default=True, help="Seed of the sampling and the run order.")
 @click.option("--acceptance", "acceptance_spec", metavar="SPEC", default=None,
               help="Validate at the profile's own shapes (random weights), replaying this acceptance: trace:FILE, "
                    "markov:..., iid:A, an engine's counters.")
 @click.option("--target", default=None, metavar="NAME|config.json", help="With --acceptance: the shapes to expect.")
 @click.option("--draft", default=None, metavar="NAME|config.json", help="With --acceptance: the draft's shape.")
-@ui.served_options
+@opt.served_options
 def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int] | None, trees: tuple[str, ...],
              repeats: int | None, new_tokens: int | None, quick: bool, as_json: bool, plot_dir: Path | None,
              seed: int, acceptance_spec: str | None, target: str | None, draft: str | None,
-             served: ui.ServedOptions) -> None:
+             served: opt.ServedOptions) -> None:
     """Predict every configuration from the profile, run it for real on held-out prompts, and show the error.
 
     \b
@@ -191,24 +194,24 @@ def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int]
     specsim validate --profile llama68m.json --acceptance trace:eagle.jsonl --tree ''   # at a preset's shapes
     specsim validate --serving --quick --plot out/          # a served stream against its simulation
     """
-    ui.run_validate(profile_path, batches, ks, trees, repeats, new_tokens, quick, as_json, plot_dir, seed, target,
+    cmd.run_validate(profile_path, batches, ks, trees, repeats, new_tokens, quick, as_json, plot_dir, seed, target,
                     draft, acceptance_spec, served)
 
 
 # -- serving: simulate, plan, policy ---------------------------------------------------------------------------------
 
 @cli.command()
-@ui.setup_options
-@click.option("--rate", "rates", type=ui.RATES, default=None,
+@opt.setup_options
+@click.option("--rate", "rates", type=opt.RATES, default=None,
               help="Request rates, all engines together (req/s), e.g. 1..64:x2 [default: 1..64:x2].")
 @click.option("--engines", type=click.IntRange(1, 4096), default=1, show_default=True,
               help="Identical engines behind the router.")
-@ui.serving_options
+@opt.serving_options
 @click.option("--json", "as_json", is_flag=True, help="Print every metric as JSON.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print every metric as CSV.")
 @click.option("--plot", "plot_paths", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Also draw TPOT and TTFT vs request rate to this .png/.svg/.pdf (repeatable).")
-def simulate(setup: ui.SetupOptions, serving: ServingOptions, rates: list[float] | None, engines: int, as_json: bool,
+def simulate(setup: opt.SetupOptions, serving: ServingOptions, rates: list[float] | None, engines: int, as_json: bool,
              as_csv: bool, plot_paths: tuple[Path, ...]) -> None:
     """Serve a stream of requests with each speculation policy (a simpy discrete-event simulation).
 
@@ -222,14 +225,14 @@ def simulate(setup: ui.SetupOptions, serving: ServingOptions, rates: list[float]
 
     if as_json and as_csv:
         raise click.UsageError("choose one of --json and --csv")
-    plots = ui.check_figures(plot_paths)
+    plots = out.check_figures(plot_paths)
     s = setup.resolve()
-    scenario, results = ui.simulate_from(s, rates, engines, serving)
+    scenario, results = opt.simulate_from(s, rates, engines, serving)
     metrics = [m for _, m in results]
     if plots:
         from plots.serving import tpot_vs_rate
 
-        ui.write_figures({p: tpot_vs_rate(metrics, scenario.slo, caption=s.caption) for p in plots})
+        out.write_figures({p: tpot_vs_rate(metrics, scenario.slo, caption=s.caption) for p in plots})
     if as_json:
         record = simulate_record(s.caption, scenario.workload.label, scenario.slo.label, results)
         click.echo(json.dumps(record, indent=1, default=float))
@@ -241,14 +244,14 @@ def simulate(setup: ui.SetupOptions, serving: ServingOptions, rates: list[float]
 
 
 @cli.command()
-@ui.setup_options
-@click.option("--load-rps", type=ui.Finite(0, 1e6, min_open=True), default=None,
+@opt.setup_options
+@click.option("--load-rps", type=opt.Finite(0, 1e6, min_open=True), default=None,
               help="Load to size a fleet for (requests/s, all engines together).")
-@click.option("--attainment", type=ui.Finite(0, 1, min_open=True), default=0.9, show_default=True,
+@click.option("--attainment", type=opt.Finite(0, 1, min_open=True), default=0.9, show_default=True,
               help="Share of requests that must meet the SLO.")
-@ui.serving_options
+@opt.serving_options
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-def plan(setup: ui.SetupOptions, serving: ServingOptions, load_rps: float | None, attainment: float,
+def plan(setup: opt.SetupOptions, serving: ServingOptions, load_rps: float | None, attainment: float,
          as_json: bool) -> None:
     """The highest request rate per engine that meets an SLO, for each policy, and the engines a load needs.
 
@@ -266,8 +269,8 @@ def plan(setup: ui.SetupOptions, serving: ServingOptions, load_rps: float | None
         raise click.UsageError("plan scales the request rate; use --arrivals poisson|gamma:CV with --lengths-from "
                                "FILE instead of a timed trace")
     s = setup.resolve()
-    scenario, policies = ui.scenario_from(s, serving)
-    caps, fleets = capacity_plan(scenario, policies, attainment, load_rps, serving.router, ui.progress,
+    scenario, policies = opt.scenario_from(s, serving)
+    caps, fleets = capacity_plan(scenario, policies, attainment, load_rps, serving.router, out.progress,
                                  parse_executor(serving.executor))
     if as_json:
         click.echo(json.dumps(plan_record(s.caption, scenario.workload.label, scenario.slo.label, attainment,
@@ -278,20 +281,20 @@ def plan(setup: ui.SetupOptions, serving: ServingOptions, load_rps: float | None
 
 
 @cli.command()
-@ui.setup_options
+@opt.setup_options
 @click.option("--format", "fmt", type=click.Choice(["vllm", "json"]), default="vllm", show_default=True,
               help="vllm: num_speculative_tokens_per_batch_size ranges; json: the same with predicted speed-ups.")
-@click.option("--batch", "batches", type=ui.BATCHES, default="1..256", show_default=True,
+@click.option("--batch", "batches", type=opt.BATCHES, default="1..256", show_default=True,
               help="Batch sizes to cover (contiguous from 1).")
-@click.option("--k", "ks", type=ui.KS, default="0..8", show_default=True, help="Draft lengths allowed.")
-@click.option("--context", "contexts", type=ui.CONTEXTS, default="1024", show_default=True,
+@click.option("--k", "ks", type=opt.KS, default="0..8", show_default=True, help="Draft lengths allowed.")
+@click.option("--context", "contexts", type=opt.CONTEXTS, default="1024", show_default=True,
               help="Cached tokens per sequence the table is made for; several (json) give a table per context.")
 @click.option("--tolerance", "tolerance_pct", type=click.FloatRange(0, 50), default=None, metavar="PCT",
               help="Keep a k across batches while its speed-up is within PCT % of the best k's [default: the "
                    "profile's held-out pass error, at least 1; 1 for a preset; 0: the best k at every batch].")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write to this file (atomically) instead of stdout.")
-def policy(setup: ui.SetupOptions, fmt: str, batches: list[int], ks: list[int], contexts: list[int],
+def policy(setup: opt.SetupOptions, fmt: str, batches: list[int], ks: list[int], contexts: list[int],
            tolerance_pct: float | None, out_path: Path | None) -> None:
     """Export the draft length per batch size as a table a serving engine can read (near-ties kept in one range).
 
@@ -301,14 +304,14 @@ def policy(setup: ui.SetupOptions, fmt: str, batches: list[int], ks: list[int], 
     """
     from simulator.serving_report import check_contexts, policy_tables
 
-    ui.check_out(out_path)
+    out.check_out(out_path)
     check_contexts(fmt, contexts)
     s = setup.resolve()
     tolerance = s.resolution if tolerance_pct is None else tolerance_pct / 100
     ranges, record = policy_tables(s.cost, s.target, s.draft, s.acceptance, batches, ks, contexts, s.caption,
                                    tolerance)
     text = json.dumps(ranges) if fmt == "vllm" else json.dumps(record, indent=1)
-    ui.echo_or_write(out_path, text + "\n", "policy")
+    out.echo_or_write(out_path, text + "\n", "policy")
 
 
 # -- acceptance ------------------------------------------------------------------------------------------------------
@@ -325,7 +328,7 @@ def acceptance_group() -> None:
 
 @acceptance_group.command(name="fit")
 @click.argument("source")
-@click.option("--k", "ks", type=ui.IntRange(1, 64), default="1..8", show_default=True, help="Draft lengths judged.")
+@click.option("--k", "ks", type=opt.IntRange(1, 64), default="1..8", show_default=True, help="Draft lengths judged.")
 @click.option("--folds", type=click.IntRange(2, 50), default=5, show_default=True,
               help="Cross-validation folds over requests.")
 @click.option("--models", default="iid,positional,beta,markov,hmm3", show_default=True, help="Models to fit.")
@@ -334,7 +337,7 @@ def acceptance_group() -> None:
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the fits as JSON (atomically); --acceptance fit:FILE then uses the chosen one.")
 @click.option("--json", "as_json", is_flag=True, help="Print the fits as JSON.")
-@click.option("--seed", type=ui.SEED, default=0, show_default=True, help="Seed of the folds and the fits' starts.")
+@click.option("--seed", type=opt.SEED, default=0, show_default=True, help="Seed of the folds and the fits' starts.")
 def acceptance_fit(source: str, ks: list[int], folds: int, models: str, profile_path: Path | None,
                    out_path: Path | None, as_json: bool, seed: int) -> None:
     """Fit every acceptance model to SOURCE; judge each on held-out requests; choose the best.
@@ -348,11 +351,11 @@ def acceptance_fit(source: str, ks: list[int], folds: int, models: str, profile_
     from scenarios.setup import fit_acceptance
     from simulator.acceptance_fit import fit_record, format_fit_report
 
-    ui.check_out(out_path)
-    report = fit_acceptance(source, ks, folds, models.split(","), seed, profile_path, ui.progress)
+    out.check_out(out_path)
+    report = fit_acceptance(source, ks, folds, models.split(","), seed, profile_path, out.progress)
     record = json.dumps(fit_record(report), indent=1)
     if out_path:
-        ui.echo_or_write(out_path, record + "\n", "fits")
+        out.echo_or_write(out_path, record + "\n", "fits")
     click.echo(record if as_json else format_fit_report(report))
 
 
@@ -372,14 +375,14 @@ def plot_group() -> None:
 
 
 @plot_group.command(name="speedup")
-@ui.setup_options
-@click.option("--batch", "batches", type=ui.BATCHES, default="1..256", show_default=True, help="Batch sizes.")
-@click.option("--k", "ks", type=ui.KS, default="0..8", show_default=True, help="Draft lengths.")
+@opt.setup_options
+@click.option("--batch", "batches", type=opt.BATCHES, default="1..256", show_default=True, help="Batch sizes.")
+@click.option("--k", "ks", type=opt.KS, default="0..8", show_default=True, help="Draft lengths.")
 @click.option("--tree", "trees", multiple=True, metavar="B1,B2,...", help="Tree shapes too (repeatable).")
-@click.option("--context", "contexts", type=ui.CONTEXTS, default="128,1024", show_default=True,
+@click.option("--context", "contexts", type=opt.CONTEXTS, default="128,1024", show_default=True,
               help="Contexts, one panel each.")
-@ui.figure_out
-def plot_speedup(setup: ui.SetupOptions, batches: list[int], ks: list[int], trees: tuple[str, ...],
+@opt.figure_out
+def plot_speedup(setup: opt.SetupOptions, batches: list[int], ks: list[int], trees: tuple[str, ...],
                  contexts: list[int]) -> Any:
     """Speed-up vs batch, one line per k; where speculation should be off shaded, the crossover marked."""
     from plots.speedup import speedup_vs_batch
@@ -392,14 +395,14 @@ def plot_speedup(setup: ui.SetupOptions, batches: list[int], ks: list[int], tree
 
 
 @plot_group.command(name="best-k")
-@ui.setup_options
-@click.option("--batch", "batches", type=ui.BATCHES, default="1..256:x2", show_default=True,
+@opt.setup_options
+@click.option("--batch", "batches", type=opt.BATCHES, default="1..256:x2", show_default=True,
               help="Batch sizes (columns).")
-@click.option("--k", "ks", type=ui.KS, default="0..8", show_default=True, help="Draft lengths allowed.")
-@click.option("--context", "contexts", type=ui.CONTEXTS, default="128,512,1024,2048,4096,8192,16384",
+@click.option("--k", "ks", type=opt.KS, default="0..8", show_default=True, help="Draft lengths allowed.")
+@click.option("--context", "contexts", type=opt.CONTEXTS, default="128,512,1024,2048,4096,8192,16384",
               show_default=True, help="Contexts (rows).")
-@ui.figure_out
-def plot_best_k(setup: ui.SetupOptions, batches: list[int], ks: list[int], contexts: list[int]) -> Any:
+@opt.figure_out
+def plot_best_k(setup: opt.SetupOptions, batches: list[int], ks: list[int], contexts: list[int]) -> Any:
     """The best draft length over batch size x context length."""
     from plots.capacity import best_k_map
     from simulator.sweep import chains, sweep
@@ -410,28 +413,28 @@ def plot_best_k(setup: ui.SetupOptions, batches: list[int], ks: list[int], conte
 
 
 @plot_group.command(name="tpot")
-@ui.setup_options
-@click.option("--rate", "rates", type=ui.RATES, default=None,
+@opt.setup_options
+@click.option("--rate", "rates", type=opt.RATES, default=None,
               help="Request rates (req/s, all engines together) [default: 1..64:x2].")
 @click.option("--engines", type=click.IntRange(1, 4096), default=1, show_default=True, help="Engines in the fleet.")
-@ui.serving_options
-@ui.figure_out
-def plot_tpot(setup: ui.SetupOptions, serving: ServingOptions, rates: list[float] | None, engines: int) -> Any:
+@opt.serving_options
+@opt.figure_out
+def plot_tpot(setup: opt.SetupOptions, serving: ServingOptions, rates: list[float] | None, engines: int) -> Any:
     """TPOT p50/p99 (and TTFT) vs request rate, one colour per policy (runs `simulate`)."""
     from plots.serving import tpot_vs_rate
 
     s = setup.resolve()
-    scenario, results = ui.simulate_from(s, rates, engines, serving)
+    scenario, results = opt.simulate_from(s, rates, engines, serving)
     caption = f"{s.caption}\n{scenario.workload.label}, {len(scenario.workload)} requests, {engines} engine(s)"
     return tpot_vs_rate([m for _, m in results], scenario.slo, caption=caption)
 
 
 @plot_group.command(name="roofline")
-@ui.setup_options
+@opt.setup_options
 @click.option("--context", type=click.IntRange(0, 2**29), default=1024, show_default=True,
               help="Context of the modelled passes (presets).")
-@ui.figure_out
-def plot_roofline(setup: ui.SetupOptions, context: int) -> Any:
+@opt.figure_out
+def plot_roofline(setup: opt.SetupOptions, context: int) -> Any:
     """Roofline of the device (its ceilings) with the calibrated passes (a profile) or modelled ones (a preset)."""
     from plots.roofline import roofline_chart
     from scenarios.setup import roofline_view
@@ -447,7 +450,7 @@ def plot_roofline(setup: ui.SetupOptions, context: int) -> Any:
               help="A greedy acceptance trace (JSONL, e.g. the production traces) instead of the profile.")
 @click.option("--k", type=click.IntRange(1, 16), default=4, show_default=True, help="Drafts per step.")
 @click.option("--context", "by_context", is_flag=True, help="The profile's acceptance against context instead.")
-@ui.figure_out
+@opt.figure_out
 def plot_acceptance(profile_path: Path | None, trace_spec: str | None, k: int, by_context: bool) -> Any:
     """Accepted-length histogram: measured steps against the acceptance models (or acceptance against context)."""
     from plots.acceptance import acceptance_against_context, accepted_length_histogram
@@ -478,7 +481,7 @@ def sweep(spec_path: Path, executor: str, out_path: Path | None, plot_dir: Path 
     specsim sweep scenarios/sweeps/example.toml --out sweep.csv --plot sweep/
     specsim sweep spec.toml --executor ray:auto      # on the Ray cluster this machine belongs to
     """
-    ui.run_sweep(spec_path, executor, out_path, plot_dir)
+    cmd.run_sweep(spec_path, executor, out_path, plot_dir)
 
 
 def main() -> None:

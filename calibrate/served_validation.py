@@ -1,24 +1,9 @@
 """A real served stream: the real engine serving requests as they arrive, with continuous batching, next to the simpy
 simulation of the same stream from the calibration profile (`specsim validate --serving`).
 
-The engine (`serve`) runs what `simulator.serving` models, step for step, on the wall clock:
-
-- requests arrive at their workload times; between steps the waiting ones are admitted first come, first served
-  while a batch row, the KV cache (each request reserves its whole life plus the policy's lookahead, the simulator's
-  ``reserve`` allocation) and the step's prompt budget allow (`simulator.serving.admissible`, the simulator's own
-  rule);
-- a step that admits requests is a prefill: one pass of the target (and of the draft, when the policy speculates) over
-  the new prompts padded to the longest, into the cache rows after the running batch's; it emits each one's first
-  token (`RealEngine.join`);
-- otherwise the running batch decodes one step: the policy chooses k (or a tree) from the same `BatchState` and step
-  costs the simulator gives it; plain steps under a speculating policy also run the draft over the current token
-  (the simulator's ``eager`` draft sync); each sequence keeps at most the tokens it still needs;
-- finished sequences leave and the last running rows move into their rows (`RealEngine.leave`).
-
-Timestamps are the wall clock (a GPU's step ends at its one host read), so everything the engine does between two
-passes — the policy's choice, admission, the rows' moves — counts, as it does in a real server. With the built-in pair
-the accept/reject rule decides which drafts are kept; with `--acceptance` (any pair, random weights allowed) the
-accepted lengths are replayed from an acceptance model (`RealEngine.force`), everything else still real.
+The stream is served by `engine.served_loop.serve`: the simulator's own scheduler (`simulator.scheduler`) on the wall
+clock, with real passes and the real accept/reject rule (or accepted lengths replayed with `--acceptance`, any pair,
+random weights allowed).
 
 The simulation (`predict_run`) uses the same arrivals, lengths, engine configuration (padded prefill, eager draft
 sync, the real cache's capacity) and policy, with the profile's cost model and acceptance; its latency percentiles
@@ -30,8 +15,6 @@ speculating policy's TPOT p50 moves 4-10 % from one run to the next with nothing
 from __future__ import annotations
 
 import math
-import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -39,195 +22,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from calibrate.served_validation_report import ServedRow, ServingValidation, average, nanmean, rel
+from engine.served_loop import Served, serve
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance
 from simulator.metrics import ServingMetrics, summarize
-from simulator.policies import PLAIN, BatchState, Policy
-from simulator.serving import EngineConfig, ServingRun, StepCosts, admissible, simulate, step_columns
-from simulator.sweep import Candidate
+from simulator.policies import PLAIN, Policy
+from simulator.serving import EngineConfig, ServingRun, StepCosts, simulate
 from simulator.workload import Workload
 
 if TYPE_CHECKING:
     from calibrate.validate import SpotCheck
 
 PREDICTION_SEEDS = 16  # simulations per run (acceptance seeds), averaged
-
-
-@dataclass
-class ServedStep:
-    """One decode step as it ran, and what the simulator charges for the same step."""
-
-    batch: int
-    context_mean: float
-    context_max: float
-    candidate: Candidate  # what the policy chose
-    previous: Candidate | None  # what the step before drafted
-    tokens: int  # kept by the whole batch
-    duration_s: float
-    captured: bool  # a CUDA graph was captured during the step
-
-    def predicted_s(self, costs: StepCosts, policy: Policy) -> float:
-        """The simulator's charge for this step; attention priced at the longest context (the engine pads to it)."""
-        return costs.step_s(self.batch, self.context_max, self.candidate, self.previous,
-                            "eager" if policy.uses_draft else None)
-
-
-@dataclass
-class ServedPrefill:
-    requests: int
-    tokens_per_request: int  # the longest prompt (the pass is padded to it)
-    duration_s: float
-
-    def predicted_s(self, costs: StepCosts, policy: Policy) -> float:
-        return costs.prefill_s(self.requests, self.tokens_per_request, policy.uses_draft)
-
-
-@dataclass
-class Served:
-    """A real served stream: the run in the simulator's terms (so one `summarize` reads both), its steps and
-    prefills, and whether every request finished within the time cap."""
-
-    run: ServingRun
-    steps: list[ServedStep]
-    prefills: list[ServedPrefill]
-    held: bool
-    wall_s: float
-    tokens: list[list[int] | None]  # each request's output tokens (None: not finished within the time cap)
-
-    @property
-    def captures(self) -> int:
-        return sum(s.captured for s in self.steps)
-
-
-def serve(engine: Any, workload: Workload, prompts: Sequence[Sequence[int]], policy: Policy, costs: StepCosts,
-          config: EngineConfig, kv_tokens: int, temperature: float, seed: int, time_cap_s: float,
-          tick: Callable[[int], Any] | None = None) -> Served:
-    """Serve `workload` (request i's prompt is `prompts[i]`) on the real engine as the module docstring says, until
-    every request has finished or `time_cap_s` has passed since the last one arrived (then `held` is False and the
-    unfinished requests have no times: the queue outgrew the engine). The cap counts from the last arrival so that
-    a light load spread over a long trace is served, not cut off. `tick(n)` is told of n requests finished."""
-    import torch
-
-    from engine.rejection import TreeTables
-    from engine.speculative import Decoding
-
-    n = len(workload)
-    if len(prompts) != n:
-        raise SpecsimError(f"{len(prompts)} prompts for {n} requests")
-    costs = costs.for_policy(policy)
-    uses_draft = policy.uses_draft
-    lookahead = config.lookahead(policy)
-    batch_cap = min(config.max_batch, config.max_prefill_tokens // max(lookahead, 1))
-    device = engine.device
-    gen = torch.Generator(device=device).manual_seed(seed)
-    batch = engine.open_batch(config.max_batch, uses_draft)
-    tables: dict[str, Any] = {}
-    arrival = workload.arrival_s.tolist()
-    outputs = workload.output_tokens.tolist()
-    first_s, finish_s = np.full(n, np.nan), np.full(n, np.nan)
-    tokens: list[list[int] | None] = [None] * n
-    running: list[int] = []  # request per cache row
-    remaining: list[int] = []  # output tokens each row still needs
-    context: list[int] = []  # tokens each row has cached (prompt + emitted), the simulator's context
-    reserved: list[int] = []
-    kv_free = kv_tokens
-    waiting: deque[int] = deque()
-    steps: list[ServedStep] = []
-    prefills: list[ServedPrefill] = []
-    log_steps: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]] = []
-    accepted_hist: dict[str, np.ndarray] = {}
-    previous: Candidate | None = None
-    draft_warm = True
-    arrived = 0
-    waiting_at_last_arrival = -1
-    deadline_s = arrival[-1] + time_cap_s if n else time_cap_s
-    t0 = time.perf_counter()
-
-    def clock() -> float:
-        return time.perf_counter() - t0
-
-    def retire(end: float) -> None:
-        nonlocal kv_free
-        done = [r for r, left in enumerate(remaining) if left <= 0]
-        if not done:
-            return
-        for r in done:
-            finish_s[running[r]] = end
-            tokens[running[r]] = batch.out[r][:outputs[running[r]]]
-            kv_free += reserved[r]
-        order = engine.leave(batch, done)
-        for xs in (running, remaining, context, reserved):
-            xs[:] = [xs[r] for r in order]
-        if tick:
-            tick(len(done))
-
-    with torch.inference_mode():
-        while np.isnan(finish_s).any():
-            now = clock()
-            if now > deadline_s:
-                break
-            while arrived < n and arrival[arrived] <= now:
-                waiting.append(arrived)
-                arrived += 1
-                if arrived == n:
-                    waiting_at_last_arrival = len(waiting)
-            if not waiting and not running:
-                time.sleep(max(0.0, min(arrival[arrived] - now, deadline_s - now)))
-                continue
-            room = min(batch_cap - len(running), len(waiting))
-            head = [waiting[i] for i in range(max(room, 0))]
-            needs = [int(workload.prompt_tokens[r] + workload.output_tokens[r]) + lookahead for r in head]
-            admit = admissible(needs, [int(workload.prompt_tokens[r]) for r in head], kv_free,
-                               config.max_prefill_tokens) if head else 0
-            if admit:
-                reqs = [waiting.popleft() for _ in range(admit)]
-                start = now
-                engine.join(batch, [prompts[r] for r in reqs], uses_draft, temperature, gen)
-                end = clock()
-                longest = max(len(prompts[r]) for r in reqs)
-                prefills.append(ServedPrefill(admit, longest, end - start))
-                first_s[reqs] = end
-                running += reqs
-                remaining += [outputs[r] - 1 for r in reqs]
-                context += [len(prompts[r]) + 1 for r in reqs]
-                reserved += needs[:admit]
-                kv_free -= sum(needs[:admit])
-                retire(end)
-                continue
-            start = now
-            B = len(running)
-            state = BatchState(B, sum(context) / B, 0.0, 1.0, draft_warm, previous)
-            context_max = float(max(context))
-            cand = policy.choose(state, costs)
-            if cand.tree is not None and cand.tree.label not in tables:
-                tables[cand.tree.label] = TreeTables(cand.tree, device)
-            how = Decoding(k=cand.k or 0, tree=cand.tree, temperature=temperature)
-            record = engine.step(batch, how, gen, tables.get(cand.tree.label) if cand.tree is not None else None,
-                                 draft_current=uses_draft)
-            kept = [min(a + 1, left) for a, left in zip(record.accepted, remaining)]
-            remaining[:] = [left - k for left, k in zip(remaining, kept)]
-            context[:] = [c + k for c, k in zip(context, kept)]
-            retire(clock())
-            end = clock()
-            duration = end - start
-            steps.append(ServedStep(B, state.context_mean, context_max, cand, previous, sum(kept), duration,
-                                    record.captured))
-            log_steps.append((np.array([end]), np.array([duration]), np.array([state.context_mean]),
-                              np.array([sum(kept)]), B, cand.shape.n_nodes))
-            if not cand.is_plain:
-                counts = np.bincount(record.accepted, minlength=cand.shape.depth + 1)[:cand.shape.depth + 1]
-                hist = accepted_hist.setdefault(cand.label, np.zeros(cand.shape.depth + 1, dtype=np.int64))
-                hist += counts
-            previous, draft_warm = cand, not cand.is_plain
-    wall = clock()
-    held = not np.isnan(finish_s).any()
-    run = ServingRun(workload=workload, policy=policy.label, engines=1, router="least-loaded",
-                     first_token_s=first_s, finish_s=finish_s, engine_of=np.zeros(n, dtype=np.int64),
-                     **step_columns(log_steps),
-                     prefill_duration_s=np.array([p.duration_s for p in prefills]), accepted_hist=accepted_hist,
-                     waiting_at_last_arrival=max(waiting_at_last_arrival, 0) if arrived == n else n,
-                     kv_capacity_tokens=kv_tokens)
-    return Served(run, steps, prefills, held, wall, tokens)
 
 
 @dataclass

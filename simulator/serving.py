@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import copy
 import math
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -53,6 +52,7 @@ from .acceptance import Acceptance
 from .cost import CostModel
 from .policies import PLAIN, BatchState, Policy, StepDurations
 from .sampling import BatchSampler, batch_sampler
+from .scheduler import AcceptedHistogram, Admission, Scheduler, StepRun
 from .specs import ModelSpec
 from .sweep import Candidate, step_time
 from .workload import Workload
@@ -213,29 +213,13 @@ class _Log:
     first_token_s: np.ndarray
     finish_s: np.ndarray
     engine_of: np.ndarray
-    # per run of decode steps: (ends, durations, mean contexts at the start, tokens emitted by the whole batch), the
-    # batch and the tokens drafted per sequence (k, or tree nodes)
-    steps: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]] = field(default_factory=list)
+    steps: list[StepRun] = field(default_factory=list)
     prefill_duration_s: list[float] = field(default_factory=list)
-    accepted_hist: dict[str, np.ndarray] = field(default_factory=dict)  # per candidate, counts of A per sequence-step
+    accepted: AcceptedHistogram = field(default_factory=AcceptedHistogram)
     waiting_at_last_arrival: int = 0
 
 
 BULK_CELLS = 1 << 15  # most (step, sequence) draws one bulk advance makes
-
-
-def admissible(needs: Sequence[int], prefill_tokens: Sequence[int], kv_free: int, budget: int) -> int:
-    """How many of the requests at the head of the queue (their KV-cache needs and prefill tokens, in order, as many
-    as the batch has room for) join it: first come, first served while the cache holds each one's need and the
-    step's prompt budget its prefill (the first one always fits the budget: a long prompt is not starved)."""
-    n = 0
-    for need, tokens in zip(needs, prefill_tokens):
-        if need > kv_free or (n and tokens > budget):
-            break
-        kv_free -= need
-        budget -= tokens
-        n += 1
-    return n
 
 
 @dataclass
@@ -246,76 +230,25 @@ class _NextArrival:
     next_s: float = math.inf
 
 
-class Engine:
-    """One device serving requests with continuous batching (see the module docstring)."""
+class Engine(Scheduler):
+    """One device serving requests with continuous batching (see the module docstring): the shared `Scheduler` on
+    simpy's clock, each step's duration from the cost model and each sequence's acceptance sampled."""
 
     def __init__(self, env: simpy.Environment, index: int, workload: Workload, costs: StepCosts, policy: Policy,
                  sampler: BatchSampler, config: EngineConfig, kv_tokens: int, log: _Log,
                  arrivals: _NextArrival) -> None:
-        self.env, self.index, self.workload, self.costs = env, index, workload, costs
-        self.policy, self.sampler, self.config, self.log = policy, sampler, config, log
+        super().__init__(workload, policy, config.max_batch, config.max_prefill_tokens, kv_tokens,
+                         config.lookahead(policy), config.kv_allocation == "on-demand", config.draft_sync == "eager")
+        self.env, self.index, self.costs = env, index, costs
+        self.sampler, self.config, self.log = sampler, config, log
         self.arrivals = arrivals
-        self.kv_capacity = self.kv_free = kv_tokens  # kv_free: what reservations leave (reserve mode)
-        self.lookahead = config.lookahead(policy)
-        self.on_demand = config.kv_allocation == "on-demand"
-        # The token budget of a step: each running request's verification pass counts against it.
-        self.batch_cap = min(config.max_batch, config.max_prefill_tokens // max(self.lookahead, 1))
-        self.resumed: dict[int, int] = {}  # preempted requests waiting again: output tokens they had emitted
-        self.admit_blocked = False  # after a preemption, until a request finishes
-        self.preemptions = 0
-        self.with_draft = policy.uses_draft
-        self.eager = config.draft_sync == "eager"
-        # The running batch, aligned arrays in admission order: the sampler's slot, the request, its output tokens
-        # still to come, its cached tokens, the tokens its draft cache lacks, the KV tokens it reserved.
-        self.active = np.empty(0, dtype=np.int64)
-        self.request = np.empty(0, dtype=np.int64)
-        self.remaining = np.empty(0, dtype=np.int64)
-        self.context = np.empty(0, dtype=np.int64)
-        self.draft_missing = np.empty(0, dtype=np.int64)
-        self.reserved = np.empty(0, dtype=np.int64)
-        self.draft_warm = True  # the last decode step speculated
-        self.last_cand: Candidate | None = None  # what the last decode step drafted
-        self.context_total = 0  # cached tokens over the batch, as of the last _state()
-        self.free_slots = list(range(config.max_batch - 1, -1, -1))
-        self.waiting: deque[int] = deque()
         self.wake = env.event()
         self.process = env.process(self.engine())
 
-    @property
-    def outstanding(self) -> int:
-        return len(self.waiting) + len(self.active)
-
     def submit(self, request: int) -> None:
-        self.waiting.append(request)
+        super().submit(request)
         if not self.wake.triggered:
             self.wake.succeed()
-
-    def need_tokens(self, request: int) -> int:
-        """KV-cache tokens admitting `request` takes: its whole life (reserve), or what it holds once its prefill
-        has run (on-demand: prompt and the tokens it had emitted, or the first token, plus lookahead)."""
-        w = self.workload
-        if self.on_demand:
-            return int(w.prompt_tokens[request]) + max(self.resumed.get(request, 0), 1) + self.lookahead
-        return int(w.prompt_tokens[request] + w.output_tokens[request]) + self.lookahead
-
-    def _kv_free_now(self) -> int:
-        if not self.on_demand:
-            return self.kv_free
-        return self.kv_capacity - int(self.context.sum()) - len(self.active) * self.lookahead
-
-    def _preempt_until_fits(self) -> None:
-        """On-demand allocation: while the next step's cache (every running request's tokens plus its lookahead)
-        does not fit, the newest running request is preempted to the head of the queue."""
-        while len(self.active) > 1 and self._kv_free_now() < 0:
-            req = int(self.request[-1])
-            self.resumed[req] = int(self.workload.output_tokens[req] - self.remaining[-1])
-            self.waiting.appendleft(req)
-            self.free_slots.append(int(self.active[-1]))
-            self.active, self.request, self.remaining = self.active[:-1], self.request[:-1], self.remaining[:-1]
-            self.context, self.draft_missing = self.context[:-1], self.draft_missing[:-1]
-            self.reserved = self.reserved[:-1]
-            self.preemptions += 1
-            self.admit_blocked = True
 
     def engine(self):  # noqa: ANN201 - a simpy process
         env = self.env
@@ -324,72 +257,32 @@ class Engine:
                 self.wake = env.event()
                 yield self.wake
                 continue
-            admitted = self._admit()
+            admitted = self.admit()
             if not admitted:
                 yield from self._decode()
                 continue
-            end = self._prefill(*admitted)
+            end = self._prefill(admitted)
             if self.config.bulk and not self.waiting and self.arrivals.next_s > end and self.remaining.min() > 0:
                 yield from self._decode_run(end)  # nothing to admit when the prefill ends: decode straight on
             else:
                 yield env.timeout(end - env.now)
                 self._retire()
 
-    def _admit(self) -> tuple[list[int], list[int], list[int]] | None:
-        """First come, first served while a slot, the KV cache and the prefill budget allow (`admissible`): (slots,
-        requests, reserved tokens), or None."""
-        if self.admit_blocked:
-            return None
-        room = min(self.batch_cap - len(self.active), len(self.free_slots))
-        head = [self.waiting[i] for i in range(min(max(room, 0), len(self.waiting)))]
-        needs = [self.need_tokens(r) for r in head]
-        n = admissible(needs, [self.prefill_tokens(r) for r in head], self._kv_free_now(),
-                       self.config.max_prefill_tokens)
-        if not self.on_demand:
-            self.kv_free -= sum(needs[:n])
-        if not n:
-            return None
-        reqs = [self.waiting.popleft() for _ in range(n)]
-        return [self.free_slots.pop() for _ in range(n)], reqs, needs[:n]
-
-    def prefill_tokens(self, request: int) -> int:
-        """Tokens a prefill of `request` computes: its prompt, and for a preempted one the tokens it had emitted."""
-        return int(self.workload.prompt_tokens[request]) + self.resumed.get(request, 0)
-
-    def _prefill(self, slots_list: list[int], reqs_list: list[int], needs: list[int]) -> float:
+    def _prefill(self, admission: Admission) -> float:
         """Start a prefill of the admitted requests: they join the batch, with their first token at the returned
         end time (nothing outside the engine sees the batch before then)."""
-        slots, reqs = np.asarray(slots_list, dtype=np.int64), np.asarray(reqs_list, dtype=np.int64)
-        w = self.workload
-        prompts = w.prompt_tokens[reqs]
-        emitted = np.ones_like(prompts)  # a new request's prefill emits its first token
-        if self.resumed:
-            emitted = np.array([self.resumed.pop(r, 1) for r in reqs_list], dtype=np.int64)
-        computed = prompts + emitted - 1  # a preempted request recomputes the tokens it had emitted
+        joined = self.join(admission)
+        computed = joined.computed
         per_request = float(computed.max()) if self.config.prefill_padded else int(computed.sum()) / len(computed)
-        duration = self.costs.prefill_s(len(slots), per_request, self.with_draft and self.eager)
+        duration = self.costs.prefill_s(len(computed), per_request, self.with_draft and self.eager)
         end = self.env.now + duration
         self.log.prefill_duration_s.append(duration)
+        reqs = np.asarray(admission.requests, dtype=np.int64)
         new = np.isnan(self.log.first_token_s[reqs])
         self.log.first_token_s[reqs[new]] = end
         self.log.engine_of[reqs] = self.index
-        self.sampler.admit(slots)  # a readmitted sequence's acceptance state (a Beta alpha) starts afresh
-        self.active = np.concatenate([self.active, slots])
-        self.request = np.concatenate([self.request, reqs])
-        self.remaining = np.concatenate([self.remaining, w.output_tokens[reqs] - emitted])
-        self.context = np.concatenate([self.context, prompts + emitted])
-        self.draft_missing = np.concatenate([self.draft_missing, np.zeros_like(prompts) if self.eager else computed])
-        self.reserved = np.concatenate([self.reserved, np.asarray(needs, dtype=np.int64)])
+        self.sampler.admit(np.asarray(admission.slots, dtype=np.int64))  # a readmitted sequence starts afresh
         return end
-
-    def _state(self) -> BatchState:
-        batch = len(self.active)
-        lazy = self.with_draft and not self.eager
-        missing_mean = int(self.draft_missing.sum()) / batch if lazy else 0.0
-        remaining_mean = int(self.remaining.sum()) / batch if missing_mean else 1.0
-        self.context_total = int(self.context.sum())
-        return BatchState(batch, self.context_total / batch, missing_mean, remaining_mean, self.draft_warm,
-                          self.last_cand)
 
     def _decode(self):  # noqa: ANN202
         if self.config.bulk:
@@ -400,8 +293,8 @@ class Engine:
     def _decode_step(self):  # noqa: ANN202
         """One decode step (the reference mode: every step a simpy event)."""
         if self.on_demand:
-            self._preempt_until_fits()
-        state = self._state()
+            self.preempt_until_fits()
+        state = self.state()
         cand = self.policy.choose(state, self.costs)
         batch, context_mean, missing_mean = state.batch, state.context_mean, state.draft_missing_mean
         lazy = self.with_draft and not self.eager
@@ -466,8 +359,8 @@ class Engine:
         current draft: it is drafted with its own choice, `first`, and the rest with theirs.
         On-demand allocation: the run also ends before the first step whose cache would not fit."""
         if self.on_demand:
-            self._preempt_until_fits()
-        state = self._state()
+            self.preempt_until_fits()
+        state = self.state()
         batch, remaining, costs, policy = state.batch, self.remaining, self.costs, self.policy
         first = cand = policy.choose(state, costs)
         lags = cand.is_plain and self.with_draft and not self.eager  # the draft falls one token behind every step
@@ -560,28 +453,14 @@ class Engine:
 
     def _log_steps(self, cand: Candidate, ends: np.ndarray, durations: np.ndarray, context_means: np.ndarray,
                    batch: int, tokens: np.ndarray, accepted: np.ndarray | None) -> None:
-        log = self.log
-        log.steps.append((ends, durations, context_means, tokens, batch, cand.shape.n_nodes))
+        self.log.steps.append(StepRun(ends, durations, context_means, tokens, batch, cand.shape.n_nodes))
         if accepted is not None:
-            counts = np.bincount(accepted.ravel(), minlength=cand.shape.depth + 1)
-            hist = log.accepted_hist.get(cand.label)
-            if hist is None:
-                log.accepted_hist[cand.label] = counts
-            else:
-                hist += counts
+            self.log.accepted.add(cand, accepted)
 
     def _retire(self) -> None:
-        done = self.remaining <= 0
-        if not done.any():
-            return
-        self.admit_blocked = False
-        self.log.finish_s[self.request[done]] = self.env.now
-        self.kv_free += int(self.reserved[done].sum())
-        self.free_slots.extend(int(s) for s in self.active[done])
-        keep = ~done
-        self.active, self.request, self.remaining = self.active[keep], self.request[keep], self.remaining[keep]
-        self.context, self.draft_missing = self.context[keep], self.draft_missing[keep]
-        self.reserved = self.reserved[keep]
+        done = self.finished()
+        if done.any():
+            self.log.finish_s[self.retire(done)] = self.env.now
 
 
 @dataclass(frozen=True, eq=False)
@@ -629,7 +508,7 @@ def _arrivals(env: simpy.Environment, workload: Workload, engines: Sequence[Engi
     log.waiting_at_last_arrival = sum(len(e.waiting) for e in engines)
 
 
-def step_columns(runs: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]]) -> dict:
+def step_columns(runs: Sequence[StepRun]) -> dict:
     """The logged runs of decode steps as per-step columns in completion order (engines plan runs ahead of the
     clock, so the log is in planning order)."""
     if not runs:
@@ -691,7 +570,7 @@ def simulate(workload: Workload, costs: StepCosts, policy: Policy, acceptance: A
         workload=workload, policy=policy.label, engines=engines, router=router,
         first_token_s=log.first_token_s, finish_s=log.finish_s, engine_of=log.engine_of,
         **step_columns(log.steps),
-        prefill_duration_s=np.asarray(log.prefill_duration_s), accepted_hist=log.accepted_hist,
+        prefill_duration_s=np.asarray(log.prefill_duration_s), accepted_hist=log.accepted.counts,
         waiting_at_last_arrival=log.waiting_at_last_arrival, kv_capacity_tokens=kv_tokens,
         preemptions=sum(e.preemptions for e in fleet),
     )

@@ -16,9 +16,9 @@ from simulator.acceptance import (
     PositionalAcceptance,
     RanksAcceptance,
     beta_quadrature,
-    parse_acceptance,
     tokens_given_alpha,
 )
+from simulator.acceptance_parse import parse_acceptance
 
 N_MC = 40_000
 prob = st.floats(0.02, 0.98)

@@ -91,7 +91,7 @@ def test_the_cli_starts_without_torch():
     """`specsim predict` starts fast and works without torch: importing the CLI and resolving a preset loads none of
     torch, the engine or matplotlib (commands import them when they run)."""
     code = ("import sys, specsim; from scenarios.setup import resolve_setup; "
-            "resolve_setup('h100-sxm', None, 'llama-3.1-8b', 'llama-3.2-1b', 'bf16', 'iid:0.7', True, 'vllm', 1, None); "
+            "resolve_setup('h100-sxm', None, 'llama-3.1-8b', 'llama-3.2-1b', 'bf16', 'iid:0.7'); "
             "print(sorted(m for m in ('torch', 'engine', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -139,7 +139,7 @@ def test_no_profile_message_suggests_what_each_command_takes(tmp_path, monkeypat
 
 
 def test_log_progress_lines(monkeypatch):
-    from cli.glue import LogBar
+    from cli.output import LogBar
 
     lines = []
     bar = LogBar("phase", 4, echo=lines.append)

@@ -61,7 +61,7 @@ def test_engine_chain_tree_and_ngram(meta_default, builtin_pair, runner):
 
 def test_validation(meta_default, builtin_profile):
     from calibrate.validate import run_validation
-    from cli.glue import LogBar
+    from cli.output import LogBar
 
     def quiet(label, total):
         import contextlib

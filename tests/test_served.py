@@ -8,13 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-from calibrate.served_validation import serve, served_config
+from calibrate.served_validation import served_config
 from calibrate.served_validation_report import ServedRow, ServingValidation, average, format_serving_validation
 from engine.builtin import encode, prompts
+from engine.served_loop import serve
 from engine.speculative import Decoding, RealEngine
 from simulator.metrics import ServingMetrics, summarize
 from simulator.policies import parse_policies
-from simulator.serving import EngineConfig, StepCosts, admissible
+from simulator.scheduler import admissible
+from simulator.serving import EngineConfig, StepCosts
 from simulator.workload import Workload
 
 

@@ -1,0 +1,190 @@
+"""The bodies of the commands whose options `specsim.py` declares, each calling one library function and printing
+its result: predict, validate (static and served), sweep."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cli.options import ServedOptions, SetupOptions
+from cli.output import check_figures, echo_or_write, echo_result, progress, say, write_figures
+from simulator import SpecsimError
+
+
+def run_predict(alpha: float | None, setup: SetupOptions, ks: list[int], cost_ratio: float | None,
+                trees: tuple[str, ...], tree_budget: int | None, batches: list[int], contexts: list[int],
+                as_json: bool, as_csv: bool, plot_path: Path | None) -> None:
+    """`specsim predict`: formula mode (--c) or a sweep of a preset or profile, printed as text, JSON or CSV."""
+    from dataclasses import replace
+
+    from simulator import __version__
+    from simulator.report import format_formula_table, format_hardware_table
+    from simulator.sweep import candidates_from, formula_sweep, sweep
+
+    if as_json and as_csv:
+        raise click.UsageError("choose one of --json and --csv")
+    if alpha is not None and setup.acceptance_spec:
+        raise click.UsageError("give --alpha or --acceptance, not both")
+    acceptance_spec = f"iid:{alpha}" if alpha is not None else setup.acceptance_spec
+    plot = check_figures([plot_path])[0] if plot_path else None
+    if cost_ratio is not None:
+        if setup.hardware or setup.profile_path:
+            raise click.UsageError("--c is formula mode; drop it to use --hardware or --profile")
+        if not acceptance_spec:
+            raise click.UsageError("say how often drafts are accepted: --alpha 0.7 or --acceptance SPEC")
+        if plot:
+            raise click.UsageError("--plot draws a sweep over batch sizes: use it with --hardware or a profile")
+        from scenarios.acceptance_specs import acceptance_from_spec
+
+        acceptance = acceptance_from_spec(acceptance_spec)
+        result = formula_sweep(acceptance, candidates_from(ks, trees, tree_budget, acceptance), cost_ratio)
+        meta = {"specsim_version": __version__, "acceptance": acceptance.spec, "mode": "formula", "c": cost_ratio}
+        text = format_formula_table(result, cost_ratio)
+    else:
+        s = replace(setup, acceptance_spec=acceptance_spec).resolve()
+        result = sweep(s.cost, s.target, s.draft, s.acceptance, batches,
+                       candidates_from(ks, trees, tree_budget, s.acceptance), contexts)
+        meta, text = s.meta(), s.heading + "\n" + format_hardware_table(result, "--json/--csv carry every row")
+        if plot:
+            from plots.speedup import speedup_vs_batch
+
+            write_figures({plot: speedup_vs_batch(result, title=s.heading)})
+    echo_result(result, meta, text, as_json, as_csv)
+
+
+def run_validate(profile_path: Path | None, batches: list[int] | None, ks: list[int] | None,
+                 trees: tuple[str, ...], repeats: int | None, new_tokens: int | None, quick: bool, as_json: bool,
+                 plot_dir: Path | None, seed: int, target: str | None, draft: str | None,
+                 acceptance_spec: str | None, served: ServedOptions) -> None:
+    """`specsim validate`: the built-in pair on held-out prompts, or (`--acceptance`) the profile's own shapes with
+    random weights and the acceptance replayed, or (`--serving`) a served stream against its simulation; the
+    report as text or JSON, and the plots."""
+    import json
+
+    from calibrate.validate import check_validatable, run_shape_validation, run_validation
+    from scenarios.setup import resolve_profile
+    from simulator.trees import parse_branching
+
+    if served.on:
+        static = [name for name, v in (("--batch", batches), ("--k", ks), ("--repeats", repeats),
+                                       ("--tokens", new_tokens)) if v]
+        if static:
+            raise click.UsageError(f"{', '.join(static)} size a static validation; a served stream takes --rate, "
+                                   "--policy, --requests, --prompt-tokens, --output-tokens, --max-batch")
+        return run_served_validation(profile_path, quick, as_json, plot_dir, seed, acceptance_spec, target, draft,
+                                     served)
+    if served.given:
+        raise click.UsageError(f"{', '.join(served.given)} describe a served stream: add --serving")
+    plots = check_figures([plot_dir / f"validation-{n}.png" for n in ("scatter", "batch")]) if plot_dir else []
+    shapes = [parse_branching(t) for t in trees if t.strip()]
+    if (target or draft) and not acceptance_spec:
+        raise click.UsageError("--target/--draft name the shapes of a validation with --acceptance SPEC")
+    profile, notes = resolve_profile(profile_path)
+    if acceptance_spec:
+        check_shapes(profile, target, draft)
+        if shapes:
+            raise click.UsageError("a validation with --acceptance replays chains: add --tree '' (trees need the "
+                                   "built-in pair's real acceptance)")
+        from scenarios.setup import resolve_acceptance
+
+        say(*notes)
+        report, curves = run_shape_validation(profile, resolve_acceptance(acceptance_spec, profile), batches, ks,
+                                              repeats, new_tokens, served.fixed_prompt_tokens, seed, progress, quick)
+    else:
+        check_validatable(profile)
+        say(*notes)
+        report, curves = run_validation(profile, batches, ks, shapes, repeats, new_tokens, seed, progress, quick)
+    if plots:
+        from plots.validation import predicted_vs_measured, speedup_vs_batch
+
+        write_figures({plots[0]: predicted_vs_measured(report), plots[1]: speedup_vs_batch(report, curves)})
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=1, default=float))
+    else:
+        from calibrate.validate_report import format_report
+
+        click.echo(format_report(report))
+
+
+def run_served_validation(profile_path: Path | None, quick: bool, as_json: bool, plot_dir: Path | None, seed: int,
+                          acceptance_spec: str | None, target: str | None, draft: str | None,
+                          served: ServedOptions) -> None:
+    """`specsim validate --serving`: everything checked first (profile, shapes, policies, workload, plot path), then
+    the served stream and its simulation at every rate and policy, the report and TPOT against rate."""
+    import json
+
+    from calibrate.served_validation import run_serving_validation
+    from calibrate.served_validation_report import format_serving_validation
+    from scenarios.setup import resolve_profile
+
+    plots = check_figures([plot_dir / "validation-serving.png"]) if plot_dir else []
+    profile, notes = resolve_profile(profile_path)
+    check_shapes(profile, target, draft)
+    say(*notes)
+    report = run_serving_validation(profile, served.serving(quick, seed), served.rates, acceptance_spec,
+                                    served.time_cap(quick), seed, progress, quick, served.passes or 2)
+    if plots:
+        from plots.serving import served_vs_predicted
+
+        write_figures({plots[0]: served_vs_predicted(report)})
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=1, default=float))
+    else:
+        click.echo(format_serving_validation(report), nl=False)
+
+
+def check_shapes(profile: Any, target: str | None, draft: str | None) -> None:
+    """The profile was calibrated at the shapes asked for (by name), or a one-line error saying how to get one."""
+    from scenarios import load_model
+
+    for want, have in ((target, profile.target), (draft, profile.draft)):
+        if want and load_model(want, have.dtype).name != have.name:
+            raise SpecsimError(f"profile {profile.path} was calibrated at {profile.target.name} / "
+                               f"{profile.draft.name}; calibrate these shapes first: specsim calibrate --target "
+                               f"{target or profile.target.name} --draft {draft or profile.draft.name} "
+                               "(then --profile that file)")
+
+
+def run_sweep(spec_path: Path, executor_text: str, out_path: Path | None, plot_dir: Path | None) -> None:
+    """`specsim sweep`: the spec, the executor and every output checked first; then the grid simulated, the table
+    written (CSV or JSON by its suffix; CSV on stdout without --out), the capacity per configuration and policy
+    said, and the figures drawn: capacity.png and one tpot-N.png per configuration."""
+    import re
+
+    from scenarios.files import check_output
+    from scenarios.fleet import capacity, load_sweep_spec, run_sweep, table_text
+    from simulator.executors import parse_executor
+
+    spec = load_sweep_spec(spec_path)
+    executor = parse_executor(executor_text)
+    fmt = "csv"
+    if out_path is not None:
+        check_output(out_path, "sweep table", (".csv", ".json"))
+        fmt = out_path.suffix.lower().lstrip(".")
+    grid = [(h, t, d, tp) for h in spec.hardware for t, d in spec.pairs for tp in spec.tp]
+    names = []
+    if plot_dir is not None:
+        names = check_figures([plot_dir / "capacity.png"] + [
+            plot_dir / f"tpot-{i + 1}-{re.sub(r'[^a-z0-9.]+', '-', f'{h}-{t}-tp{tp}'.lower())}.png"
+            for i, (h, t, _, tp) in enumerate(grid)])
+    configs, rows, metrics = run_sweep(spec, executor, progress)
+    caps = capacity(rows)
+    slo = configs[0].scenario.slo
+    say(f"{spec.simulations} simulations ({executor.label}); highest rate of the grid meeting "
+        f"{slo.label if slo.tpot_s or slo.ttft_s else 'no SLO (sustained only)'} for 90 % of requests:",
+        *(f"  {c['hardware']:<14} {c['target']}/{c['draft']} TP{c['tp']}  {c['policy']:<12} "
+          f"{c['max_rate_per_s']:g} req/s" for c in caps))
+    figures = {}
+    if names:
+        from plots.capacity import capacity_bars
+        from plots.serving import tpot_vs_rate
+
+        figures[names[0]] = capacity_bars(caps, f"{spec.source}: {spec.serving.n_requests} requests per simulation, "
+                                                f"acceptance {spec.acceptance}")
+        for path, c in zip(names[1:], configs):
+            figures[path] = tpot_vs_rate([m for m, r in zip(metrics, rows) if (r["hardware"], r["target"], r["tp"])
+                                          == (c.hardware, c.target, c.tp)], c.scenario.slo, caption=c.caption)
+    echo_or_write(out_path, table_text(rows, fmt), "sweep table")
+    if figures:
+        write_figures(figures)

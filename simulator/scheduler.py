@@ -1,0 +1,232 @@
+"""Continuous batching's decisions without a clock: the waiting queue, the running batch, first-come-first-served
+admission under the batch, KV-cache and prompt-budget limits, preemption, the view the speculation policy chooses
+from, and retirement. The simulator (`simulator.serving.Engine`) runs this scheduler on simpy's clock with sampled
+acceptance; the real engine's served loop (`engine.served_loop.serve`) runs the same scheduler on the wall clock
+with the accept/reject rule's acceptance, so a served validation tests the simulator's own decisions.
+
+The step log both write is `StepRun` (a run of decode steps with one batch and one draft shape), and the accepted
+lengths are counted once, by `AcceptedHistogram`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from .policies import BatchState, Policy
+from .sweep import Candidate
+from .workload import Workload
+
+
+class StepRun(NamedTuple):
+    """Decode steps of one batch and one draft shape, as logged: per step its end time (s), duration (s), the
+    batch's mean context at its start (tokens) and the tokens the whole batch emitted; the batch, and the tokens
+    drafted per sequence (k, tree nodes, 0 for a plain step)."""
+
+    ends_s: np.ndarray
+    durations_s: np.ndarray
+    context_means: np.ndarray
+    tokens: np.ndarray
+    batch: int
+    drafted: int
+
+
+@dataclass
+class AcceptedHistogram:
+    """Per draft shape (its label), how many sequence-steps accepted A = 0, 1, ..., depth drafts."""
+
+    counts: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def add(self, cand: Candidate, accepted: np.ndarray) -> None:
+        depth = cand.shape.depth
+        c = np.bincount(np.asarray(accepted, dtype=np.int64).ravel(), minlength=depth + 1)[:depth + 1]
+        if cand.label in self.counts:
+            self.counts[cand.label] += c
+        else:
+            self.counts[cand.label] = c.astype(np.int64)
+
+
+def admissible(needs: Sequence[int], prefill_tokens: Sequence[int], kv_free: int, budget: int) -> int:
+    """How many of the requests at the head of the queue (their KV-cache needs and prefill tokens, in order, as many
+    as the batch has room for) join it: first come, first served while the cache holds each one's need and the
+    step's prompt budget its prefill (the first one always fits the budget: a long prompt is not starved)."""
+    n = 0
+    for need, tokens in zip(needs, prefill_tokens):
+        if need > kv_free or (n and tokens > budget):
+            break
+        kv_free -= need
+        budget -= tokens
+        n += 1
+    return n
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Requests admitted together: their batch slots, request indices and the KV tokens each reserved."""
+
+    slots: list[int]
+    requests: list[int]
+    needs: list[int]
+
+
+@dataclass(frozen=True)
+class Joined:
+    """What a prefill of admitted requests computes, per request: prompt tokens, the tokens it emits (its first
+    token; for a preempted request, every token it had emitted) and the tokens the pass computes."""
+
+    prompts: np.ndarray
+    emitted: np.ndarray
+    computed: np.ndarray
+
+
+class Scheduler:
+    """The running batch of one engine and the rules that change it (`simulator.serving`'s docstring says which).
+
+    The batch is held as aligned arrays in row order: the sampler's slot, the request, its output tokens still to
+    come, its cached tokens, the tokens its draft's cache lacks (lazy draft sync), and the KV tokens it reserved."""
+
+    def __init__(self, workload: Workload, policy: Policy, max_batch: int, max_prefill_tokens: int,
+                 kv_tokens: int, lookahead: int, on_demand: bool, eager_draft: bool) -> None:
+        self.workload, self.policy = workload, policy
+        self.max_prefill_tokens = max_prefill_tokens
+        self.kv_capacity = self.kv_free = kv_tokens  # kv_free: what reservations leave (reserve mode)
+        self.lookahead = lookahead
+        self.on_demand = on_demand
+        self.with_draft = policy.uses_draft
+        self.eager = eager_draft
+        # The token budget of a step: each running request's verification pass counts against it.
+        self.batch_cap = min(max_batch, max_prefill_tokens // max(lookahead, 1))
+        self.resumed: dict[int, int] = {}  # preempted requests waiting again: output tokens they had emitted
+        self.admit_blocked = False  # after a preemption, until a request finishes
+        self.preemptions = 0
+        self.active = np.empty(0, dtype=np.int64)
+        self.request = np.empty(0, dtype=np.int64)
+        self.remaining = np.empty(0, dtype=np.int64)
+        self.context = np.empty(0, dtype=np.int64)
+        self.draft_missing = np.empty(0, dtype=np.int64)
+        self.reserved = np.empty(0, dtype=np.int64)
+        self.draft_warm = True  # the last decode step speculated
+        self.last_cand: Candidate | None = None  # what the last decode step drafted
+        self.context_total = 0  # cached tokens over the batch, as of the last state()
+        self.free_slots = list(range(max_batch - 1, -1, -1))
+        self.waiting: deque[int] = deque()
+
+    @property
+    def outstanding(self) -> int:
+        return len(self.waiting) + len(self.active)
+
+    @property
+    def running(self) -> int:
+        return len(self.active)
+
+    def submit(self, request: int) -> None:
+        self.waiting.append(request)
+
+    def need_tokens(self, request: int) -> int:
+        """KV-cache tokens admitting `request` takes: its whole life (reserve), or what it holds once its prefill
+        has run (on-demand: prompt and the tokens it had emitted, or the first token, plus lookahead)."""
+        w = self.workload
+        if self.on_demand:
+            return int(w.prompt_tokens[request]) + max(self.resumed.get(request, 0), 1) + self.lookahead
+        return int(w.prompt_tokens[request] + w.output_tokens[request]) + self.lookahead
+
+    def prefill_tokens(self, request: int) -> int:
+        """Tokens a prefill of `request` computes: its prompt, and for a preempted one the tokens it had emitted."""
+        return int(self.workload.prompt_tokens[request]) + self.resumed.get(request, 0)
+
+    def kv_free_now(self) -> int:
+        if not self.on_demand:
+            return self.kv_free
+        return self.kv_capacity - int(self.context.sum()) - len(self.active) * self.lookahead
+
+    def preempt_until_fits(self) -> None:
+        """On-demand allocation: while the next step's cache (every running request's tokens plus its lookahead)
+        does not fit, the newest running request is preempted to the head of the queue."""
+        while len(self.active) > 1 and self.kv_free_now() < 0:
+            req = int(self.request[-1])
+            self.resumed[req] = int(self.workload.output_tokens[req] - self.remaining[-1])
+            self.waiting.appendleft(req)
+            self.free_slots.append(int(self.active[-1]))
+            self.active, self.request, self.remaining = self.active[:-1], self.request[:-1], self.remaining[:-1]
+            self.context, self.draft_missing = self.context[:-1], self.draft_missing[:-1]
+            self.reserved = self.reserved[:-1]
+            self.preemptions += 1
+            self.admit_blocked = True
+
+    def admit(self) -> Admission | None:
+        """First come, first served while a slot, the KV cache and the prefill budget allow (`admissible`)."""
+        if self.admit_blocked:
+            return None
+        room = min(self.batch_cap - len(self.active), len(self.free_slots))
+        head = [self.waiting[i] for i in range(min(max(room, 0), len(self.waiting)))]
+        needs = [self.need_tokens(r) for r in head]
+        n = admissible(needs, [self.prefill_tokens(r) for r in head], self.kv_free_now(), self.max_prefill_tokens)
+        if not self.on_demand:
+            self.kv_free -= sum(needs[:n])
+        if not n:
+            return None
+        reqs = [self.waiting.popleft() for _ in range(n)]
+        return Admission([self.free_slots.pop() for _ in range(n)], reqs, needs[:n])
+
+    def join(self, admission: Admission) -> Joined:
+        """The admitted requests join the running batch after its last row, as their prefill leaves them."""
+        slots = np.asarray(admission.slots, dtype=np.int64)
+        reqs = np.asarray(admission.requests, dtype=np.int64)
+        w = self.workload
+        prompts = w.prompt_tokens[reqs]
+        emitted = np.ones_like(prompts)  # a new request's prefill emits its first token
+        if self.resumed:
+            emitted = np.array([self.resumed.pop(r, 1) for r in admission.requests], dtype=np.int64)
+        computed = prompts + emitted - 1  # a preempted request recomputes the tokens it had emitted
+        self.active = np.concatenate([self.active, slots])
+        self.request = np.concatenate([self.request, reqs])
+        self.remaining = np.concatenate([self.remaining, w.output_tokens[reqs] - emitted])
+        self.context = np.concatenate([self.context, prompts + emitted])
+        self.draft_missing = np.concatenate([self.draft_missing, np.zeros_like(prompts) if self.eager else computed])
+        self.reserved = np.concatenate([self.reserved, np.asarray(admission.needs, dtype=np.int64)])
+        return Joined(prompts, emitted, computed)
+
+    def state(self) -> BatchState:
+        """What the policy chooses from: the batch, its mean context, what the draft's cache lacks, what was
+        drafted last."""
+        batch = len(self.active)
+        lazy = self.with_draft and not self.eager
+        missing_mean = int(self.draft_missing.sum()) / batch if lazy else 0.0
+        remaining_mean = int(self.remaining.sum()) / batch if missing_mean else 1.0
+        self.context_total = int(self.context.sum())
+        return BatchState(batch, self.context_total / batch, missing_mean, remaining_mean, self.draft_warm,
+                          self.last_cand)
+
+    def drafted(self, cand: Candidate) -> None:
+        """The step just scheduled drafted `cand` (plain: k = 0)."""
+        self.last_cand = cand
+        self.draft_warm = not cand.is_plain
+
+    def keep(self, emitted: np.ndarray | int) -> None:
+        """Every running sequence keeps `emitted` tokens (per sequence, or the same for all)."""
+        self.remaining -= emitted
+        self.context += emitted
+
+    def finished(self) -> np.ndarray:
+        """Rows whose request has every output token."""
+        return self.remaining <= 0
+
+    def retire(self, done: np.ndarray, order: Sequence[int] | None = None) -> np.ndarray:
+        """Finished rows leave: their KV reservation and slots are freed; the rest keep their order, or take the
+        rows `order` gives (old row per new row: an engine that moves its last rows into the freed ones). Returns
+        the finished requests."""
+        finished = self.request[done]
+        if not len(finished):
+            return finished
+        self.admit_blocked = False
+        self.kv_free += int(self.reserved[done].sum())
+        self.free_slots.extend(int(s) for s in self.active[done])
+        rows = np.flatnonzero(~done) if order is None else np.asarray(order, dtype=np.int64)
+        self.active, self.request, self.remaining = self.active[rows], self.request[rows], self.remaining[rows]
+        self.context, self.draft_missing = self.context[rows], self.draft_missing[rows]
+        self.reserved = self.reserved[rows]
+        return finished
