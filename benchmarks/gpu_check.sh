@@ -27,7 +27,10 @@ SMALL="${SMALL:-0}"
 mkdir -p "$OUT"
 LOG="$OUT/log.txt"
 : > "$LOG"
-export PYTHONUNBUFFERED=1 XDG_CACHE_HOME="${TMPDIR:-/tmp}/specsim-gpu-check-cache"
+# Profiles the run writes without --out land in a cache of its own, removed when the script ends however it ends.
+CACHE="$(mktemp -d "${TMPDIR:-/tmp}/specsim-gpu-check-cache.XXXXXX")"
+trap 'rm -rf "$CACHE"' EXIT
+export PYTHONUNBUFFERED=1 XDG_CACHE_HOME="$CACHE"
 
 if ! python3 -c "import simpy" 2>/dev/null; then
   if ls .whl/*.whl >/dev/null 2>&1; then

@@ -20,6 +20,8 @@ from engine.device import device_identity, device_state
 from engine.model import KEY_ALIGN, Window, build_decoder, causal_window, round_keys
 from engine.pass_runner import PassRunner, make_runner
 from engine.rejection import distribution, sample
+from engine.speculative import RealEngine
+from scenarios import is_builtin_pair
 from scenarios.host import host_summary
 from scenarios.profile import (
     SCHEMA,
@@ -243,16 +245,17 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     ratio = verify_ratio_check(fit.cost, points, target)
 
     acceptance = None
+    catchup = RealEngine.DRAFT_CATCHUP_TOKENS
+    with_habit = replace(fit.cost.overheads, engine=replace(fit.cost.overheads.engine, draft_catchup_tokens=catchup))
     measured_cost = replace(fit.cost, measured={(p.model, p.batch, p.new_tokens, p.context): p.time_s
-                                                for p in points}, draft_catchup_tokens=2,
-                            measured_models=(target, draft))
+                                                for p in points}, overheads=with_habit, measured_models=(target, draft))
     if builtin_pair(target, draft):
         acceptance, engine = measure_builtin(device, runner, dtype, quick, max(grid.batches), progress, seed,
                                              measured_cost, target, draft)
     else:
         engine = measure_engine_at_shapes(device, runner, grid, quick, progress, seed,
                                           measured_cost.draft_catchup_tokens, target, draft)
-    fit_overheads = asdict(replace(fit.cost.overheads, engine=engine))
+    fit_overheads = asdict(replace(fit.cost.overheads, engine=replace(engine, draft_catchup_tokens=catchup)))
     tax = acceptance.pop("speculation_tax", {}) if acceptance else {}  # the engine's, not the pair's acceptance
 
     profile: dict[str, Any] = {
@@ -277,7 +280,6 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
             "linear_rates": rates_to_dict(fit.cost.linear_rates),
             "attention_rates": rates_to_dict(fit.cost.attention_rates),
             "overheads": fit_overheads,
-            "draft_catchup_tokens": 2,
             "attention_overlap": fit.cost.attention_overlap,
             "seconds_per_linear_byte": {"rows": list(fit.knots), "values": list(fit.seconds_per_linear_byte)},
             "train_points": len(train),
@@ -296,7 +298,7 @@ def builtin_pair(target: ModelSpec, draft: ModelSpec) -> bool:
     """Whether the calibrated shapes are the built-in pair's (so its trained weights can measure acceptance)."""
     from engine.builtin import WEIGHTS
 
-    return target.name == "specsim-target" and draft.name == "specsim-draft" and (WEIGHTS / "builtin.json").exists()
+    return is_builtin_pair(target, draft) and (WEIGHTS / "builtin.json").exists()
 
 
 def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick: bool, max_batch: int,
@@ -308,7 +310,6 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
     from calibrate.measure_acceptance import measure_acceptance, measure_by_context
     from calibrate.speculation_tax import measure_tax
     from engine.builtin import encode, load_pair, long_texts, prompts
-    from engine.speculative import RealEngine
 
     n_prompts, n_tokens = (16, 64) if quick else (64, 128)
     calib = [encode(p) for p in prompts("calibration")[:n_prompts]]
@@ -345,7 +346,6 @@ def measure_engine_at_shapes(device: torch.device, runner: PassRunner, grid: Gri
     models of these shapes decode random prompts as long as the smallest calibrated context, chains replaying
     `FORCED_ACCEPTANCE`, at batch 1 and the largest calibrated batch. Skipped (zero, as before) where a pair's
     vocabularies differ or the models do not fit."""
-    from engine.speculative import RealEngine
     from simulator.acceptance_parse import parse_acceptance
 
     if target.vocab_size != draft.vocab_size:

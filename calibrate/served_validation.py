@@ -23,6 +23,7 @@ import numpy as np
 
 from calibrate.served_validation_report import ServedRow, ServingValidation, average, nanmean, rel
 from engine.served_loop import Served, serve
+from scenarios import is_builtin_pair
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance
 from simulator.metrics import ServingMetrics, summarize
@@ -173,7 +174,7 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
 
     if repeats not in (1, 2):
         raise SpecsimError(f"a rate runs its policies once or forward and back (1 or 2 passes), not {repeats}")
-    builtin = profile.target.name == "specsim-target"
+    builtin = is_builtin_pair(profile.target, profile.draft)
     if acceptance_spec is None:
         check_validatable(profile)
         acceptance = profile.acceptance.model()

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from scenarios import load_hardware, load_model, tomllib
+from scenarios import is_builtin_pair, load_hardware, load_model, tomllib
 from scenarios.files import check_output, parse_json, read_records, read_text
 from scenarios.profile import SCHEMA, SCHEMA_VERSION, Profile, assess_trust, rates_to_dict, save_profile, spec_to_dict
 from simulator import SpecsimError, __version__
@@ -248,7 +248,6 @@ def import_profile(source: str, hardware: str, target_name: str, draft_name: str
             "attention_rates": rates_to_dict(cost.attention_rates),
             "overheads": {**{k: getattr(cost.overheads, k) for k in ("pass_s", "layer_s", "row_s",
                                                                      "sequence_layer_s")}, "engine": {}},
-            "draft_catchup_tokens": 1,
             "attention_overlap": cost.attention_overlap,
             "train_points": len(points),
             "heldout": heldout,
@@ -284,7 +283,7 @@ def calibrate_from(source: str, hardware: str | None, target: str, draft: str, d
     """`specsim calibrate --from`: the output checked first, the profile fitted and written."""
     if not hardware:
         raise SpecsimError("--from needs --hardware PRESET: the GPU the engine ran on (its datasheet ceilings)")
-    if target == "specsim-target":
+    if is_builtin_pair(target):
         raise SpecsimError("--from needs --target (and --draft): the models the engine served, e.g. --target "
                            "llama-3.1-8b --draft llama-3.2-1b")
     if out is not None:

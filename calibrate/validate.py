@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from calibrate.paired_runs import MeasuredConfig
+from scenarios import is_builtin_pair
 from scenarios.profile import Profile
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance, IIDAcceptance, WithRanks
@@ -264,7 +265,7 @@ def predicted_curves(profile: Profile, candidates: Sequence[Candidate], batches:
 
 def check_validatable(profile: Profile) -> None:
     """A profile validation can use: the built-in pair's, with measured acceptance."""
-    if profile.acceptance is None or profile.target.name != "specsim-target":
+    if profile.acceptance is None or not is_builtin_pair(profile.target, profile.draft):
         raise SpecsimError(f"profile {profile.path} is not a calibration of the built-in pair with measured "
                            "acceptance; run `specsim calibrate` (default target and draft) first")
 

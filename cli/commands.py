@@ -3,13 +3,16 @@ its result: predict, validate (static and served), sweep."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from cli.options import ServedOptions, SetupOptions
 from cli.output import check_figures, echo_or_write, echo_result, progress, say, write_figures
 from simulator import SpecsimError
+
+if TYPE_CHECKING:
+    from scenarios.profile import Profile
 
 
 def run_predict(alpha: float | None, setup: SetupOptions, ks: list[int], cost_ratio: float | None,
@@ -134,7 +137,7 @@ def run_served_validation(profile_path: Path | None, quick: bool, as_json: bool,
         click.echo(format_serving_validation(report), nl=False)
 
 
-def check_shapes(profile: Any, target: str | None, draft: str | None) -> None:
+def check_shapes(profile: Profile, target: str | None, draft: str | None) -> None:
     """The profile was calibrated at the shapes asked for (by name), or a one-line error saying how to get one."""
     from scenarios import load_model
 

@@ -7,13 +7,21 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from cli.output import check_figures, progress, say_notes, write_figures
 from simulator import SpecsimError, limits
 from simulator.ranges import parse_int_range, parse_latency_s, parse_positive_floats
+
+if TYPE_CHECKING:
+    from scenarios.serving_scenario import ServingOptions
+    from scenarios.setup import Setup
+    from simulator.capacity import Scenario
+    from simulator.metrics import ServingMetrics
+    from simulator.policies import Policy
+    from simulator.serving import ServingRun
 
 DTYPES = ["bf16", "fp16", "fp32", "fp8"]
 
@@ -113,7 +121,7 @@ class SetupOptions:
     tp: int = 1
     draft_tp: int | None = None
 
-    def resolve(self, need_acceptance: bool = True) -> Any:
+    def resolve(self, need_acceptance: bool = True) -> Setup:
         """The `scenarios.setup.Setup` these options name; its notes said on stderr."""
         from scenarios.setup import resolve_setup
 
@@ -193,7 +201,7 @@ serving_options = packed(
 )
 
 
-def _serving(**kw: Any) -> Any:
+def _serving(**kw: Any) -> ServingOptions:
     from scenarios.serving_scenario import ServingOptions
 
     return ServingOptions(**kw)
@@ -235,7 +243,7 @@ class ServedOptions:
                                      param_hint="--prompt-tokens")
         return n
 
-    def serving(self, quick: bool, seed: int) -> Any:
+    def serving(self, quick: bool, seed: int) -> ServingOptions:
         from scenarios.serving_scenario import ServingOptions
 
         return ServingOptions(policy_text=self.policy_text or "off,fixed:4,adaptive",
@@ -295,14 +303,15 @@ def figure_out(f: Any) -> Any:
 
 # -- from options to the library's inputs ----------------------------------------------------------------------------
 
-def scenario_from(setup: Any, serving: Any) -> tuple[Any, list]:
+def scenario_from(setup: Setup, serving: ServingOptions) -> tuple[Scenario, list[Policy]]:
     """A setup and `serving_options` resolved into a serving scenario and its policies."""
     from scenarios.serving_scenario import build_scenario
 
     return build_scenario(setup.cost, setup.target, setup.draft, setup.acceptance, serving)
 
 
-def simulate_from(setup: Any, rates: list[float] | None, engines: int, serving: Any) -> tuple:
+def simulate_from(setup: Setup, rates: list[float] | None, engines: int, serving: ServingOptions
+                  ) -> tuple[Scenario, list[tuple[ServingRun, ServingMetrics]]]:
     """The scenario, and every policy simulated at every rate with a progress bar."""
     from scenarios.serving_scenario import simulate_rates
 

@@ -8,11 +8,16 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from simulator import SpecsimError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from scenarios.setup import Setup
 
 FIGURES = (".png", ".svg", ".pdf")
 
@@ -81,7 +86,7 @@ def say(*lines: str) -> None:
         click.echo(line, err=True)
 
 
-def say_notes(setup: Any) -> Any:
+def say_notes(setup: Setup) -> Setup:
     for note in setup.notes:
         click.echo(note, err=True)
     return setup
@@ -93,7 +98,7 @@ def check_figures(paths: tuple[Path, ...] | list[Path]) -> list[Path]:
     return check_outputs(paths, "figure", FIGURES)
 
 
-def write_figures(figs: dict[Path, Any]) -> None:
+def write_figures(figs: dict[Path, Figure]) -> None:
     """Render every figure first, then write them all or none."""
     from scenarios.files import write_all
 

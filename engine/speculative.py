@@ -178,6 +178,10 @@ class _Batch:
 class RealEngine:
     """A target and an optional draft decoder on one device (the target's), decoding batches of prompts."""
 
+    # Each draft phase starts with a pass over [previous, current] (the module docstring): the first draft pass of a
+    # step reads two tokens, not one (`simulator.specs.EngineOverheads.draft_catchup_tokens`).
+    DRAFT_CATCHUP_TOKENS = 2
+
     def __init__(self, target: Decoder, draft: Decoder | None = None, runner: PassRunner | None = None,
                  key_bucket: int | None = None) -> None:
         self.target, self.draft = target, draft

@@ -208,6 +208,19 @@ def model_from_config_json(path: str | Path, dtype: str | None = None) -> ModelS
     return _model_from_dict(str(name), d, chosen)
 
 
+BUILTIN_TARGET = "specsim-target"  # the built-in pair's presets (models.toml), trained weights in engine/weights/
+BUILTIN_DRAFT = "specsim-draft"
+
+
+def is_builtin_pair(target: str | ModelSpec, draft: str | ModelSpec | None = None) -> bool:
+    """Whether `target` (and `draft`, when given) are the built-in pair's models, whose trained weights can
+    measure acceptance: the one rule every command uses."""
+    def name(m: str | ModelSpec) -> str:
+        return m if isinstance(m, str) else m.name
+
+    return name(target) == BUILTIN_TARGET and (draft is None or name(draft) == BUILTIN_DRAFT)
+
+
 def load_model(name_or_path: str, dtype: str = "bf16") -> ModelSpec:
     """A preset by name, or a ``config.json`` (or a folder holding one) on disk."""
     p = Path(name_or_path)

@@ -250,7 +250,6 @@ class Fit:
     heldout: HeldoutErrors
     datasheet_heldout: HeldoutErrors
     train_points: int
-    draft_catchup_tokens: int = 1
     attention_overlap: bool = True
     verify_ratio_batch1: tuple[Mapping[str, float], ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -263,15 +262,22 @@ class Fit:
                 _num(ov, k)
             else:
                 for name, part in v.items():  # the verify phase's extra may be negative (`calibrate.engine_overheads`)
+                    if name == "draft_catchup_tokens":
+                        if not isinstance(part, int) or part < 1:
+                            raise _Bad(f"fit.overheads.engine.draft_catchup_tokens must be a whole number >= 1, "
+                                       f"got {part!r}")
+                        continue
                     _num(part, "fixed_s", signed=name == "verify")
                     _num(part, "per_sequence_s", signed=name == "verify")
+        if "draft_catchup_tokens" in d:  # profiles before it moved into the engine's overheads kept it here
+            ov["engine"] = {**ov.get("engine", {}), "draft_catchup_tokens": d["draft_catchup_tokens"]}
         known = {"linear_rates", "attention_rates", "overheads", "heldout", "datasheet_heldout", "train_points",
                  "draft_catchup_tokens", "attention_overlap", "verify_ratio_batch1"}
         return cls(
             rates_from_dict(_need(d, "linear_rates")), rates_from_dict(_need(d, "attention_rates")),
             Overheads.from_dict(ov), HeldoutErrors.from_dict(_need(d, "heldout")),
             HeldoutErrors.from_dict(d.get("datasheet_heldout") or {"n": 0}), int(d.get("train_points", 0)),
-            int(d.get("draft_catchup_tokens", 1)), bool(d.get("attention_overlap", True)),
+            bool(d.get("attention_overlap", True)),
             tuple(d.get("verify_ratio_batch1", ())), {k: v for k, v in d.items() if k not in known})
 
     def to_dict(self) -> dict[str, Any]:
@@ -279,7 +285,7 @@ class Fit:
 
         return {**self.extra, "linear_rates": rates_to_dict(self.linear_rates),
                 "attention_rates": rates_to_dict(self.attention_rates), "overheads": asdict(self.overheads),
-                "draft_catchup_tokens": self.draft_catchup_tokens, "attention_overlap": self.attention_overlap,
+                "attention_overlap": self.attention_overlap,
                 "train_points": self.train_points, "heldout": self.heldout.to_dict(),
                 "datasheet_heldout": self.datasheet_heldout.to_dict(),
                 "verify_ratio_batch1": list(self.verify_ratio_batch1)}
@@ -539,7 +545,7 @@ class Profile:
         measured = monotone_times({p.key: p.median_s for p in self.passes if p.median_s}) if with_measurements else {}
         return CostModel(hardware=self.hardware, linear_rates=self.fit.linear_rates,
                          attention_rates=self.fit.attention_rates, overheads=self.fit.overheads, measured=measured,
-                         label="calibrated", draft_catchup_tokens=self.fit.draft_catchup_tokens,
+                         label="calibrated",
                          measured_models=(self.target, self.draft), attention_overlap=self.fit.attention_overlap)
 
     def datasheet_cost(self) -> CostModel:

@@ -201,11 +201,14 @@ class CostModel:
     measured_models: tuple[ModelSpec, ...] = ()  # the shapes the measurements belong to (for the ratio grid)
     attention_overlap: bool = True  # attention's KV reads and FLOPs overlap (max); False: they add (eager CPU)
     linear_ridge_p: float = float("inf")  # how the linear layers' memory and compute times combine (ridge_combine)
-    draft_catchup_tokens: int = 1  # tokens in a step's first draft pass: 1 if the draft cache is always current;
-    # specsim's own engine re-caches [previous, current] at the start of each draft phase, so 2
     drift: Mapping[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)  # model name -> ((batch,
     # factor), ...): how much slower (> 1) the device runs that model's passes now than when calibrated, from a spot
     # check (`calibrate.validate.spot_check`); log-linear in batch between the knots, constant beyond them
+
+    @property
+    def draft_catchup_tokens(self) -> int:
+        """Tokens in a step's first draft pass (`EngineOverheads.draft_catchup_tokens`: the engine's habit)."""
+        return self.overheads.engine.draft_catchup_tokens
 
     def drift_factor(self, model: ModelSpec, batch: np.ndarray | int) -> np.ndarray:
         """The drift factor of `model`'s passes at each batch (1 where no spot check was made)."""

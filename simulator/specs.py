@@ -45,10 +45,15 @@ class EngineOverheads:
     verify: PerStep = field(default_factory=PerStep)  # around the verification pass
     chain_accept: PerStep = field(default_factory=PerStep)  # the accept/reject rule over a chain
     tree_accept: PerStep = field(default_factory=PerStep)  # recursive rejection down a tree, cache compaction
+    # Tokens in a step's first draft pass: 1 where the draft's cache is kept current (the presets' engines); specsim's
+    # own engine re-caches [previous, current] at the start of every draft phase (engine.speculative), so 2.
+    draft_catchup_tokens: int = 1
 
     @classmethod
     def from_dict(cls, d: dict) -> EngineOverheads:
-        return cls(**{k: PerStep(**v) for k, v in d.items()})
+        d = dict(d)
+        catchup = int(d.pop("draft_catchup_tokens", 1))
+        return cls(**{k: PerStep(**v) for k, v in d.items()}, draft_catchup_tokens=catchup)
 
 
 @dataclass(frozen=True)
