@@ -346,7 +346,7 @@ def acceptance_fit(source: str, ks: list[int], folds: int, models: str, profile_
     engine's counters (vllm-metrics:FILE, sglang:FILE@K, trtllm:FILE[@K]: step counts only, judged in sample).
 
     
-    specsim acceptance fit trace:../shared/data/acceptance-traces/llama3.1-8b-instruct_cnn.jsonl:ngram
+    specsim acceptance fit trace:scenarios/samples/acceptance/llama3.1-8b-instruct_cnn-40.jsonl:ngram
     """
     from scenarios.setup import fit_acceptance
     from simulator.acceptance_fit import fit_record, format_fit_report

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -51,11 +52,21 @@ def condensed_batches(batches: list[int], best_k: dict[int, str], limit: int = 2
     return sorted(keep)
 
 
-def describe_disable(value: int | None, batches: list[int]) -> str:
+def describe_disable(value: int | None, batches: list[int], rows: Sequence[SweepRow] = (),
+                     memory_capped: bool = False) -> str:
+    """The summary line of one context's table; `rows` (that context's) tell a memory limit from a speed-up lost;
+    `memory_capped`: larger batches were asked for and left out because nothing fits."""
+    fitting = [r.batch for r in rows if r.fits]
     if value is None:
+        if fitting and (memory_capped or max(fitting) < max(batches)):
+            return f"speculation still pays at the largest batch that fits ({max(fitting)})"
         return f"speculation still pays at the largest batch swept ({max(batches)})"
     if value == 0:
         return "speculation never pays in this sweep: keep it off"
+    drafted_fit = [r.batch for r in rows if r.fits and (r.k != 0 or r.tree)]
+    if drafted_fit and value == max(drafted_fit) and max(fitting) > value:
+        return (f"disable speculation above batch {value}: above it the draft's weights and KV cache no longer fit "
+                "beside the target's (a memory limit; speculation still paid there)")
     return f"disable speculation above batch {value}"
 
 
@@ -105,7 +116,7 @@ def format_hardware_table(result: SweepResult, every_row_hint: str = "") -> str:
             out.append(f"  from batch {unfit[context]:,} on nothing fits (the target's weights and KV cache exceed "
                        "the device's memory): those batches are left out")
         by_ctx = dict(result.disable_above_batch_by_context)
-        out.append("  " + describe_disable(by_ctx.get(context), batches))
+        out.append("  " + describe_disable(by_ctx.get(context), batches, rows, context in unfit))
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 

@@ -158,15 +158,18 @@ class SweepResult:
 
 def disable_above(rows: Sequence[SweepRow], largest: int | None = None) -> int | None:
     """The batch above which speculation never pays in `rows`: it still pays there; 0 if it never pays; None if it
-    pays at the largest batch swept (`largest`: the largest asked for, fitting or not)."""
+    pays at the largest batch swept that plain decoding fits in memory (`largest`: the largest asked for; batches
+    where nothing fits are no reason to switch speculation off)."""
     batches = [r.batch for r in rows]
     if not batches:
         return 0 if largest is not None else None
     paying = [r.batch for r in rows if r.fits and (r.k != 0 or r.tree) and r.speedup > PAYS]
     if not paying:
         return 0
+    fitting = [r.batch for r in rows if r.fits]
+    top = min(largest if largest is not None else max(batches), max(fitting))
     last = max(paying)
-    return None if last == (largest if largest is not None else max(batches)) else last
+    return None if last >= top else last
 
 
 def _best_and_disable(rows: list[SweepRow], largest: int | None = None, contexts: Sequence[int] = (),

@@ -188,3 +188,18 @@ def test_plot_acceptance_against_context_and_measured_at_context(builtin_profile
     save_profile(older, path)
     one_line_error(run("plot", "acceptance", "--context", "--profile", str(path), "--out", str(tmp_path / "d.png")),
                    "did not measure acceptance against context")
+
+
+def test_a_memory_limit_is_not_called_the_end_of_speculations_gain():
+    """At 8k context the 8B target's cache fills an H100 from batch 64: speculation still pays at the largest batch
+    that fits (32), so the table must not tell the user to switch it off above 32; where the draft's own weights and
+    cache stop fitting first (iid 0.7, batch 40 on), the switch-off is said to be a memory limit."""
+    pair = ["--target", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--k", "0..4", "--context", "8192"]
+    r = run("predict", "--hardware", "h100-sxm", "--acceptance", "iid:0.6", "--batch", "1..256:x2", *pair)
+    assert r.exit_code == 0, r.output
+    assert "speculation still pays at the largest batch that fits (32)" in r.output
+    assert "disable speculation" not in r.output
+    r = run("predict", "--hardware", "h100-sxm", "--acceptance", "iid:0.7", "--batch", "1..64", *pair)
+    assert r.exit_code == 0, r.output
+    line = next(s for s in r.output.splitlines() if "disable speculation above batch" in s)
+    assert "draft's weights and KV cache no longer fit" in line
