@@ -126,8 +126,9 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
               show_default=True, help="poor: a random model against a small-vocabulary target; built-in: the "
               "trained byte-level pair (first 2 tokens); ngram: prompt lookup.")
 @click.option("--k", "ks", type=opt.IntRange(1, 16), default="1,4", show_default=True, help="Chain draft lengths.")
-@click.option("--tree", "trees", multiple=True, metavar="B1,B2,...", default=("2,2",), show_default=True,
-              help="Tree shapes (repeatable; '' for none; not with --draft ngram).")
+@click.option("--tree", "trees", multiple=True, metavar="B1,B2,...",
+              help="Tree shapes (repeatable; '' for none) [default: 2,2; none with --draft ngram, whose lookup "
+              "proposes one continuation].")
 @click.option("--samples", type=click.IntRange(100, 10_000_000), default=20000, show_default=True,
               help="Completions drawn per case.")
 @click.option("--tokens", "m", type=click.IntRange(1, 4), default=None,
@@ -146,13 +147,16 @@ def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: i
 
     \b
     specsim exactness --samples 20000 --k 1,4 --tree 2,2
-    specsim exactness --draft ngram --k 3 --tree ''
+    specsim exactness --draft ngram --k 3
     """
     from calibrate.exactness import run_exactness
     from simulator.trees import parse_branching
 
+    if not trees:
+        trees = () if draft_kind == "ngram" else ("2,2",)
     shapes = [parse_branching(t) for t in trees if t.strip()]
-    failures = run_exactness(draft_kind, ks, shapes, samples, seed, temperature, m, click.echo, device_name)
+    failures = run_exactness(draft_kind, ks, shapes, samples, seed, temperature, m, click.echo, device_name,
+                             out.progress)
     if failures:
         click.echo(f"specsim: {failures} case(s) failed", err=True)
         sys.exit(1)

@@ -33,7 +33,8 @@ from simulator.acceptance_parse import parse_acceptance  # noqa: E402
 from simulator.cost import CostModel  # noqa: E402
 from simulator.metrics import summarize  # noqa: E402
 from simulator.policies import parse_policy  # noqa: E402
-from simulator.serving import EngineConfig, StepCosts, simulate  # noqa: E402
+from simulator.serving import EngineConfig, simulate  # noqa: E402
+from simulator.step_costs import StepCosts  # noqa: E402
 from simulator.workload import parse_lengths, synthetic  # noqa: E402
 
 STATS = ("TPOT p50", "TPOT p90", "TPOT p99", "TTFT p50", "TTFT p99")

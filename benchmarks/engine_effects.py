@@ -37,9 +37,10 @@ from simulator.acceptance_parse import parse_acceptance
 from simulator.cost import CostModel
 from simulator.metrics import summarize
 from simulator.policies import parse_policy
-from simulator.serving import EngineConfig, StepCosts, simulate
+from simulator.serving import EngineConfig, simulate
 from simulator.serving_report import policy_table
 from simulator.specs import SpeculationTax
+from simulator.step_costs import StepCosts
 from simulator.sweep import chains, sweep
 from simulator.workload import parse_lengths, static_batch, synthetic
 

@@ -17,7 +17,8 @@
 #       --platform manylinux2014_x86_64 --platform any -d .whl simpy==4.1.1
 # and run with the device tool: command "bash benchmarks/gpu_check.sh", carry [".whl"], timeout_s 560.
 #
-# The same script runs the plumbing on a CPU in a minute or two (no GPU figures, tiny grids):
+# The same script runs the plumbing on a CPU in a few minutes (no GPU figures, tiny grids; 2-core CPU: see the
+# closing line of its log):
 #   DEVICE=cpu SMALL=1 bash benchmarks/gpu_check.sh /tmp/gpu-check
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,7 @@ OUT="${1:-${OUT:-out/gpu-check}}"
 DEVICE="${DEVICE:-cuda}"
 SMALL="${SMALL:-0}"
 mkdir -p "$OUT"
+T0=$(date +%s)
 LOG="$OUT/log.txt"
 : > "$LOG"
 # Profiles the run writes without --out land in a cache of its own, removed when the script ends however it ends.
@@ -61,10 +63,13 @@ step() {  # step NAME 'COMMAND': run it (stdout and stderr to the log unless it 
 : > "$OUT/times.txt"
 
 if [ "$SMALL" = 1 ]; then
-  BUILTIN_BATCH=1,2; VALIDATE="--batch 1,2 --k 1,4 --tree 2,2,1 --repeats 2 --tokens 16"
+  # Plumbing only: every step runs once at the smallest size that exercises its code (the figures mean nothing).
+  BUILTIN_BATCH=1,2; VALIDATE="--batch 1,2 --k 4 --tree 2,1 --repeats 1 --tokens 8"
   REAL="--target llama-68m --draft llama-68m --batch 1,2 --context 64"; PRED_BATCH=1..4:x2; SAMPLES=500
-  SHAPES="--batch 1,2 --k 1,4 --repeats 1 --tokens 16 --prompt-tokens 32"
-  SERVE="--requests 12 --max-batch 4"; SERVE_SHAPES="--requests 12 --max-batch 4 --prompt-tokens 16..32 --output-tokens 8..16"
+  SHAPES="--batch 1 --k 2 --repeats 1 --tokens 8 --prompt-tokens 16"
+  SERVE="--requests 6 --max-batch 2 --rate 50 --policy off,fixed:2 --passes 1 --output-tokens 4..8"
+  SERVE_SHAPES="--requests 6 --max-batch 2 --rate 50 --policy off,adaptive --passes 1 --prompt-tokens 16..32 \
+    --output-tokens 4..8"
 else
   BUILTIN_BATCH=1..64:x2; VALIDATE="--batch 1,2,4,8,16,32,64 --k 1,2,4,6 --tree 2,2,1 --repeats 3 --tokens 48"
   REAL="--target llama-3.1-8b --draft llama-3.2-1b --batch 1..256:x2 --context 128,1024"; PRED_BATCH=1..256:x2
@@ -88,3 +93,4 @@ step validate-serving-shapes "$SPECSIM validate --profile $OUT/real-profile.json
   --acceptance '$EAGLE_SHAREGPT' $SERVE_SHAPES --time-cap-s 40 --json > $OUT/validate-serving-shapes.json"
 step exactness "$SPECSIM exactness --device $DEVICE --samples $SAMPLES --k 1,4 --tree 2,2"
 python3 benchmarks/gpu_report.py "$OUT" | tee "$OUT/summary.txt"
+echo "=== all steps: $(( $(date +%s) - T0 )) s" | tee -a "$LOG"

@@ -18,7 +18,8 @@ from simulator.acceptance_parse import parse_acceptance
 from simulator.cost import CostModel
 from simulator.metrics import decode_tokens_per_s, summarize
 from simulator.policies import parse_policies, parse_policy
-from simulator.serving import EngineConfig, StepCosts, simulate
+from simulator.serving import EngineConfig, simulate
+from simulator.step_costs import StepCosts
 from simulator.sweep import Candidate, step_time
 from simulator.workload import parse_lengths, static_batch, synthetic
 

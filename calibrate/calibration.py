@@ -6,7 +6,7 @@ import contextlib
 import datetime as dt
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,13 +24,15 @@ from engine.speculative import RealEngine
 from scenarios import is_builtin_pair
 from scenarios.host import host_summary
 from scenarios.profile import (
-    SCHEMA,
-    SCHEMA_VERSION,
+    DeviceInfo,
+    Fit,
+    HeldoutErrors,
+    MeasuredAcceptance,
     Microbenchmarks,
+    PassRecord,
     Profile,
     assess_trust,
-    rates_to_dict,
-    spec_to_dict,
+    speculation_tax_record,
 )
 from simulator import SpecsimError, __version__
 from simulator.cost import CostModel
@@ -255,43 +257,23 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     else:
         engine = measure_engine_at_shapes(device, runner, grid, quick, progress, seed,
                                           measured_cost.draft_catchup_tokens, target, draft)
-    fit_overheads = asdict(replace(fit.cost.overheads, engine=replace(engine, draft_catchup_tokens=catchup)))
+    overheads = replace(fit.cost.overheads, engine=replace(engine, draft_catchup_tokens=catchup))
     tax = acceptance.pop("speculation_tax", {}) if acceptance else {}  # the engine's, not the pair's acceptance
-
-    profile: dict[str, Any] = {
-        "schema": SCHEMA,
-        "schema_version": SCHEMA_VERSION,
-        "specsim_version": __version__,
-        "command": command,
-        "options": dict(options or {}),
-        "engine_mode": runner.mode,
-        "created": created,
-        "device": identity,
-        "device_state": {"start": state_start, "end": device_state(device)},
-        "host": host_summary(),
-        "dtype": dtype,
-        "quick": quick,
-        "models": {"target": spec_to_dict(target), "draft": spec_to_dict(draft),
-                   "probes": [spec_to_dict(p) for p in probes]},
-        "microbenchmarks": micro,
-        "passes": passes,
-        "fit": {
-            "method": "non-negative least squares on relative error; see simulator/rate_fit.py",
-            "linear_rates": rates_to_dict(fit.cost.linear_rates),
-            "attention_rates": rates_to_dict(fit.cost.attention_rates),
-            "overheads": fit_overheads,
-            "attention_overlap": fit.cost.attention_overlap,
-            "seconds_per_linear_byte": {"rows": list(fit.knots), "values": list(fit.seconds_per_linear_byte)},
-            "train_points": len(train),
-            "heldout": errors(fit.cost, test, specs),
-            "datasheet_heldout": errors(datasheet, test, specs),
-            "verify_ratio_batch1": ratio,
-        },
-        "acceptance": acceptance,
-        "speculation_tax": tax,
-    }
-    result = Profile.from_dict(profile, "being written")
-    return CalibrationResult(replace(result, trust=assess_trust(result.fit.heldout, result.passes)), fit.cost, specs)
+    records = tuple(PassRecord.from_dict(r) for r in passes)
+    heldout = HeldoutErrors.from_dict(errors(fit.cost, test, specs))
+    profile = Profile(
+        command=command, created=created, device=DeviceInfo.from_dict(identity), dtype=dtype, target=target,
+        draft=draft, micro=Microbenchmarks.from_dict(micro), passes=records,
+        fit=Fit(fit.cost.linear_rates, fit.cost.attention_rates, overheads, heldout,
+                HeldoutErrors.from_dict(errors(datasheet, test, specs)), len(train), fit.cost.attention_overlap,
+                tuple(ratio),
+                {"method": "non-negative least squares on relative error; see simulator/rate_fit.py",
+                 "seconds_per_linear_byte": {"rows": list(fit.knots), "values": list(fit.seconds_per_linear_byte)}}),
+        acceptance=MeasuredAcceptance.from_dict(acceptance) if acceptance else None, probes=tuple(probes),
+        options=dict(options or {}), engine_mode=runner.mode, quick=quick, trust=assess_trust(heldout, records),
+        specsim_version=__version__, device_state={"start": state_start, "end": device_state(device)},
+        host=host_summary(), speculation_tax=speculation_tax_record(tax))
+    return CalibrationResult(profile, fit.cost, specs)
 
 
 def builtin_pair(target: ModelSpec, draft: ModelSpec) -> bool:

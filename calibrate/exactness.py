@@ -10,10 +10,12 @@ exact draws). Negative controls run the same test on deliberately broken rules, 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -113,8 +115,10 @@ def exact_joint(target: Decoder, prompt: Sequence[int], m: int, temperature: flo
 
 
 def draw(engine: RealEngine, prompt: Sequence[int], m: int, n: int, how: Decoding, gen: torch.Generator,
-         batch: int = 2000) -> tuple[np.ndarray, float | None, float | None]:
-    """N samples of the first m tokens (as outcome indices), the acceptance rate and the tokens per pass."""
+         batch: int = 2000, tick: Callable[[int], object] | None = None
+         ) -> tuple[np.ndarray, float | None, float | None]:
+    """N samples of the first m tokens (as outcome indices), the acceptance rate and the tokens per pass;
+    `tick(b)` is told of every b samples drawn."""
     V = engine.target.cfg.vocab_size
     outcomes: list[int] = []
     accepted = tried = 0
@@ -132,14 +136,16 @@ def draw(engine: RealEngine, prompt: Sequence[int], m: int, n: int, how: Decodin
             tried += sum(s.tried)
             passes += len(s.accepted)
             emitted += sum(a + 1 for a in s.accepted)
+        if tick:
+            tick(b)
     rate = accepted / tried if tried else None
     return np.bincount(outcomes, minlength=V**m), rate, (emitted / passes if how.span else None)
 
 
 def run_case(label: str, engine: RealEngine, prompt: Sequence[int], m: int, n: int, how: Decoding, exact: np.ndarray,
-             seed: int) -> TestResult:
+             seed: int, tick: Callable[[int], object] | None = None) -> TestResult:
     gen = torch.Generator(device=engine.device).manual_seed(seed)
-    counts, rate, tpp = draw(engine, prompt, m, n, how, gen)
+    counts, rate, tpp = draw(engine, prompt, m, n, how, gen, tick=tick)
     stat, df, p = chi_square(counts, exact)
     tv = 0.5 * float(np.abs(counts / counts.sum() - exact).sum())
     noise = tv_noise(exact, n, np.random.default_rng(seed))
@@ -164,17 +170,20 @@ def toy_pair(seed: int, device: torch.device | str = "cpu") -> tuple[Decoder, De
 
 def run_exactness(draft_kind: str, ks: Sequence[int], trees: Sequence[Tree], samples: int, seed: int,
                   temperature: float = 1.0, m: int | None = None,
-                  echo: Callable[[str], None] | None = None, device: str = "cpu") -> int:
+                  echo: Callable[[str], None] | None = None, device: str = "cpu",
+                  progress: Callable[[str, int], Any] | None = None) -> int:
     """The exact rule for every k and tree, then the broken rules (negative controls) on the first configuration;
-    each verdict is echoed as it comes. Returns the number of failures (an exact case rejected, a broken rule
+    each verdict is echoed as it comes, the samples drawn shown by `progress(label, total)` (a context manager
+    whose bar takes `update(n)`). Returns the number of failures (an exact case rejected, a broken rule
     missed)."""
-    checks, controls = exactness_cases(draft_kind, ks, trees, samples, seed, temperature, m, echo, device)
+    checks, controls = exactness_cases(draft_kind, ks, trees, samples, seed, temperature, m, echo, device, progress)
     return sum(not verdict(r, "check")[0] for r in checks) + sum(not verdict(r, "control")[0] for r in controls)
 
 
 def exactness_cases(draft_kind: str, ks: Sequence[int], trees: Sequence[Tree], samples: int, seed: int,
                     temperature: float = 1.0, m: int | None = None, echo: Callable[[str], None] | None = None,
-                    device: str = "cpu") -> tuple[list[TestResult], list[TestResult]]:
+                    device: str = "cpu", progress: Callable[[str, int], Any] | None = None
+                    ) -> tuple[list[TestResult], list[TestResult]]:
     """Every case's result: the exact rule (checks) and the broken rules (controls), on `device` (auto, cpu,
     cuda[:N])."""
     from engine.device import resolve_device
@@ -203,24 +212,29 @@ def exactness_cases(draft_kind: str, ks: Sequence[int], trees: Sequence[Tree], s
     configs: list[tuple[str, Decoding]] = [(f"chain k={k}", Decoding(k=k, drafter=drafter, temperature=temperature))
                                            for k in ks]
     configs += [(f"tree {t.label}", Decoding(tree=t, temperature=temperature)) for t in trees]
-    checks: list[TestResult] = []
-    plain = run_case("plain sampling", engine, prompt, m, samples, Decoding(k=0, temperature=temperature), exact,
-                     seed)
-    checks.append(plain)
-    report(plain, "check")
-    for i, (label, how) in enumerate(configs):
-        r = run_case(f"speculative {label}", engine, prompt, m, samples, how, exact, seed + 1 + i)
-        checks.append(r)
-        report(r, "check")
-    controls: list[TestResult] = []
+    cases = [("plain sampling", Decoding(k=0, temperature=temperature), seed, "check")]
+    cases += [(f"speculative {label}", how, seed + 1 + i, "check") for i, (label, how) in enumerate(configs)]
     base_label, base = configs[0] if configs else ("chain k=1", Decoding(k=1, drafter=drafter))
-    for j, rule in enumerate(("resample-from-p", "accept-q-over-p")):
-        how = Decoding(k=base.k, tree=base.tree, drafter=base.drafter, temperature=temperature, rule=rule)
-        r = run_case(f"negative control: {rule} ({base_label})", engine, prompt, m, samples, how, exact,
-                     seed + 100 + j)
-        controls.append(r)
-        report(r, "control")
+    cases += [(f"negative control: {rule} ({base_label})",
+               Decoding(k=base.k, tree=base.tree, drafter=base.drafter, temperature=temperature, rule=rule),
+               seed + 100 + j, "control") for j, rule in enumerate(("resample-from-p", "accept-q-over-p"))]
+    checks: list[TestResult] = []
+    controls: list[TestResult] = []
+    with (progress or _no_progress)(f"sampling {len(cases)} cases x {samples:,}", len(cases) * samples) as bar:
+        for label, how, case_seed, kind in cases:
+            r = run_case(label, engine, prompt, m, samples, how, exact, case_seed, tick=bar.update)
+            (checks if kind == "check" else controls).append(r)
+            report(r, kind)
     return checks, controls
+
+
+@contextlib.contextmanager
+def _no_progress(label: str, total: int) -> Iterator[Any]:
+    class Silent:
+        def update(self, n: int) -> None:
+            pass
+
+    yield Silent()
 
 
 def verdict(r: TestResult, kind: str) -> tuple[bool, str]:

@@ -28,7 +28,8 @@ from simulator import SpecsimError
 from simulator.acceptance import Acceptance
 from simulator.metrics import ServingMetrics, summarize
 from simulator.policies import PLAIN, Policy
-from simulator.serving import EngineConfig, ServingRun, StepCosts, simulate
+from simulator.serving import EngineConfig, ServingRun, simulate
+from simulator.step_costs import StepCosts
 from simulator.workload import Workload
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ import datetime as dt
 import io
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +36,20 @@ import numpy as np
 
 from scenarios import is_builtin_pair, load_hardware, load_model, tomllib
 from scenarios.files import check_output, parse_json, read_records, read_text
-from scenarios.profile import SCHEMA, SCHEMA_VERSION, Profile, assess_trust, rates_to_dict, save_profile, spec_to_dict
+from scenarios.profile import (
+    DeviceInfo,
+    Fit,
+    HeldoutErrors,
+    Microbenchmarks,
+    PassRecord,
+    Profile,
+    assess_trust,
+    save_profile,
+)
 from simulator import SpecsimError, __version__
 from simulator.cost import CostModel
 from simulator.rate_fit import PassPoint, errors, fit_cost_model
-from simulator.specs import HardwareSpec, ModelSpec
+from simulator.specs import HardwareSpec, ModelSpec, Overheads
 
 PHASES = ("decode", "verify", "draft", "prefill")
 CSV_FIELDS = ("batch", "new_tokens", "context", "step_ms")
@@ -229,36 +238,24 @@ def import_profile(source: str, hardware: str, target_name: str, draft_name: str
     cost = fit_on(points)
     heldout = cross_validated(points, fit_on, specs, seed)
     datasheet = CostModel.from_hardware(hw, dtype, datasheet=True)
-    passes = [{"model": p.model, "batch": p.batch, "new_tokens": p.new_tokens, "context": p.context,
-               "median_s": p.time_s, "iqr_s": 0.0, "source": s.where, "phase": s.phase}
-              for p, s in zip(points, steps)]
-    d = {
-        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "specsim_version": __version__, "command": command,
-        "options": dict(options), "engine_mode": "graph", "origin": source if ":" in source else f"{kind}:{source}",
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "device": {"kind": "cuda", "name": hw.name, "memory_bytes": hw.mem_capacity_bytes, "imported_from": source},
-        "dtype": dtype, "quick": False,
-        "models": {"target": spec_to_dict(target), "draft": spec_to_dict(draft), "probes": []},
-        "microbenchmarks": _ceilings(hw, dtype),
-        "passes": passes,
-        "fit": {
-            "method": "non-negative least squares on relative error, to an engine's step times; see "
-                      "calibrate/step_import.py",
-            "linear_rates": rates_to_dict(cost.linear_rates),
-            "attention_rates": rates_to_dict(cost.attention_rates),
-            "overheads": {**{k: getattr(cost.overheads, k) for k in ("pass_s", "layer_s", "row_s",
-                                                                     "sequence_layer_s")}, "engine": {}},
-            "attention_overlap": cost.attention_overlap,
-            "train_points": len(points),
-            "heldout": heldout,
-            "heldout_method": f"{'leave-one-out' if len(points) <= LOO_UP_TO else f'{FOLDS}-fold'} cross-validation"
-                              " (each point predicted by the fit to the others)",
-            "datasheet_heldout": errors(datasheet, points, specs),
-        },
-        "acceptance": None,
-    }
-    profile = Profile.from_dict(d, "being written")
-    return replace(profile, trust=assess_trust(profile.fit.heldout, profile.passes))
+    passes = tuple(PassRecord(p.model, p.batch, p.new_tokens, p.context, p.time_s, 0.0) for p in points)
+    held = HeldoutErrors.from_dict(heldout)
+    method = f"{'leave-one-out' if len(points) <= LOO_UP_TO else f'{FOLDS}-fold'} cross-validation"
+    overheads = Overheads(**{k: getattr(cost.overheads, k) for k in ("pass_s", "layer_s", "row_s",
+                                                                     "sequence_layer_s")})
+    fit = Fit(cost.linear_rates, cost.attention_rates, overheads, held,
+              HeldoutErrors.from_dict(errors(datasheet, points, specs)), len(points), cost.attention_overlap, (),
+              {"method": "non-negative least squares on relative error, to an engine's step times; see "
+                         "calibrate/step_import.py",
+               "heldout_method": f"{method} (each point predicted by the fit to the others)"})
+    return Profile(
+        command=command, created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        device=DeviceInfo.from_dict({"kind": "cuda", "name": hw.name, "memory_bytes": hw.mem_capacity_bytes,
+                                     "imported_from": source}),
+        dtype=dtype, target=target, draft=draft, micro=Microbenchmarks.from_dict(_ceilings(hw, dtype)),
+        passes=passes, fit=fit, options=dict(options), engine_mode="graph",
+        origin=source if ":" in source else f"{kind}:{source}", quick=False, trust=assess_trust(held, passes),
+        specsim_version=__version__)
 
 
 def cross_validated(points: Sequence[PassPoint], fit_on: Any, specs: Mapping[str, ModelSpec], seed: int

@@ -33,7 +33,8 @@ import numpy as np
 from simulator import SpecsimError
 from simulator.policies import Policy
 from simulator.scheduler import AcceptedHistogram, Scheduler, StepRun
-from simulator.serving import EngineConfig, ServingRun, StepCosts, step_columns
+from simulator.serving import EngineConfig, ServingRun, step_columns
+from simulator.step_costs import StepCosts
 from simulator.sweep import Candidate
 from simulator.workload import Workload
 

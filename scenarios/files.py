@@ -93,6 +93,12 @@ def check_output(path: str | Path, what: str, suffixes: Iterable[str] | None = N
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise SpecsimError(f"{what} {str(path)!r}: cannot write into {str(ancestor)!r} (permission denied); choose "
                            "another place")
+    try:  # what permission bits do not tell (a read-only or pseudo file system such as /proc): try it
+        with tempfile.TemporaryFile(dir=ancestor):
+            pass
+    except OSError as e:
+        raise SpecsimError(f"{what} {str(path)!r}: cannot write into {str(ancestor)!r} ({e.strerror or e}); choose "
+                           "another place") from None
     if path.exists() and not os.access(path, os.W_OK):
         raise SpecsimError(f"{what} {str(path)!r} exists and is read-only")
     return path
@@ -114,6 +120,7 @@ def write_all(files: Mapping[Path, bytes]) -> list[Path]:
     """Write every file through a temporary file beside it, then rename them all: if any write fails, none of the
     files is replaced and no temporary file is left. Readers see an old file or a whole new one, never half."""
     temps: list[tuple[str, Path]] = []
+    path = Path("output")
     try:
         for path, data in files.items():
             path = Path(path)
@@ -131,7 +138,7 @@ def write_all(files: Mapping[Path, bytes]) -> list[Path]:
         for tmp, _ in temps:
             Path(tmp).unlink(missing_ok=True)
         if isinstance(e, OSError):
-            raise SpecsimError(f"cannot write {e.filename or 'output'}: {e.strerror}") from None
+            raise SpecsimError(f"cannot write {str(path)!r}: {e.strerror or e}; choose another place") from None
         raise
     return [Path(p) for p in files]
 

@@ -66,7 +66,7 @@ def _num(d: Mapping[str, Any], key: str, *, positive: bool = False, optional: bo
     return float(v)
 
 
-def _speculation_tax(d: Any) -> dict[str, Any]:
+def speculation_tax_record(d: Any) -> dict[str, Any]:
     """`calibrate.speculation_tax.measure_tax`'s record, with the numbers the cost model prices checked (batches
     whole, costs finite; the priced ones absent in profiles from before they were measured)."""
     tax = dict(d or {})
@@ -495,7 +495,7 @@ class Profile:
                 quick=bool(d.get("quick", False)),
                 trust=Trust.from_dict(d["trust"]) if "trust" in d else assess_trust(fit.heldout, passes),
                 specsim_version=str(d.get("specsim_version", "")), device_state=dict(d.get("device_state", {})),
-                host=dict(d.get("host", {})), speculation_tax=_speculation_tax(d.get("speculation_tax")))
+                host=dict(d.get("host", {})), speculation_tax=speculation_tax_record(d.get("speculation_tax")))
         except (_Bad, KeyError, TypeError, ValueError, AttributeError) as e:
             detail = f"no {e.args[0]!r}" if isinstance(e, KeyError) else str(e)
             raise SpecsimError(f"profile {source} is malformed ({detail}); run specsim calibrate again") from None
@@ -523,8 +523,7 @@ class Profile:
     def hardware(self) -> HardwareSpec:
         """The device as measured, with the engine's measured tax on speculation where the calibration measured
         it: each cost where every repeat measured more than the same work differs by (`calibrate.speculation_tax`;
-        a profile
-        from before that was measured: where positive)."""
+        a profile from before that was measured: where positive)."""
         hw = self.micro.hardware(self.device.name, self.device.memory_bytes, f"calibrated {self.created}")
         by = self.speculation_tax.get("by_batch") or {}
         if not by:

@@ -18,8 +18,9 @@ from simulator.cost import CostModel
 from simulator.executors import parse_executor
 from simulator.metrics import SLO, ServingMetrics
 from simulator.policies import Policy, parse_policies
-from simulator.serving import EngineConfig, ServingRun, StepCosts, engine_kv_tokens
+from simulator.serving import EngineConfig, ServingRun, engine_kv_tokens
 from simulator.specs import ModelSpec
+from simulator.step_costs import StepCosts
 from simulator.workload import parse_lengths, resampled, synthetic
 
 

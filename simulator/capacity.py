@@ -20,7 +20,8 @@ from .executors import Executor, Serial, chunks
 from .limits import MAX_ENGINES, WHY_ENGINES
 from .metrics import SLO, ServingMetrics, summarize
 from .policies import Policy
-from .serving import EngineConfig, ServingRun, StepCosts, simulate
+from .serving import EngineConfig, ServingRun, simulate
+from .step_costs import StepCosts
 from .workload import Workload
 
 Tick = Callable[[], None]

@@ -14,7 +14,8 @@ from simulator.acceptance_parse import parse_acceptance
 from simulator.cost import CostModel
 from simulator.policies import parse_policy
 from simulator.replay import TraceAcceptance
-from simulator.serving import EngineConfig, StepCosts, simulate
+from simulator.serving import EngineConfig, simulate
+from simulator.step_costs import StepCosts
 from simulator.workload import parse_lengths, synthetic
 
 

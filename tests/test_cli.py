@@ -203,3 +203,13 @@ def test_a_memory_limit_is_not_called_the_end_of_speculations_gain():
     assert r.exit_code == 0, r.output
     line = next(s for s in r.output.splitlines() if "disable speculation above batch" in s)
     assert "draft's weights and KV cache no longer fit" in line
+
+
+def test_an_output_on_a_pseudo_file_system_is_refused_before_the_work_in_the_users_terms():
+    """/proc grants write permission to root but creates no file: the output is tried before any work, and the
+    message names the user's path, never a temporary file of ours."""
+    for args in (["plot", "speedup", *H100, "--out", "/proc/x.png"], ["policy", *H100, "--out", "/proc/x.json"],
+                 ["calibrate", "--quick", "--out", "/proc/p.json"]):
+        r = run(*args)
+        one_line_error(r, "/proc")
+        assert ".tmp" not in r.output

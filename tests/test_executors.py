@@ -13,7 +13,7 @@ from simulator.acceptance_parse import parse_acceptance
 from simulator.capacity import Scenario, rate_sweep
 from simulator.executors import LocalProcesses, Serial, chunks, parse_executor
 from simulator.policies import parse_policies
-from simulator.serving import StepCosts
+from simulator.step_costs import StepCosts
 from simulator.workload import parse_lengths, synthetic
 
 SPEC = """

@@ -16,7 +16,8 @@ from engine.speculative import Decoding, RealEngine
 from simulator.metrics import ServingMetrics, summarize
 from simulator.policies import parse_policies
 from simulator.scheduler import admissible
-from simulator.serving import EngineConfig, StepCosts
+from simulator.serving import EngineConfig
+from simulator.step_costs import StepCosts
 from simulator.workload import Workload
 
 

@@ -14,7 +14,8 @@ from simulator.capacity import Scenario, max_rate
 from simulator.metrics import SLO, decode_tokens_per_s, summarize
 from simulator.policies import Adaptive, BatchState, parse_policies, parse_policy
 from simulator.sampling import BetaSampler, batch_sampler
-from simulator.serving import EngineConfig, StepCosts, simulate
+from simulator.serving import EngineConfig, simulate
+from simulator.step_costs import StepCosts
 from simulator.sweep import Candidate, step_time, tokens_per_pass
 from simulator.trees import Tree
 from simulator.workload import Workload, parse_lengths, static_batch, synthetic

@@ -263,3 +263,14 @@ def test_the_engine_tax_is_measured_and_reaches_the_cost_model(builtin_pair, bui
 
     path = save_profile(dataclasses.replace(builtin_profile, speculation_tax=fake), Path(tempfile.mkdtemp()) / "p.json")
     assert load_profile(path).speculation_tax == fake  # kept through the file
+
+
+def test_exactness_with_ngram_drafts_needs_no_tree_flag():
+    """Prompt lookup proposes one continuation: its default is no tree, so the README's command runs as shown;
+    asking for a tree with it is a one-line error."""
+    r = CliRunner().invoke(cli, ["exactness", "--draft", "ngram", "--k", "2", "--samples", "500"])
+    assert r.exit_code == 0, r.output
+    assert "tree" not in r.stdout and "negative control" in r.stdout
+    assert "sampling 4 cases x 500" in r.stderr
+    r = CliRunner().invoke(cli, ["exactness", "--draft", "ngram", "--tree", "2,2", "--samples", "500"])
+    assert r.exit_code == 2 and "drop --tree" in r.output
