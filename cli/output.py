@@ -3,7 +3,6 @@ notes on stderr, and figures and text written all or nothing after every output 
 from __future__ import annotations
 
 import contextlib
-import io
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -100,13 +99,10 @@ def check_figures(paths: tuple[Path, ...] | list[Path]) -> list[Path]:
 
 def write_figures(figs: dict[Path, Figure]) -> None:
     """Render every figure first, then write them all or none."""
+    from plots.render import render
     from scenarios.files import write_all
 
-    data = {}
-    for path, fig in figs.items():
-        buf = io.BytesIO()
-        fig.savefig(buf, format=path.suffix.lstrip(".").lower(), dpi=130)
-        data[path] = buf.getvalue()
+    data = {path: render(fig, path.suffix.lstrip(".").lower()) for path, fig in figs.items()}
     for path in write_all(data):
         click.echo(f"plot written to {path}", err=True)
 
