@@ -21,7 +21,7 @@ from engine.model import KEY_ALIGN, Window, build_decoder, causal_window, round_
 from engine.pass_runner import PassRunner, make_runner
 from engine.rejection import distribution, sample
 from engine.speculative import RealEngine
-from scenarios import is_builtin_pair
+from scenarios import datasheet_for, is_builtin_pair
 from scenarios.host import host_summary
 from scenarios.profile import (
     DeviceInfo,
@@ -241,7 +241,10 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     stream_bw = micro["bandwidth"]["read_bytes_per_s"]
     hw = Microbenchmarks.from_dict(micro).hardware(identity["name"], identity.get("memory_bytes"))
     with progress("fit", 1) as bar:
-        fit = fit_cost_model(train, specs, hw, gemm_peak, stream_bw, dtype)
+        sheet = datasheet_for(identity["name"])  # a GPU's datasheet bounds the fitted rates; a CPU has none here
+        fit = fit_cost_model(train, specs, hw, gemm_peak, stream_bw, dtype,
+                             ceiling_bw_bytes_per_s=sheet.mem_bw_bytes_per_s if sheet else None,
+                             ceiling_flops_per_s=sheet.peak_flops(dtype) if sheet else None)
         bar.update(1)
     datasheet = CostModel.from_hardware(hw, dtype, datasheet=True)
     ratio = verify_ratio_check(fit.cost, points, target)
@@ -268,7 +271,8 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
                 HeldoutErrors.from_dict(errors(datasheet, test, specs)), len(train), fit.cost.attention_overlap,
                 tuple(ratio),
                 {"method": "non-negative least squares on relative error; see simulator/rate_fit.py",
-                 "seconds_per_linear_byte": {"rows": list(fit.knots), "values": list(fit.seconds_per_linear_byte)}}),
+                 "seconds_per_linear_byte": {"rows": list(fit.knots), "values": list(fit.seconds_per_linear_byte)},
+                 "bounds": list(fit.bounds)}),
         acceptance=MeasuredAcceptance.from_dict(acceptance) if acceptance else None, probes=tuple(probes),
         options=dict(options or {}), engine_mode=runner.mode, quick=quick, trust=assess_trust(heldout, records),
         specsim_version=__version__, device_state={"start": state_start, "end": device_state(device)},

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scenarios import hardware_names, load_hardware
+from scenarios import datasheet_for
 from scenarios.profile import Profile
 
 
 def _peak_note(name: str) -> str:
     """The datasheet peaks of a preset matching the device name, if any (CUDA devices)."""
-    low = name.lower().replace(" ", "")
-    for preset in hardware_names():
-        hw = load_hardware(preset)
-        if preset.split("-")[0] in low:
-            return (f" (datasheet {hw.name}: {hw.mem_bw_bytes_per_s / 1e9:,.0f} GB/s, "
-                    f"{hw.peak_flops('bf16') / 1e12:,.0f} TFLOP/s bf16)")
-    return ""
+    hw = datasheet_for(name)
+    if hw is None:
+        return ""
+    return (f" (datasheet {hw.name}: {hw.mem_bw_bytes_per_s / 1e9:,.0f} GB/s, "
+            f"{hw.peak_flops('bf16') / 1e12:,.0f} TFLOP/s bf16)")
 
 
 def _device_lines(profile: Profile) -> list[str]:
@@ -66,8 +64,8 @@ def format_summary(profile: Profile, path: Path) -> str:
             lines.append(f"  engine, {name.replace('_', ' ')}: {v.fixed_s * 1e6:.0f} us + "
                          f"{v.per_sequence_s * 1e6:.1f} us per sequence per step")
     lin = fit.linear_rates
-    lines.append("fitted linear-layer rate by rows (GB/s | GFLOP/s): " + ", ".join(
-        f"{r}: {b / 1e9:.1f}|{f / 1e9:.0f}" for r, b, f in zip(lin.rows, lin.mem_bw_bytes_per_s, lin.flops_per_s)))
+    lines.append("fitted linear-layer time per weight byte by rows, as GB/s: " + ", ".join(
+        f"{r}: {b / 1e9:.1f}" for r, b in zip(lin.rows, lin.mem_bw_bytes_per_s)))
     h, d = fit.heldout, fit.datasheet_heldout
     lines.append(f"held-out pass times ({h.n} points, fit on {fit.train_points}): median |error| "
                  f"{100 * h.median_abs_err:.1f} %, p90 {100 * h.p90_abs_err:.1f} %, max {100 * h.max_abs_err:.1f} %")
@@ -99,6 +97,10 @@ def format_summary(profile: Profile, path: Path) -> str:
                 f"{d['c50']:.0f} (width {d['width']:.0f}); each window predicted from the others: median |error| "
                 f"{100 * loo['median_abs_err']:.1f} %, max {100 * loo['max_abs_err']:.1f} %; use it with "
                 "--acceptance measured@context")
+    for bound in fit.extra.get("bounds", ()):
+        lines.append(f"held at a ceiling: {bound}")
+    for assumption in fit.extra.get("assumed", ()):
+        lines.append(f"assumed: {assumption}")
     oom = [p for p in profile.passes if p.oom]
     if oom:
         lines.append(f"{len(oom)} grid points ran out of memory and were skipped (recorded in the profile)")

@@ -15,10 +15,12 @@ Sources (small samples of each, made by specsim and documented as such, are in `
   ``output_len``, ``prefill_latency``, ``median_decode_latency``): a decode step at the mid-output context, and the
   prefill.
 
-The engine's time around its passes (scheduling, sampling) is inside every step, so it lands in the fitted per-pass
-overheads; the engine overheads of the profile are zero. The fit is `simulator.rate_fit.fit_cost_model` on every point;
-its error is each point predicted by the fit to the others (cross-validation: an engine's sample is small). Its time
-per weight byte is floored at the datasheet bandwidth's.
+The engine's own time around its passes (scheduling, input building, sampling) is inside every step: the fixed cost
+the fit finds is charged once per step, not to every pass, so a draft pass costs what its own layers cost
+(`split_step_costs`); the profile says what was assumed for what the steps never showed (draft passes, the
+accept/reject rule) and which fitted rates were held at the datasheet's ceilings. The fit is
+`simulator.rate_fit.fit_cost_model` on every point; its error is each point predicted by the fit to the others
+(cross-validation: an engine's sample is small). No fitted rate passes the datasheet's bandwidth or FLOP/s.
 """
 
 from __future__ import annotations
@@ -28,13 +30,13 @@ import datetime as dt
 import io
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from scenarios import is_builtin_pair, load_hardware, load_model, tomllib
+from scenarios import is_builtin_pair, load_engine, load_hardware, load_model, tomllib
 from scenarios.files import check_output, parse_json, read_records, read_text
 from scenarios.profile import (
     DeviceInfo,
@@ -48,10 +50,11 @@ from scenarios.profile import (
 )
 from simulator import SpecsimError, __version__
 from simulator.cost import CostModel
-from simulator.rate_fit import PassPoint, errors, fit_cost_model
-from simulator.specs import HardwareSpec, ModelSpec, Overheads
+from simulator.rate_fit import FitResult, PassPoint, errors, fit_cost_model
+from simulator.specs import EngineOverheads, HardwareSpec, ModelSpec, Overheads, PerStep
 
 PHASES = ("decode", "verify", "draft", "prefill")
+ENGINE_PRESET = {"vllm": "vllm"}  # the engine preset (scenarios/engines.toml) describing a source's engine
 CSV_FIELDS = ("batch", "new_tokens", "context", "step_ms")
 LOO_UP_TO = 24  # leave-one-out cross-validation up to this many step times, k-fold beyond
 FOLDS = 5
@@ -231,23 +234,38 @@ def import_profile(source: str, hardware: str, target_name: str, draft_name: str
     if len(points) < 6:
         raise SpecsimError(f"{source}: {len(points)} step times; the fit needs at least 6 (several batch sizes)")
 
-    def fit_on(train: Sequence[PassPoint]) -> CostModel:
-        return fit_cost_model(train, specs, hw, hw.peak_flops(dtype), hw.mem_bw_bytes_per_s, dtype,
-                              floor_s_per_byte=1.0 / hw.mem_bw_bytes_per_s).cost
+    # A target-only sample cannot tell a slower read of the weights from a fixed cost of every step: the weights are
+    # read at best at the bandwidth real engines achieve on this GPU (the preset's, fitted to such engines).
+    achieved = hw.mem_bw_bytes_per_s * hw.bw_efficiency
+    drafts_measured = any(s.phase == "draft" for s in steps)
 
-    cost = fit_on(points)
-    heldout = cross_validated(points, fit_on, specs, seed)
+    def fitted(train: Sequence[PassPoint]) -> FitResult:
+        return fit_cost_model(train, specs, hw, hw.peak_flops(dtype), hw.mem_bw_bytes_per_s, dtype,
+                              floor_s_per_byte=1.0 / achieved, per_row_term=drafts_measured, compute_term=True,
+                              ceiling_bw_bytes_per_s=hw.mem_bw_bytes_per_s, ceiling_flops_per_s=hw.peak_flops(dtype))
+
+    result = fitted(points)
+    cost = result.cost
+    heldout = cross_validated(points, lambda train: fitted(train).cost, specs, seed)
     datasheet = CostModel.from_hardware(hw, dtype, datasheet=True)
-    passes = tuple(PassRecord(p.model, p.batch, p.new_tokens, p.context, p.time_s, 0.0) for p in points)
+    overheads, assumed, step_s = split_step_costs(cost.overheads, kind, drafts_measured, draft)
+    assumed.insert(0, f"weights read at {achieved / 1e9:,.0f} GB/s at best, what engines achieve on this GPU "
+                      f"({100 * hw.bw_efficiency:.0f} % of its datasheet; scenarios/hardware.toml)")
+    # What the passes took: the steps' times less the engine's own cost of a step (charged once per step).
+    net = [p.time_s - (0.0 if p.model == draft.name else step_s) for p in points]
+    if min(net) <= 0:
+        raise SpecsimError(f"{source}: the fitted per-step cost ({step_s * 1e3:.2f} ms) exceeds a measured step; the "
+                           "step times do not fit one engine (mixed settings or units?)")
+    passes = tuple(PassRecord(p.model, p.batch, p.new_tokens, p.context, t, 0.0) for p, t in zip(points, net))
     held = HeldoutErrors.from_dict(heldout)
     method = f"{'leave-one-out' if len(points) <= LOO_UP_TO else f'{FOLDS}-fold'} cross-validation"
-    overheads = Overheads(**{k: getattr(cost.overheads, k) for k in ("pass_s", "layer_s", "row_s",
-                                                                     "sequence_layer_s")})
     fit = Fit(cost.linear_rates, cost.attention_rates, overheads, held,
               HeldoutErrors.from_dict(errors(datasheet, points, specs)), len(points), cost.attention_overlap, (),
               {"method": "non-negative least squares on relative error, to an engine's step times; see "
                          "calibrate/step_import.py",
-               "heldout_method": f"{method} (each point predicted by the fit to the others)"})
+               "heldout_method": f"{method} (each point predicted by the fit to the others)",
+               "assumed": list(assumed), "bounds": list(result.bounds)},
+              linear_additive=True)
     return Profile(
         command=command, created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         device=DeviceInfo.from_dict({"kind": "cuda", "name": hw.name, "memory_bytes": hw.mem_capacity_bytes,
@@ -256,6 +274,44 @@ def import_profile(source: str, hardware: str, target_name: str, draft_name: str
         passes=passes, fit=fit, options=dict(options), engine_mode="graph",
         origin=source if ":" in source else f"{kind}:{source}", quick=False, trust=assess_trust(held, passes),
         specsim_version=__version__)
+
+
+def split_step_costs(fitted: Overheads, kind: str, drafts_measured: bool, draft: ModelSpec
+                     ) -> tuple[Overheads, list[str], float]:
+    """Where the fitted fixed cost is paid, and what the import assumed: (overheads, assumptions, the cost of a
+    step taken out of every measured target step).
+
+    A step of an engine is its passes plus the engine's own work (scheduling, input building, sampling), paid once
+    per step. Target-only step times cannot tell that work from a fixed cost of the pass, so it is charged once per
+    step (`EngineOverheads.plain` and `.verify`), never to each draft pass: a draft pass costs its own layers at the
+    fitted rates. Where draft passes were measured too, their fixed cost is seen and stays per pass. The
+    accept/reject rule's cost is never in a plain step: the engine preset of the source's engine gives it, if
+    there is one."""
+    assumed: list[str] = []
+    engine = EngineOverheads()
+    if drafts_measured:
+        overheads = replace(fitted, engine=engine)
+        step_s = 0.0
+    else:
+        step_s = fitted.pass_s
+        engine = EngineOverheads(plain=PerStep(step_s), verify=PerStep(step_s))
+        overheads = replace(fitted, pass_s=0.0, engine=engine)
+        assumed.append(f"the fixed {step_s * 1e6:,.0f} us every measured step paid is the engine's own per-step "
+                       "work, charged once per step; no draft pass was measured, so a draft pass costs its layers at "
+                       f"the target's fitted rates and per-layer cost ({draft.name}: {draft.n_layers} layers), no "
+                       "fixed cost of its own")
+    preset = ENGINE_PRESET.get(kind)
+    if preset is not None:
+        engine_preset, _, _ = load_engine(preset)
+        accept = engine_preset.chain_accept
+        overheads = replace(overheads, engine=replace(overheads.engine, chain_accept=accept,
+                                                      tree_accept=engine_preset.tree_accept))
+        assumed.append(f"the accept/reject rule: {accept.fixed_s * 1e6:,.0f} us per speculative step, the {preset} "
+                       "engine preset's (scenarios/engines.toml; not in the measured steps)")
+    else:
+        assumed.append("the accept/reject rule: nothing (not in the measured steps, no engine preset for "
+                       f"{kind!r} sources)")
+    return overheads, assumed, step_s
 
 
 def cross_validated(points: Sequence[PassPoint], fit_on: Any, specs: Mapping[str, ModelSpec], seed: int

@@ -46,6 +46,9 @@ def run_predict(alpha: float | None, setup: SetupOptions, ks: list[int], cost_ra
         text = format_formula_table(result, cost_ratio)
     else:
         s = replace(setup, acceptance_spec=acceptance_spec).resolve()
+        if alpha is not None and not setup.hardware and not setup.profile_path:
+            say(f"--alpha without --c: pricing the passes of {s.target.name} drafted by {s.draft.name} from "
+                f"{s.where}; give --c RATIO for the closed form")
         result = sweep(s.cost, s.target, s.draft, s.acceptance, batches,
                        candidates_from(ks, trees, tree_budget, s.acceptance), contexts)
         meta, text = s.meta(), s.heading + "\n" + format_hardware_table(result, "--json/--csv carry every row")

@@ -208,6 +208,16 @@ def model_from_config_json(path: str | Path, dtype: str | None = None) -> ModelS
     return _model_from_dict(str(name), d, chosen)
 
 
+def datasheet_for(device_name: str) -> HardwareSpec | None:
+    """The hardware preset whose name matches a device's (an "NVIDIA H100 80GB HBM3" is the h100 preset), if any:
+    its datasheet peaks are the ceilings a calibration's fitted rates may not pass."""
+    low = device_name.lower().replace(" ", "")
+    for preset in hardware_names():
+        if preset.split("-")[0] in low:
+            return load_hardware(preset)
+    return None
+
+
 BUILTIN_TARGET = "specsim-target"  # the built-in pair's presets (models.toml), trained weights in engine/weights/
 BUILTIN_DRAFT = "specsim-draft"
 

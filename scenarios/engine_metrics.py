@@ -186,6 +186,10 @@ class _Measured(Acceptance):
     def alpha(self) -> float:
         return self.model.alpha
 
+    @property
+    def measured_up_to_k(self) -> int | None:
+        return self.k
+
     def chain_pmf(self, k: int) -> np.ndarray:
         return self.model.chain_pmf(k)
 

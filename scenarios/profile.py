@@ -253,6 +253,7 @@ class Fit:
     attention_overlap: bool = True
     verify_ratio_batch1: tuple[Mapping[str, float], ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
+    linear_additive: bool = False  # the linear layers' weight reads and FLOPs add (an imported GPU engine's steps)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Fit:
@@ -272,20 +273,21 @@ class Fit:
         if "draft_catchup_tokens" in d:  # profiles before it moved into the engine's overheads kept it here
             ov["engine"] = {**ov.get("engine", {}), "draft_catchup_tokens": d["draft_catchup_tokens"]}
         known = {"linear_rates", "attention_rates", "overheads", "heldout", "datasheet_heldout", "train_points",
-                 "draft_catchup_tokens", "attention_overlap", "verify_ratio_batch1"}
+                 "draft_catchup_tokens", "attention_overlap", "verify_ratio_batch1", "linear_additive"}
         return cls(
             rates_from_dict(_need(d, "linear_rates")), rates_from_dict(_need(d, "attention_rates")),
             Overheads.from_dict(ov), HeldoutErrors.from_dict(_need(d, "heldout")),
             HeldoutErrors.from_dict(d.get("datasheet_heldout") or {"n": 0}), int(d.get("train_points", 0)),
             bool(d.get("attention_overlap", True)),
-            tuple(d.get("verify_ratio_batch1", ())), {k: v for k, v in d.items() if k not in known})
+            tuple(d.get("verify_ratio_batch1", ())), {k: v for k, v in d.items() if k not in known},
+            bool(d.get("linear_additive", False)))
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
         return {**self.extra, "linear_rates": rates_to_dict(self.linear_rates),
                 "attention_rates": rates_to_dict(self.attention_rates), "overheads": asdict(self.overheads),
-                "attention_overlap": self.attention_overlap,
+                "attention_overlap": self.attention_overlap, "linear_additive": self.linear_additive,
                 "train_points": self.train_points, "heldout": self.heldout.to_dict(),
                 "datasheet_heldout": self.datasheet_heldout.to_dict(),
                 "verify_ratio_batch1": list(self.verify_ratio_batch1)}
@@ -545,7 +547,8 @@ class Profile:
         return CostModel(hardware=self.hardware, linear_rates=self.fit.linear_rates,
                          attention_rates=self.fit.attention_rates, overheads=self.fit.overheads, measured=measured,
                          label="calibrated",
-                         measured_models=(self.target, self.draft), attention_overlap=self.fit.attention_overlap)
+                         measured_models=(self.target, self.draft), attention_overlap=self.fit.attention_overlap,
+                         linear_ridge_p=1.0 if self.fit.linear_additive else float("inf"))
 
     def datasheet_cost(self) -> CostModel:
         """The pure roofline baseline: micro-benchmarked peaks, no overheads, no measurements."""

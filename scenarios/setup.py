@@ -241,13 +241,27 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
             where += f", TP {tp} over {hw.interconnect.name if hw.interconnect else '?'} (draft TP {draft_tp or tp})"
         return Setup(CostModel.from_hardware(hw, dtype), t, d, acceptance, where, None, tuple(notes))
     profile, notes = resolve_profile(profile_path)
-    spec = acceptance_spec or ("measured" if profile.acceptance is not None else None)
-    if spec is None and need_acceptance:
-        raise SpecsimError(f"profile {profile.path} has no measured acceptance (random weights): give --acceptance "
-                           "iid:0.7 (or markov:..., trace:FILE, ...)")
-    acceptance = resolve_acceptance(spec, profile) if spec else None
     t = load_model(target, dtype) if target else profile.target
     d = load_model(draft, dtype) if draft else profile.draft
+    other = (t.name, d.name) != (profile.target.name, profile.draft.name)
+    if other and (target is None or draft is None):
+        given, kept = (f"--target {t.name}", f"draft {d.name}") if target else (f"--draft {d.name}",
+                                                                                 f"target {t.name}")
+        raise SpecsimError(f"{given} with profile {profile.path} would pair it with the profile's {kept}: give both "
+                           "--target and --draft (priced from the profile's device rates), or neither")
+    if other:
+        notes = (*notes, f"pricing {t.name} drafted by {d.name} from the fitted device rates of profile "
+                         f"{profile.path} (its measured passes are of {profile.target.name} and {profile.draft.name})")
+    spec = acceptance_spec or ("measured" if profile.acceptance is not None and not other else None)
+    if other and spec and spec.strip().lower().startswith("measured"):
+        raise SpecsimError(f"the profile's measured acceptance is {profile.target.name} drafted by "
+                           f"{profile.draft.name}'s: give --acceptance for {t.name} drafted by {d.name} (iid:0.7, "
+                           "trace:FILE, vllm-metrics:FILE, ...)")
+    if spec is None and need_acceptance:
+        why = "priced on another pair's profile" if other else "random weights"
+        raise SpecsimError(f"profile {profile.path} has no measured acceptance for this pair ({why}): give "
+                           "--acceptance iid:0.7 (or markov:..., trace:FILE, ...)")
+    acceptance = resolve_acceptance(spec, profile) if spec else None
     return Setup(profile.cost_model(), t, d, acceptance, profile.describe(), profile, tuple(notes))
 
 

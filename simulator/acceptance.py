@@ -78,6 +78,12 @@ class Acceptance:
         """Mean per-token acceptance rate (P(A >= 1) for k = 1)."""
         return float(self.chain_pmf(1)[1])
 
+    @property
+    def measured_up_to_k(self) -> int | None:
+        """The most drafts per step the source of this model saw (an engine's counters at its k); None for a model
+        given by its parameters. A prediction for more drafts than that extrapolates the model."""
+        return None
+
     def sample_chain(self, k: int, rng: np.random.Generator, size: int) -> np.ndarray:
         """`size` independent draws of A for a chain of k (the distribution ``chain_pmf`` gives)."""
         return rng.choice(k + 1, size=size, p=self.chain_pmf(check_k(k)))

@@ -43,6 +43,10 @@ class ContextDependent(Acceptance):
     def ranks(self) -> tuple[float, ...] | None:  # type: ignore[override]
         return self.base.ranks
 
+    @property
+    def measured_up_to_k(self) -> int | None:
+        return self.base.measured_up_to_k
+
     def context_factor(self, context: float) -> float:
         return float(np.interp(context, self.contexts, self.factors))
 

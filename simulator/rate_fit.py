@@ -79,6 +79,7 @@ class FitResult:
     knots: tuple[int, ...]
     seconds_per_linear_byte: tuple[float, ...]
     kv_seconds_per_byte: float
+    bounds: tuple[str, ...] = ()  # each rate the fit put beyond the device's ceiling (held there, or flagged)
 
 
 def choose_knots(rows: Sequence[int]) -> tuple[int, ...]:
@@ -117,7 +118,9 @@ def design_row(spec: ModelSpec, p: PassPoint, knots: Sequence[int]) -> np.ndarra
 
 def fit_cost_model(points: Sequence[PassPoint], specs: Mapping[str, ModelSpec], hardware: HardwareSpec,
                    gemm_peak_flops_per_s: float, stream_bw_bytes_per_s: float, dtype: str,
-                   smoothness: float = SMOOTHNESS, floor_s_per_byte: float = 0.0) -> FitResult:
+                   smoothness: float = SMOOTHNESS, floor_s_per_byte: float = 0.0,
+                   ceiling_bw_bytes_per_s: float | None = None, ceiling_flops_per_s: float | None = None,
+                   per_row_term: bool = True, compute_term: bool = False) -> FitResult:
     """Least-squares fit of overheads and the per-row-count linear rate to `points`.
 
     The time per byte s(rows) is constrained to be non-decreasing in rows (a pass over more rows never costs less:
@@ -126,12 +129,26 @@ def fit_cost_model(points: Sequence[PassPoint], specs: Mapping[str, ModelSpec], 
     relative step in s): knots that few points touch follow their neighbours, while a step that many points
     support (a GEMV turning into a GEMM) survives. `floor_s_per_byte` (e.g. one over the datasheet bandwidth) is the
     least time per weight byte any row count may take: few points from an engine cannot then trade a bandwidth above
-    the hardware's for overheads.
+    the hardware's for overheads. `ceiling_bw_bytes_per_s` and `ceiling_flops_per_s` (a datasheet's peaks) bound
+    every fitted rate: a rate a few points put above what the device can do (an attention FLOP rate of 93 PFLOP/s
+    on an H100, say) is held at the ceiling, and `FitResult.bounds` says so. Without `per_row_term` the fit has no
+    cost per token row that every model pays alike: with one model's passes alone (an engine's target steps) it
+    cannot tell such a cost from work that grows with the model, and a draft pass would pay the target's. With
+    `compute_term` the linear layers' time is their weight reads plus their FLOPs at one fitted rate, added (a
+    GPU engine's step times, as the presets describe them: `HardwareSpec.ridge_p` = 1), so a pass of more rows or of
+    another model costs its own FLOPs; the rate is held at the ceiling.
     """
     knots = choose_knots([p.rows for p in points])
     K = len(knots)
+    if ceiling_bw_bytes_per_s:  # no weight byte read faster than the device's bandwidth
+        floor_s_per_byte = max(floor_s_per_byte, 1.0 / ceiling_bw_bytes_per_s)
     times = np.array([p.time_s for p in points])
     A = np.array([design_row(specs[p.model], p, knots) for p in points]) / times[:, None]
+    if compute_term:  # one more unknown, last: seconds per linear-layer FLOP
+        flops = np.array([2.0 * specs[p.model].matmul_params * p.rows for p in points]) / times
+        A = np.concatenate([A, flops[:, None]], axis=1)
+    if not per_row_term:
+        A[:, 2] = 0.0  # the row_s column (`design_row`'s fixed terms: pass, layer, row, sequence x layer)
     cumulative = np.tril(np.ones((K, K)))  # s = cumulative @ increments
     # s = floor + cumulative increments: the floor's share of each (relative) time moves to the right-hand side;
     # the interpolation weights of a point sum to one, so its linear-layer columns sum to its bytes / time.
@@ -144,12 +161,28 @@ def fit_cost_model(points: Sequence[PassPoint], specs: Mapping[str, ModelSpec], 
         for i in range(K - 1):
             D[i, N_FIXED + i + 1] = w_ref * smoothness
         A, b = np.vstack([A, D]), np.concatenate([b, np.zeros(K - 1)])
+    # Physics as a constraint, not a correction: seconds per KV byte, per attention FLOP and (with `compute_term`)
+    # per linear FLOP are at least one over the ceilings; x = lower + y with y >= 0, the lower part moved to the
+    # right-hand side (the smoothness rows have no entries in these columns).
+    n = A.shape[1]
+    kv_col, attn_col = (n - 3, n - 2) if compute_term else (n - 2, n - 1)
+    lower = np.zeros(n)
+    if ceiling_bw_bytes_per_s:
+        lower[kv_col] = 1.0 / ceiling_bw_bytes_per_s
+    if ceiling_flops_per_s:
+        lower[attn_col] = 1.0 / ceiling_flops_per_s
+        if compute_term:
+            lower[n - 1] = 1.0 / ceiling_flops_per_s
+    b = b - A @ lower
     scale = np.abs(A).max(axis=0)
     scale[scale == 0] = 1.0
-    x = nnls(A / scale, b) / scale
+    y = nnls(A / scale, b) / scale
+    x = lower + y
+    at_bound = [j for j in (kv_col, attn_col, n - 1) if lower[j] > 0 and y[j] <= 1e-9 * lower[j]]
     pass_s, layer_s, row_s, sequence_layer_s = x[:N_FIXED]
     s = floor_s_per_byte + cumulative @ x[N_FIXED:N_FIXED + K]
-    h, g = x[-2], x[-1]
+    f_s = x[-1] if compute_term else 0.0
+    h, g = (x[-3], x[-2]) if compute_term else (x[-2], x[-1])
     # Rates from s(rows): bandwidth 1 / s at every knot; the compute rate is the GEMM peak while s is flat, and the
     # rate implied at the largest knot once s has clearly risen (compute-bound there), so that extrapolating past
     # the grid grows linearly with rows instead of staying flat. Each knot keeps FLOP/s >= its implied rate, so the
@@ -160,13 +193,40 @@ def fit_cost_model(points: Sequence[PassPoint], specs: Mapping[str, ModelSpec], 
     compute_rate = implied[-1] if s[-1] > 1.3 * s.min() else gemm_peak_flops_per_s
     bws = 1.0 / s
     flops = np.maximum(compute_rate, implied)
-    linear = RateTable(knots, tuple(float(b) for b in bws), tuple(float(f) for f in flops))
+    if compute_term:
+        flops = np.full(K, 1.0 / f_s if f_s > 0 else (ceiling_flops_per_s or gemm_peak_flops_per_s))
     kv_bw = 1.0 / h if h > 0 else stream_bw_bytes_per_s
-    attention = RateTable.constant(kv_bw, 1.0 / g if g > 0 else gemm_peak_flops_per_s)
+    attention_flops = 1.0 / g if g > 0 else gemm_peak_flops_per_s
+    bounds: list[str] = []
+    bw_text = f"{(ceiling_bw_bytes_per_s or 0) / 1e9:,.0f} GB/s"
+    flops_text = f"{(ceiling_flops_per_s or 0) / 1e12:,.0f} TFLOP/s"
+    names = {kv_col: f"KV-cache bandwidth at the ceiling, {bw_text}",
+             attn_col: f"attention FLOP rate at the ceiling, {flops_text}",
+             n - 1: f"linear-layer FLOP rate at the ceiling, {flops_text}"}
+    bounds += [f"{names[j]} (the unconstrained fit would pass it)" for j in sorted(set(at_bound))]
+    at_floor = int(np.sum(s <= floor_s_per_byte * (1 + 1e-9))) if floor_s_per_byte > 0 else 0
+    if at_floor:
+        bounds.append(f"linear-layer bandwidth at its bound, {1.0 / floor_s_per_byte / 1e9:,.0f} GB/s, at {at_floor} "
+                      f"of {K} row counts")
+    # The linear table's FLOP column is no fitted rate: it is the least rate that keeps its compute term from
+    # binding, as s(rows) and the per-row term already hold the linear layers' whole time. What physics bounds is
+    # that time: at the largest row count, the largest model's linear FLOPs may not run faster than the ceiling.
+    if ceiling_flops_per_s is not None and not compute_term:
+        big = max(specs.values(), key=lambda m: m.matmul_params)
+        rows = knots[-1]
+        t = (big.weight_bytes_per_pass + activation_bytes(big, rows)) * s[-1] + rows * row_s
+        rate = 2.0 * big.matmul_params * rows / t
+        if rate > ceiling_flops_per_s * (1 + 1e-9):
+            bounds.append(f"linear layers of {big.name} at {rows:,} rows run at {rate / 1e12:,.0f} TFLOP/s in the "
+                          f"fit, above the ceiling {ceiling_flops_per_s / 1e12:,.0f} TFLOP/s: passes that large are "
+                          "predicted too fast")
+    linear = RateTable(knots, tuple(float(b) for b in bws), tuple(float(f) for f in flops))
+    attention = RateTable.constant(kv_bw, attention_flops)
     overheads = Overheads(pass_s=pass_s, layer_s=layer_s, row_s=row_s, sequence_layer_s=sequence_layer_s)
     # Eager attention on the measured device: the KV reads and the FLOPs were fitted as separate, added terms.
-    cost = CostModel(hardware, linear, attention, overheads, label="calibrated", attention_overlap=False)
-    return FitResult(cost, knots, tuple(float(v) for v in s), float(h))
+    cost = CostModel(hardware, linear, attention, overheads, label="calibrated", attention_overlap=False,
+                     linear_ridge_p=1.0 if compute_term else float("inf"))
+    return FitResult(cost, knots, tuple(float(v) for v in s), float(h), tuple(bounds))
 
 
 def errors(cost: CostModel, points: Sequence[PassPoint], specs: Mapping[str, ModelSpec]) -> dict:

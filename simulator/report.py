@@ -52,6 +52,10 @@ def condensed_batches(batches: list[int], best_k: dict[int, str], limit: int = 2
     return sorted(keep)
 
 
+EXTRAPOLATED = ("* more drafts per step than the acceptance's source measured: its model is extrapolated there "
+                "(the JSON and CSV rows say extrapolated)")
+
+
 def describe_disable(value: int | None, batches: list[int], rows: Sequence[SweepRow] = (),
                      memory_capped: bool = False) -> str:
     """The summary line of one context's table; `rows` (that context's) tell a memory limit from a speed-up lost;
@@ -99,7 +103,8 @@ def format_hardware_table(result: SweepResult, every_row_hint: str = "") -> str:
             cells = [str(b), f"{b / base.baseline_time_s:,.0f}"]
             for key in keys:
                 r = by.get((b, key))
-                cells.append("-" if r is None else (f"{r.speedup:.2f}" if r.fits else "oom"))
+                cells.append("-" if r is None else (f"{r.speedup:.2f}{'*' if r.extrapolated else ''}" if r.fits
+                                                     else "oom"))
             bb = best.get(b)
             cells.append(best_key[b] if bb else "oom")
             bound_row = by.get((b, best_key.get(b, ""))) or (base if bb else None)
@@ -112,6 +117,8 @@ def format_hardware_table(result: SweepResult, every_row_hint: str = "") -> str:
         if len(shown) < len(batches):
             out.append(f"  (condensed: {len(shown)} of {len(batches)} batches shown, the powers of two and the rows "
                        f"around each change of best choice{'; ' + every_row_hint if every_row_hint else ''})")
+        if any(r.extrapolated for r in rows):
+            out.append("  " + EXTRAPOLATED)
         if context in unfit:
             out.append(f"  from batch {unfit[context]:,} on nothing fits (the target's weights and KV cache exceed "
                        "the device's memory): those batches are left out")
@@ -127,11 +134,13 @@ def format_formula_table(result: SweepResult, cost_ratio: float) -> str:
     for r in result.rows:
         label = f"tree {r.tree}" if r.tree else str(r.k)
         table.append([label, f"{r.tokens_per_pass:.2f}", f"{r.step_time_s / r.tokens_per_pass:.2f}",
-                      f"{r.speedup:.2f}"])
+                      f"{r.speedup:.2f}{'*' if r.extrapolated else ''}"])
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in table]
     b = result.best[0]
     choice = f"tree {b.tree}" if b.tree else f"k = {b.k}"
     lines.append(f"best: {choice}, speed-up {b.speedup:.2f} (draft/target cost ratio c = {cost_ratio:g}; "
                  "cost per token relative to plain decoding)")
+    if any(r.extrapolated for r in result.rows):
+        lines.append(EXTRAPOLATED)
     return "\n".join(lines) + "\n"

@@ -135,6 +135,7 @@ class SweepRow:
     draft_time_s: float = 0.0
     verify_time_s: float = 0.0
     tree_nodes: int = 0
+    extrapolated: bool = False  # more drafts per step than the acceptance's source measured
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,7 @@ def sweep(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, acceptanc
     capacity = cost.hardware.mem_capacity_bytes * cost.hardware.usable_memory_fraction
     rows: list[SweepRow] = []
     unfit: list[tuple[int, int]] = []
+    measured_k = acceptance.measured_up_to_k
     for context in contexts:
         at = acceptance.at_context(context)  # the acceptance there, where it depends on context
         tokens = {cand: tokens_per_pass(cand, at) for cand in candidates}
@@ -254,7 +256,8 @@ def sweep(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, acceptanc
                     batch=batch, k=cand.k, tree=cand.tree_label, context=context, tokens_per_pass=tokens[cand],
                     step_time_s=float(total[i]), baseline_time_s=float(baseline[i]), speedup=float(speedup[i]),
                     bound=str(bound[i]), fits=bool(fits[i]), draft_time_s=float(draft_s[i]),
-                    verify_time_s=float(verify_s[i]), tree_nodes=cand.shape.n_nodes))
+                    verify_time_s=float(verify_s[i]), tree_nodes=cand.shape.n_nodes,
+                    extrapolated=measured_k is not None and cand.shape.depth > measured_k))
     return _best_and_disable(rows, max(batches), contexts, unfit)
 
 
@@ -270,6 +273,7 @@ def formula_sweep(acceptance: Acceptance, candidates: Sequence[Candidate], cost_
     if not 0 <= cost_ratio:
         raise SpecsimError(f"the draft/target cost ratio c must be >= 0, got {cost_ratio}")
     rows = []
+    measured_k = acceptance.measured_up_to_k
     for cand in candidates:
         shape = cand.shape
         tokens = tokens_per_pass(cand, acceptance)
@@ -277,5 +281,6 @@ def formula_sweep(acceptance: Acceptance, candidates: Sequence[Candidate], cost_
         rows.append(SweepRow(batch=1, k=cand.k, tree=cand.tree_label, context=0, tokens_per_pass=tokens,
                              step_time_s=step, baseline_time_s=1.0, speedup=tokens / step, bound="formula",
                              fits=True, draft_time_s=shape.depth * cost_ratio, verify_time_s=1.0,
-                             tree_nodes=shape.n_nodes))
+                             tree_nodes=shape.n_nodes,
+                             extrapolated=measured_k is not None and shape.depth > measured_k))
     return _best_and_disable(rows)

@@ -213,3 +213,45 @@ def test_an_output_on_a_pseudo_file_system_is_refused_before_the_work_in_the_use
         r = run(*args)
         one_line_error(r, "/proc")
         assert ".tmp" not in r.output
+
+
+# -- say it, or refuse it -------------------------------------------------------------------------------------------
+
+def test_a_profile_and_a_preset_model_are_not_mixed_silently(tiny_profile, tmp_path):
+    """One model named beside a profile would be paired with the profile's other one (an 8B target drafted by the
+    built-in 0.3 M draft at its measured acceptance): refused. Both named: priced from the profile's device rates,
+    said so, and the profile's measured acceptance is not lent to them."""
+    path = save_tiny(tiny_profile, tmp_path / "p.json")
+    one_line_error(run("predict", "--profile", str(path), "--target", "llama-3.1-8b", "--acceptance", "iid:0.7"),
+                   "give both --target and --draft")
+    both = ["predict", "--profile", str(path), "--target", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--batch", "1,2"]
+    r = run(*both, "--acceptance", "iid:0.7")
+    assert r.exit_code == 0, r.output
+    assert "pricing llama-3.1-8b drafted by llama-3.2-1b from the fitted device rates" in r.stderr
+    one_line_error(run(*both, "--acceptance", "measured"), "give --acceptance for llama-3.1-8b")
+
+
+def test_the_closed_form_without_a_cost_ratio_says_what_it_prices(tiny_profile, tmp_path, monkeypatch):
+    import dataclasses
+
+    from scenarios.profile import Trust, save_profile
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    save_profile(dataclasses.replace(tiny_profile.profile, trust=Trust()), None)
+    r = run("predict", "--alpha", "0.8", "--k", "4", "--batch", "1,2")
+    assert r.exit_code == 0, r.output
+    assert "--alpha without --c: pricing the passes of" in r.stderr and "give --c RATIO" in r.stderr
+
+
+def test_acceptance_past_what_its_source_measured_is_marked():
+    """An engine's mean acceptance length at k = 2 says nothing measured about k = 3 or 4: those cells carry a star,
+    the table says why, and the JSON rows say extrapolated."""
+    args = ["predict", "--hardware", "h100-sxm", "--acceptance", "accept-length:2.5@2", "--k", "0..4", "--batch", "1,2"]
+    r = run(*args)
+    assert r.exit_code == 0, r.output
+    row = next(line for line in r.stdout.splitlines() if line.strip().startswith("1 "))
+    cells = row.split()
+    assert not cells[4].endswith("*") and cells[5].endswith("*") and cells[6].endswith("*")
+    assert "more drafts per step than the acceptance's source measured" in r.stdout
+    rows = json.loads(run(*args, "--json").stdout)["rows"]
+    assert {(x["k"], x["extrapolated"]) for x in rows} == {(0, False), (1, False), (2, False), (3, True), (4, True)}
