@@ -315,6 +315,11 @@ def policy(setup: opt.SetupOptions, fmt: str, batches: list[int], ks: list[int],
     ranges, record = policy_tables(s.cost, s.target, s.draft, s.acceptance, batches, ks, contexts, s.caption,
                                    tolerance)
     text = json.dumps(ranges) if fmt == "vllm" else json.dumps(record, indent=1)
+    for table in record.get("by_context", [record]):
+        for r in table["ranges"]:
+            if r["k"] == 0 and r["why"].startswith("the draft"):
+                out.say(f"batch {r['batch_from']}..{r['batch_to']} at context {table['context']}: k = 0 because "
+                        f"{r['why']} (a memory limit, not speculation that stopped paying)")
     out.echo_or_write(out_path, text + "\n", "policy")
 
 

@@ -203,6 +203,9 @@ def policy_record(result: SweepResult, batches: Sequence[int], caption: str, con
                            f"--batch 1..{len(table)}")
     ranges = batch_ranges([(c.batch, c.k) for c in table])
     by_batch = {c.batch: c for c in table}
+    # Batches where no speculative k fits in memory beside the target (the draft's weights and cache): k = 0 there
+    # is a memory limit, not speculation that stopped paying.
+    drafted_fit = {r.batch for r in result.rows if r.fits and (r.k or r.tree)}
 
     def over(lo: int, hi: int) -> list[PolicyChoice]:
         return [by_batch[b] for b in range(lo, hi + 1)]
@@ -213,7 +216,11 @@ def policy_record(result: SweepResult, batches: Sequence[int], caption: str, con
               "ranges": [{"batch_from": lo, "batch_to": hi, "k": k,
                           "predicted_speedup_min": min(c.speedup for c in over(lo, hi)),
                           "predicted_speedup_max": max(c.speedup for c in over(lo, hi)),
-                          "loss_vs_best_max": max(c.loss for c in over(lo, hi))} for lo, hi, k in ranges],
+                          "loss_vs_best_max": max(c.loss for c in over(lo, hi)),
+                          "why": ("the draft's weights and KV cache do not fit beside the target's" if k == 0 and
+                                  not any(b in drafted_fit for b in range(lo, hi + 1)) else
+                                  "speculation does not pay" if k == 0 else "the fastest k within the tolerance")}
+                         for lo, hi, k in ranges],
               "speculation_tax": {"off_tax_batch": list(tax.off_batches), "off_tax_fraction": list(tax.off_fractions),
                                   "switch_fraction": tax.switch_fraction, "source": tax.source},
               # above this batch an engine started without speculation beats every k of this one (None: never)

@@ -255,3 +255,15 @@ def test_acceptance_past_what_its_source_measured_is_marked():
     assert "more drafts per step than the acceptance's source measured" in r.stdout
     rows = json.loads(run(*args, "--json").stdout)["rows"]
     assert {(x["k"], x["extrapolated"]) for x in rows} == {(0, False), (1, False), (2, False), (3, True), (4, True)}
+
+
+def test_a_policy_says_when_k_0_is_a_memory_limit():
+    """At 8k context the draft's cache stops fitting beside the 8B target's from batch 40: the table's k = 0 there
+    is said to be a memory limit (stderr, and `why` in the JSON), not speculation that stopped paying."""
+    args = ["policy", *H100, "--context", "8192", "--batch", "1..52"]
+    r = run(*args)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == [[1, 39, 3], [40, 52, 0]]
+    assert "batch 40..52 at context 8192: k = 0 because the draft's weights" in r.stderr
+    ranges = json.loads(run(*args, "--format", "json").stdout)["ranges"]
+    assert ranges[-1]["why"].startswith("the draft's weights") and ranges[0]["why"].startswith("the fastest k")
