@@ -126,7 +126,8 @@ class SetupOptions:
         from scenarios.setup import resolve_setup
 
         return say_notes(resolve_setup(self.hardware, self.profile_path, self.target, self.draft, self.dtype,
-                                       self.acceptance_spec, need_acceptance, self.engine, self.tp, self.draft_tp))
+                                       self.acceptance_spec, need_acceptance, self.engine, self.tp, self.draft_tp,
+                                       progress))
 
 
 ACCEPTANCE_HELP = ("Acceptance model: iid:A, positional:A1,A2,..., beta:a,b, markov:AE,AH,PEH,PHE, "

@@ -29,6 +29,7 @@ from simulator.acceptance import Acceptance, IIDAcceptance, iid_from_mean_length
 from simulator.acceptance_fit import MODELS, AcceptanceData, FitReport, cross_validate, fit_in_sample, fit_record
 from simulator.context import with_context
 from simulator.cost import CostModel
+from simulator.executors import parse_executor
 from simulator.roofline import RooflinePoint, measured_points, modelled_points
 from simulator.specs import ModelSpec
 
@@ -137,22 +138,25 @@ def fit_source(source: str, profile_path: Path | None = None) -> AcceptanceData 
 
 
 def fit_acceptance(source: str, ks: Sequence[int], folds: int, models: Sequence[str], seed: int,
-                   profile_path: Path | None = None, progress: Callable[[str, int], Any] | None = None) -> FitReport:
-    """Every model fitted to the source and judged on held-out requests (in-sample for an engine's counters). The
-    source is read (and refused) before any progress shows."""
+                   profile_path: Path | None = None, progress: Callable[[str, int], Any] | None = None,
+                   executor: str = "local") -> FitReport:
+    """Every model fitted to the source and judged on held-out requests (in-sample for an engine's counters), the
+    folds side by side in `executor`'s workers. The source is read (and refused) before any progress shows."""
     unknown = [m for m in models if m not in MODELS]
     if unknown:
         raise SpecsimError(f"unknown model {unknown[0]!r} for --models; choose from {', '.join(MODELS)}")
     data = fit_source(source, profile_path)
     if isinstance(data, dict):
         return fit_in_sample({k: v for k, v in data.items() if k in set(ks)} or data, source, models, seed)
+    runner = parse_executor(executor)
     if progress is None:
-        return cross_validate(data, ks, folds, models, seed)
-    with progress("fitting (cross-validation folds)", min(folds, len(data))) as bar:
-        return cross_validate(data, ks, folds, models, seed, tick=lambda: bar.update(1))
+        return cross_validate(data, ks, folds, models, seed, executor=runner)
+    with progress(f"fitting acceptance models to {source} (folds, then all of it)", min(folds, len(data)) + 1) as bar:
+        return cross_validate(data, ks, folds, models, seed, tick=lambda: bar.update(1), executor=runner)
 
 
-def fitted_acceptance(body: str, profile: Profile | None) -> Acceptance:
+def fitted_acceptance(body: str, profile: Profile | None, progress: Callable[[str, int], Any] | None = None
+                      ) -> Acceptance:
     """``fit:FILE.json`` (what `acceptance fit --out` wrote): its chosen model; ``fit:SOURCE``: fit it now (cached
     by the source file's identity, so the next command is instant) and take the chosen model."""
     path = Path(body)
@@ -169,21 +173,22 @@ def fitted_acceptance(body: str, profile: Profile | None) -> Acceptance:
     cache = cache_dir() / "fits" / (hashlib.sha256(key.encode()).hexdigest()[:20] + ".json")
     if cache.is_file():
         return acceptance_from_spec(str(read_json(cache, "cached fit")["spec"]))
-    report = fit_acceptance(body, range(1, 9), 5, MODELS, 0, profile.path if profile else None)
+    report = fit_acceptance(body, range(1, 9), 5, MODELS, 0, profile.path if profile else None, progress)
     spec = report.models[report.chosen].spec
     if not spec.startswith("trace:"):
         atomic_write_text(cache, json.dumps(fit_record(report), indent=1))
     return report.best_with_context
 
 
-def resolve_acceptance(spec: str, profile: Profile | None) -> Acceptance:
+def resolve_acceptance(spec: str, profile: Profile | None, progress: Callable[[str, int], Any] | None = None
+                       ) -> Acceptance:
     """``measured[:VARIANT]`` from the profile's measurement; ``fit:SOURCE`` the best model fitted to a source;
     anything else as `scenarios.acceptance_from_spec`. A ``@context`` suffix without a table takes the profile's
     measured acceptance against context; ``@context:C=F,...`` any table."""
     base, at, table = spec.strip().rpartition("@context")
     if at and (not table or table.startswith(":")):
         if table:
-            return with_context(resolve_acceptance(base, profile), "context" + table)
+            return with_context(resolve_acceptance(base, profile, progress), "context" + table)
         if profile is None or profile.acceptance is None:
             raise SpecsimError(f"{spec!r}: a bare @context takes the profile's measured acceptance against context; "
                                "give a calibration profile of the built-in pair, or a table: @context:1024=1,4096=0.8")
@@ -192,7 +197,7 @@ def resolve_acceptance(spec: str, profile: Profile | None) -> Acceptance:
     if kind.lower() == "fit":
         if not variant:
             raise SpecsimError("fit needs a source: fit:trace:FILE, fit:FILE.json (from acceptance fit --out), ...")
-        return fitted_acceptance(variant, profile)
+        return fitted_acceptance(variant, profile, progress)
     if kind.lower() == "measured":
         if profile is None:
             raise SpecsimError("--acceptance measured needs a calibration profile (of the built-in pair)")
@@ -215,7 +220,8 @@ def shard(model: ModelSpec, tp: int, hw: Any) -> ModelSpec:
 
 def resolve_setup(hardware: str | None, profile_path: Path | None, target: str | None, draft: str | None,
                   dtype: str, acceptance_spec: str | None, need_acceptance: bool = True, engine: str = "vllm",
-                  tp: int = 1, draft_tp: int | None = None) -> Setup:
+                  tp: int = 1, draft_tp: int | None = None, progress: Callable[[str, int], Any] | None = None
+                  ) -> Setup:
     """The cost model (a preset's roofline, or a profile's calibration), the models, and the acceptance.
 
     Without --acceptance a profile's measured acceptance is used; a preset needs --acceptance. With `tp` > 1 the
@@ -233,7 +239,7 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
         spec_lower = (acceptance_spec or "").strip().lower()
         needs_profile = spec_lower.startswith(("measured", "fit:measured"))
         profile, notes = resolve_profile(profile_path) if needs_profile else (None, [])
-        acceptance = resolve_acceptance(acceptance_spec, profile) if acceptance_spec else None
+        acceptance = resolve_acceptance(acceptance_spec, profile, progress) if acceptance_spec else None
         t, d = load_model(target or DEFAULT_TARGET, dtype), load_model(draft or DEFAULT_DRAFT, dtype)
         where = f"{hw.name}, {dtype}, {engine} preset"
         if tp > 1 or (draft_tp or 1) > 1:
@@ -261,7 +267,7 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
         why = "priced on another pair's profile" if other else "random weights"
         raise SpecsimError(f"profile {profile.path} has no measured acceptance for this pair ({why}): give "
                            "--acceptance iid:0.7 (or markov:..., trace:FILE, ...)")
-    acceptance = resolve_acceptance(spec, profile) if spec else None
+    acceptance = resolve_acceptance(spec, profile, progress) if spec else None
     return Setup(profile.cost_model(), t, d, acceptance, profile.describe(), profile, tuple(notes))
 
 

@@ -311,6 +311,67 @@ def _geometric_capped(alpha: np.ndarray, k: int, rng: np.random.Generator) -> np
     return np.where(accepted.all(axis=1), k, np.argmin(accepted, axis=1)) if k else np.zeros(alpha.size, int)
 
 
+@lru_cache(maxsize=64)
+def _eye(n: int) -> np.ndarray:
+    e = np.eye(n)
+    e.flags.writeable = False
+    return e
+
+
+@lru_cache(maxsize=64)
+def _upper(n: int) -> np.ndarray:
+    u = np.triu(np.ones((n, n)))
+    u.flags.writeable = False
+    return u
+
+
+def stationary_many(M: np.ndarray) -> np.ndarray:
+    """`stationary` of a stack of row-stochastic matrices (n, S, S) at once: pi (M - I) = 0 with one equation
+    replaced by sum(pi) = 1, solved directly (the chains here are ergodic, so the system is regular)."""
+    n, S, _ = M.shape
+    A = np.swapaxes(M, 1, 2) - _eye(S)
+    A[:, -1, :] = 1.0
+    b = np.zeros((n, S))
+    b[:, -1] = 1.0
+    pi = np.linalg.solve(A, b[..., None])[..., 0].clip(min=0.0)
+    return pi / pi.sum(axis=1, keepdims=True)
+
+
+def hidden_chain_pmf_matrix(alphas: np.ndarray, T: np.ndarray, K: int) -> np.ndarray:
+    """The accepted-length distributions of a hidden chain for k = 1..K as rows of a (K, K + 1) matrix (row k - 1
+    holds P(A = 0..k), zeros beyond), in one forward pass from every start state at once.
+
+    With D = diag(alphas), the mass still accepted after i drafts is (D T)^i from each start state (rows) to each
+    state of the next token (columns); what is rejected at draft i is (D T)^i (I - D). A step of k drafts moves
+    the start state by the chain sum_{i<k} (D T)^i (I - D) T + (D T)^k T, whose stationary law pi_k is where the
+    steps of a long run start; P(A = i) = pi_k rejected_i 1, P(A = k) = pi_k (D T)^k 1."""
+    S = len(alphas)
+    DT = alphas[:, None] * T
+    powers = np.empty((K + 1, S, S))
+    powers[0] = _eye(S)
+    for i in range(K):
+        powers[i + 1] = powers[i] @ DT
+    rejected = powers[:K] * (1.0 - alphas)  # (K, S, S): column s scaled by its rejection probability
+    chains = (np.cumsum(rejected, axis=0) + powers[1:]) @ T  # chains[k - 1]: the step of k drafts
+    pis = stationary_many(chains)  # (K, S)
+    out = np.zeros((K, K + 1))
+    per_position = rejected.sum(axis=2) @ pis.T  # [i, k - 1] = P(rejected at draft i | a step of k)
+    out[:, :K] = (per_position * _upper(K)).T  # keep i < k: row k - 1 has k rejections
+    out[np.arange(K), np.arange(1, K + 1)] = np.einsum("ks,ks->k", pis, powers[1:].sum(axis=2))
+    return out
+
+
+def hidden_chain_pmfs(alphas: np.ndarray, T: np.ndarray, ks: Sequence[int]) -> dict[int, np.ndarray]:
+    """`HiddenChain.chain_pmfs` from the arrays alone (`hidden_chain_pmf_matrix`'s rows)."""
+    want = sorted(set(ks))
+    out: dict[int, np.ndarray] = {0: np.ones(1)} if 0 in want else {}
+    K = want[-1] if want else 0
+    if K > 0:
+        matrix = hidden_chain_pmf_matrix(np.asarray(alphas, dtype=float), np.asarray(T, dtype=float), K)
+        out.update({k: matrix[k - 1, :k + 1].copy() for k in want if k > 0})
+    return out
+
+
 def stationary(M: np.ndarray) -> np.ndarray:
     """The stationary distribution pi = pi M of a row-stochastic matrix (least squares with sum(pi) = 1)."""
     S = M.shape[0]
@@ -381,22 +442,7 @@ class HiddenChain(Acceptance):
 
     def chain_pmfs(self, ks: Sequence[int]) -> dict[int, np.ndarray]:
         """`chain_pmf` for several k in one forward pass up to max(ks), from every start state at once."""
-        alphas, T, S = self.alphas, self.transition, self.n_states
-        f = np.eye(S)  # f[s0, s]: from start state s0, all drafts so far accepted, current token in state s
-        rejected = []  # per position i: mass rejected there, by start state and state (S, S)
-        out: dict[int, np.ndarray] = {}
-        want = set(ks)
-        for i in range(max(ks) + 1):
-            if i in want and i > 0:
-                R = np.stack(rejected)  # (i, S, S)
-                M = R.sum(axis=0) @ T + f @ T  # step-level chain: start state -> next step's start state
-                pi = stationary(M)
-                out[i] = np.concatenate([np.einsum("s,isq->i", pi, R), [float(pi @ f.sum(axis=1))]])
-            elif i == 0 and 0 in want:
-                out[0] = np.ones(1)
-            rejected.append(f * (1.0 - alphas))
-            f = (f * alphas) @ T
-        return out
+        return hidden_chain_pmfs(self.alphas, self.transition, ks)
 
     def _next_state(self, s: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         cum = np.cumsum(self.transition, axis=1)

@@ -36,8 +36,10 @@ from .acceptance import (
     IIDAcceptance,
     MarkovAcceptance,
     PositionalAcceptance,
+    hidden_chain_pmf_matrix,
 )
 from .context import with_context
+from .executors import Executor, Serial
 from .replay import ProbabilityTraceAcceptance, TraceAcceptance
 
 KS = tuple(range(1, 9))
@@ -152,9 +154,10 @@ def pmf_loss(pmfs: Mapping[int, np.ndarray], targets: Mapping[int, np.ndarray]) 
     return loss
 
 
-def hidden_pmfs(alphas: np.ndarray, T: np.ndarray, ks: Sequence[int]) -> dict[int, np.ndarray]:
-    """Every k's accepted-length distribution of a hidden chain in one forward pass up to max(ks)."""
-    return HiddenStateAcceptance(tuple(alphas), tuple(map(tuple, T))).chain_pmfs(ks)
+def matrix_loss(pmfs: np.ndarray, targets: np.ndarray, lengths: np.ndarray) -> float:
+    """`pmf_loss` on distributions padded into rows (zeros past each k): the same sum, without the loop."""
+    tokens = (pmfs @ lengths) / (targets @ lengths)
+    return float(((pmfs - targets) ** 2).sum() + ((tokens - 1.0) ** 2).sum())
 
 
 def _hidden_from(x: np.ndarray, S: int) -> tuple[np.ndarray, np.ndarray]:
@@ -170,6 +173,11 @@ def fit_hidden(targets: Mapping[int, np.ndarray], S: int, mean_alpha: float,
     """The S-state hidden chain whose step distributions best match `targets`, from several starts (easy states
     above the mean alpha, hard ones below, sticky transitions)."""
     ks = sorted(targets)
+    rows = np.asarray(ks) - 1  # each target's row of `hidden_chain_pmf_matrix`
+    target_matrix = np.zeros((len(ks), ks[-1] + 1))
+    for i, k in enumerate(ks):
+        target_matrix[i, :k + 1] = targets[k]
+    lengths = np.arange(1, ks[-1] + 2, dtype=float)
     best: tuple[float, np.ndarray] | None = None
     starts = 3
     for i in range(starts):
@@ -184,7 +192,7 @@ def fit_hidden(targets: Mapping[int, np.ndarray], S: int, mean_alpha: float,
 
         def loss(x: np.ndarray) -> float:
             a, T = _hidden_from(x, S)
-            return pmf_loss(hidden_pmfs(a, T, ks), targets)
+            return matrix_loss(hidden_chain_pmf_matrix(a, T, ks[-1])[rows], target_matrix, lengths)
 
         x, value = nelder_mead(loss, x0, step=0.6, iters=150 * S * S)
         x, value = nelder_mead(loss, x, step=0.15, iters=100 * S * S)  # restart: Nelder-Mead stalls otherwise
@@ -307,10 +315,24 @@ def choose(errors: Sequence[ModelError]) -> str:
     return min(fine, key=lambda e: (N_PARAMS.get(e.name, 99), e.tokens_err)).name
 
 
+def _fit_job(job: tuple[AcceptanceData, AcceptanceData | None, tuple[int, ...], tuple[str, ...], int]
+             ) -> dict[str, Acceptance] | dict[str, tuple[np.ndarray, np.ndarray]]:
+    """One independent piece of `cross_validate`: the models fitted to a fold's training requests and judged on its
+    held-out ones (their errors), or, with no held-out part, the models fitted to everything."""
+    train, test, ks, models, seed = job
+    fitted = fit_models(train, ks, models, seed)
+    if test is None:
+        return fitted
+    truth = test.pmfs(ks)
+    return {name: errors_against(model, truth) for name, model in fitted.items()}
+
+
 def cross_validate(data: AcceptanceData, ks: Sequence[int] = KS, folds: int = 5, models: Sequence[str] = MODELS,
-                   seed: int = 0, tick: Callable[[], None] | None = None) -> FitReport:
+                   seed: int = 0, tick: Callable[[], None] | None = None, executor: Executor | None = None
+                   ) -> FitReport:
     """K-fold cross-validation over requests (see the module docstring); the models are then fitted to all the
-    data."""
+    data. The folds and the final fit are independent: `executor` may run them side by side (the result is the
+    same whatever runs them)."""
     ks = tuple(k for k in ks if k <= data.max_k)
     if not ks:
         raise SpecsimError(f"{data.source}: the data record no lookahead long enough for k = 1")
@@ -324,19 +346,13 @@ def cross_validate(data: AcceptanceData, ks: Sequence[int] = KS, folds: int = 5,
     lengths = np.array([len(a) for a in data.alphas])
     order = np.lexsort((rng.random(n), lengths))
     parts = [order[i::folds] for i in range(folds)]
-    tok = {m: [] for m in models}
-    tvs = {m: [] for m in models}
-    for i, held in enumerate(parts):
-        train = data.take(np.concatenate([p for j, p in enumerate(parts) if j != i]))
-        test = data.take(held)
-        truth = test.pmfs(ks)
-        for name, model in fit_models(train, ks, models, seed + i).items():
-            t, v = errors_against(model, truth)
-            tok[name].append(t)
-            tvs[name].append(v)
-        if tick:
-            tick()
-    fitted = fit_models(data, ks, models, seed)
+    jobs = [(data.take(np.concatenate([p for j, p in enumerate(parts) if j != i])), data.take(held), ks,
+             tuple(models), seed + i) for i, held in enumerate(parts)]
+    jobs.append((data, None, ks, tuple(models), seed))
+    results = (executor or Serial()).map(_fit_job, jobs, (lambda i: tick()) if tick else None)
+    tok = {m: [results[i][m][0] for i in range(folds)] for m in models}
+    tvs = {m: [results[i][m][1] for i in range(folds)] for m in models}
+    fitted = results[-1]
     errs = tuple(ModelError(m, fitted[m].spec, tuple(np.mean(tok[m], axis=0)), tuple(np.mean(tvs[m], axis=0)))
                  for m in models)
     context = fit_context(data, folds=folds, seed=seed) if data.prompt_tokens is not None else None

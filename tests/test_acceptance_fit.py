@@ -180,3 +180,34 @@ def test_builtin_pair_acceptance_against_context(builtin_profile):
     assert iid.at_context(150).chain_pmf(1)[1] < iid.at_context(50).chain_pmf(1)[1]
     with pytest.raises(SpecsimError, match="bare @context"):
         resolve_acceptance("iid:0.7@context", None)
+
+
+def test_the_batched_hidden_chain_is_the_forward_algorithm():
+    """`hidden_chain_pmf_matrix` (all k at once, the fits' inner loop) against each k's own forward algorithm and
+    stationary start (`HiddenChain.chain_pmf`), on random chains of 2 and 3 states."""
+    from simulator.acceptance import HiddenStateAcceptance, hidden_chain_pmf_matrix
+
+    rng = np.random.default_rng(7)
+    for S in (2, 3):
+        for _ in range(20):
+            a = rng.uniform(0.05, 0.99, S)
+            T = rng.dirichlet(np.ones(S), size=S) * 0.999 + 0.001 / S
+            model = HiddenStateAcceptance(tuple(a), tuple(map(tuple, T)))
+            matrix = hidden_chain_pmf_matrix(a, T, 8)
+            for k in range(1, 9):
+                assert np.allclose(matrix[k - 1, :k + 1], model.chain_pmf(k), atol=1e-12)
+                assert np.all(matrix[k - 1, k + 1:] == 0)
+
+
+def test_folds_side_by_side_give_the_serial_answer():
+    """The folds and the final fit are independent jobs: two worker processes give exactly the serial report."""
+    from simulator.executors import LocalProcesses
+
+    rng = np.random.default_rng(3)
+    yields = [np.minimum(rng.geometric(0.35, size=int(n)), 7) for n in rng.integers(20, 60, size=12)]
+    data = AcceptanceData.from_yields(yields, source="synthetic")
+    serial = cross_validate(data, ks=(1, 2, 4), folds=3, models=("iid", "beta", "markov"), seed=1)
+    parallel = cross_validate(data, ks=(1, 2, 4), folds=3, models=("iid", "beta", "markov"), seed=1,
+                              executor=LocalProcesses(2))
+    assert serial.errors == parallel.errors and serial.chosen == parallel.chosen
+    assert {m: serial.models[m].spec for m in serial.models} == {m: parallel.models[m].spec for m in parallel.models}
