@@ -311,6 +311,9 @@ def policy(setup: opt.SetupOptions, fmt: str, batches: list[int], ks: list[int],
     out.check_out(out_path)
     check_contexts(fmt, contexts)
     s = setup.resolve()
+    if s.profile is not None and any("tax" in m for m in s.profile.not_measured):
+        out.say(f"profile {s.profile.path} did not measure the engine's tax on speculation (a quick calibration): "
+                "the table prices none; run specsim calibrate without --quick to measure it")
     tolerance = s.resolution if tolerance_pct is None else tolerance_pct / 100
     ranges, record = policy_tables(s.cost, s.target, s.draft, s.acceptance, batches, ks, contexts, s.caption,
                                    tolerance)

@@ -292,7 +292,9 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
                     draft_spec: ModelSpec) -> tuple[dict[str, Any], EngineOverheads]:
     """Acceptance of the trained pair on the calibration prompts, and against context on longer real text; then
     short real runs at batch 1 and the largest batch that give the engine's own work around the passes
-    (`calibrate.engine_overheads`) and its tax on speculation (`calibrate.speculation_tax`)."""
+    (`calibrate.engine_overheads`) and its tax on speculation (`calibrate.speculation_tax`). A quick calibration
+    measures neither acceptance against context nor the tax (a third of its time; `Profile.not_measured` says so,
+    and `policy` and ``measured@context`` ask for the full calibration)."""
     from calibrate.measure_acceptance import measure_acceptance, measure_by_context
     from calibrate.speculation_tax import measure_tax
     from engine.builtin import encode, load_pair, long_texts, prompts
@@ -304,10 +306,11 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
     with progress("acceptance (calibration prompts)", n_prompts + 1) as bar:
         acc = measure_acceptance(target, draft, calib, n_tokens, 1.0, seed, tick=lambda: bar.update(1))
     # Against context: windows of 32 tokens every 32 from the start to twice the 256 tokens the pair trained on.
-    with progress("acceptance against context (real text)", 1) as bar:
-        acc["by_context"] = measure_by_context(target, draft, long_texts(24 if quick else 64, 512, seed),
-                                               list(range(0, 512, 32)), 32, 1.0)
-        bar.update(1)
+    if not quick:
+        with progress("acceptance against context (real text)", 1) as bar:
+            acc["by_context"] = measure_by_context(target, draft, long_texts(64, 512, seed), list(range(0, 512, 32)),
+                                                   32, 1.0)
+            bar.update(1)
     big_target, _ = load_pair(expanded=True, dtype=dtype, max_seq_len=512, device=device)
     engine = RealEngine(big_target, draft, runner)
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -317,12 +320,10 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
         extras, engine_overheads = measure_engine_overheads(engine, calib, batches, new_tokens, repeats, gen,
                                                             cost.draft_catchup_tokens, tick=lambda: bar.update(1))
     acc["engine_extras_by_batch_s"] = extras
-    # Three repeats even when quick: a cost is priced only where every repeat measured it above the noise, and two
-    # repeats of a few-millisecond step on a shared host agree by chance too often (calibrate.speculation_tax).
-    tax_repeats = max(repeats, 3)
-    with progress("speculation off and switching k (real steps)", 4 * len(batches) * tax_repeats) as bar:
-        acc["speculation_tax"] = measure_tax(engine, calib, batches, 2 * new_tokens, tax_repeats, gen, cost,
-                                             draft_spec, tick=lambda: bar.update(1))
+    if not quick:  # three repeats: a cost is priced only where every repeat measured it above the noise
+        with progress("speculation off and switching k (real steps)", 4 * len(batches) * repeats) as bar:
+            acc["speculation_tax"] = measure_tax(engine, calib, batches, 2 * new_tokens, repeats, gen, cost,
+                                                 draft_spec, tick=lambda: bar.update(1))
     return acc, engine_overheads
 
 

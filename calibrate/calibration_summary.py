@@ -101,6 +101,9 @@ def format_summary(profile: Profile, path: Path) -> str:
         lines.append(f"held at a ceiling: {bound}")
     for assumption in fit.extra.get("assumed", ()):
         lines.append(f"assumed: {assumption}")
+    if profile.not_measured:
+        lines.append(f"not measured{' (quick)' if profile.quick else ''}: {'; '.join(profile.not_measured)} - run "
+                     "specsim calibrate without --quick for them")
     oom = [p for p in profile.passes if p.oom]
     if oom:
         lines.append(f"{len(oom)} grid points ran out of memory and were skipped (recorded in the profile)")

@@ -386,8 +386,8 @@ class MeasuredAcceptance:
 
         bc = self.by_context
         if not bc:
-            raise SpecsimError("this profile did not measure acceptance against context; calibrate again (specsim "
-                               "calibrate measures it for the built-in pair)")
+            raise SpecsimError("this profile did not measure acceptance against context (a quick calibration skips "
+                               "it): run specsim calibrate without --quick")
         decay = ContextDecay(**{k: float(bc["decay"][k]) for k in ("high", "low", "c50", "width")})
         reference = float(self.raw.get("prompt_tokens", 96)) + self.tokens_per_prompt / 2
         top = max(float(c) for c in bc["contexts"])
@@ -557,6 +557,18 @@ class Profile:
     @property
     def timed(self) -> tuple[PassRecord, ...]:
         return tuple(p for p in self.passes if p.median_s)
+
+    @property
+    def not_measured(self) -> tuple[str, ...]:
+        """What a calibration of specsim's own engine measures in full but this one did not (a quick one)."""
+        if self.origin != "specsim" or self.acceptance is None:
+            return ()
+        missing = []
+        if not self.speculation_tax:
+            missing.append("the engine's tax on speculation (a k = 0 step, switching k)")
+        if not self.acceptance.by_context:
+            missing.append("acceptance against context")
+        return tuple(missing)
 
     def describe(self) -> str:
         """One phrase: the device, when, the engine it describes, the fit's held-out error, trust."""

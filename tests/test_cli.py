@@ -160,7 +160,7 @@ def test_policy_json_has_a_context_axis_and_vllm_refuses_several_contexts():
     r = run("policy", "--hardware", "h100-sxm", "--acceptance", spec, "--format", "json", "--context", "512,8192",
             "--batch", "1..40")
     assert r.exit_code == 0, r.output
-    tables = json.loads(r.output)["by_context"]
+    tables = json.loads(r.stdout)["by_context"]
     assert [t["context"] for t in tables] == [512, 8192]
     k_at = [t["num_speculative_tokens_per_batch_size"][0][2] for t in tables]
     assert k_at[0] > k_at[1]
