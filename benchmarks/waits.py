@@ -1,0 +1,136 @@
+"""Where users wait, each against its goal: the first calibration, a day of traffic simulated, a first fitted
+acceptance, the test suite. Run it the day a change lands, so that a change that slows a user down is seen.
+
+    python benchmarks/waits.py [--repeats 3] [--only calibrate,simulate,fit,suite] [--profile-rate 2]
+
+- ``calibrate``: `specsim calibrate --quick` in an empty cache, wall seconds (goal <= 40 s), with each run's
+  held-out pass error beside it (the speed must not cost accuracy);
+- ``simulate``: 100,000 requests through one engine (H100 preset, Llama-3.1-8B / 3.2-1B, iid 0.7, `adaptive`,
+  prompts 512 and outputs 128 tokens) at 1, 2, 5, 10, 20, 40 and 80 req/s (goal <= 10 s each), and a profile of
+  where the time of one run goes (the functions with the most time of their own);
+- ``fit``: the first `predict --acceptance fit:trace:...` on the shipped 48-request ShareGPT sample, empty cache
+  (goal <= 3 s), and the same again from the cache;
+- ``suite``: `python -m pytest` (goal <= 120 s).
+
+Each figure is the median of `--repeats` runs with its range. The machine is shared: a time is a measurement to
+report, never an assertion; run nothing else meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "scenarios" / "samples" / "acceptance" / "llama3.1-8b-instruct_sharegpt-48.jsonl"
+RATES = (1, 2, 5, 10, 20, 40, 80)
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+    return time.perf_counter() - t0
+
+
+def verdict(name: str, xs: list[float], goal: float, extra: str = "") -> str:
+    med = statistics.median(xs)
+    mark = "ok  " if med <= goal else "SLOW"
+    return f"{mark} {name:<52} {med:7.2f} s [{min(xs):.2f}, {max(xs):.2f}]  goal <= {goal:g} s{extra}"
+
+
+def calibrate(repeats: int) -> list[str]:
+    walls, errs = [], []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as cache:
+            out = Path(cache) / "p.json"
+            env = {**os.environ, "XDG_CACHE_HOME": cache}
+            walls.append(timed([sys.executable, "specsim.py", "calibrate", "--quick", "--out", str(out)], env))
+            fit = json.loads(out.read_text())["fit"]["heldout"]
+            errs.append(100 * fit["median_abs_err"])
+    return [verdict("calibrate --quick", walls, 40.0,
+                    f"; held-out pass error median {', '.join(f'{e:.1f}' for e in errs)} %")]
+
+
+def one_simulation(rate: float, seed: int, n: int = 100_000) -> float:
+    import numpy as np
+
+    from scenarios import load_hardware, load_model
+    from simulator.acceptance_parse import parse_acceptance
+    from simulator.cost import CostModel
+    from simulator.policies import parse_policy
+    from simulator.serving import EngineConfig, simulate
+    from simulator.step_costs import StepCosts
+    from simulator.workload import parse_lengths, synthetic
+
+    acc = parse_acceptance("iid:0.7")
+    workload = synthetic("poisson", n, parse_lengths("512"), parse_lengths("128"),
+                         np.random.default_rng(seed)).at_rate(rate)
+    costs = StepCosts(CostModel.from_hardware(load_hardware("h100-sxm")), load_model("llama-3.1-8b"),
+                      load_model("llama-3.2-1b"))
+    t0 = time.perf_counter()
+    simulate(workload, costs, parse_policy("adaptive", acc), acc, np.random.default_rng(1000 + seed), EngineConfig())
+    return time.perf_counter() - t0
+
+
+def simulate_all(repeats: int, profile_rate: float) -> list[str]:
+    lines = [verdict(f"simulate 100,000 requests at {rate} req/s", [one_simulation(rate, s) for s in range(repeats)],
+                     10.0) for rate in RATES]
+    prof = cProfile.Profile()
+    prof.runcall(one_simulation, profile_rate, 0)
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(8)
+    body = [s for s in buf.getvalue().splitlines() if s.strip() and not s.startswith(("   Ordered", "   List"))]
+    lines.append(f"     where one run's time goes at {profile_rate:g} req/s (cProfile, own time):")
+    lines += [f"       {s.strip()}" for s in body[-9:]]
+    return lines
+
+
+def fit(repeats: int) -> list[str]:
+    cmd = [sys.executable, "specsim.py", "predict", "--hardware", "h100-sxm", "--acceptance", f"fit:trace:{SAMPLE}",
+           "--batch", "1..64", "--k", "0..6"]
+    first, cached = [], []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as cache:
+            env = {**os.environ, "XDG_CACHE_HOME": cache}
+            first.append(timed(cmd, env))
+            cached.append(timed(cmd, env))
+    return [verdict("first predict --acceptance fit:trace:(48 requests)", first, 3.0),
+            verdict("the same, fitted model cached", cached, 3.0)]
+
+
+def suite(repeats: int) -> list[str]:
+    return [verdict("python -m pytest", [timed([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                                               dict(os.environ)) for _ in range(repeats)], 120.0)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--only", default="calibrate,simulate,fit,suite")
+    ap.add_argument("--profile-rate", type=float, default=2.0, help="the rate whose simulation is profiled")
+    a = ap.parse_args()
+    parts = a.only.split(",")
+    unknown = set(parts) - {"calibrate", "simulate", "fit", "suite"}
+    if unknown:
+        ap.error(f"--only: unknown {', '.join(sorted(unknown))}")
+    suite_repeats = 1 if a.repeats > 1 else a.repeats  # two minutes each: one run is the figure
+    for part in parts:
+        lines = {"calibrate": lambda: calibrate(a.repeats), "simulate": lambda: simulate_all(a.repeats,
+                                                                                              a.profile_rate),
+                 "fit": lambda: fit(a.repeats), "suite": lambda: suite(suite_repeats)}[part]()
+        print("\n".join(lines), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
