@@ -306,24 +306,7 @@ def policy(setup: opt.SetupOptions, fmt: str, batches: list[int], ks: list[int],
     specsim policy --hardware h100-sxm --acceptance iid:0.7 --format vllm
     specsim policy --hardware h100-sxm --acceptance vllm-metrics:metrics.txt --format json --out policy.json
     """
-    from simulator.serving_report import check_contexts, policy_tables
-
-    out.check_out(out_path)
-    check_contexts(fmt, contexts)
-    s = setup.resolve()
-    if s.profile is not None and any("tax" in m for m in s.profile.not_measured):
-        out.say(f"profile {s.profile.path} did not measure the engine's tax on speculation (a quick calibration): "
-                "the table prices none; run specsim calibrate without --quick to measure it")
-    tolerance = s.resolution if tolerance_pct is None else tolerance_pct / 100
-    ranges, record = policy_tables(s.cost, s.target, s.draft, s.acceptance, batches, ks, contexts, s.caption,
-                                   tolerance)
-    text = json.dumps(ranges) if fmt == "vllm" else json.dumps(record, indent=1)
-    for table in record.get("by_context", [record]):
-        for r in table["ranges"]:
-            if r["k"] == 0 and r["why"].startswith("the draft"):
-                out.say(f"batch {r['batch_from']}..{r['batch_to']} at context {table['context']}: k = 0 because "
-                        f"{r['why']} (a memory limit, not speculation that stopped paying)")
-    out.echo_or_write(out_path, text + "\n", "policy")
+    cmd.run_policy(setup, fmt, batches, ks, contexts, tolerance_pct, out_path)
 
 
 # -- acceptance ------------------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The bodies of the commands whose options `specsim.py` declares, each calling one library function and printing
-its result: predict, validate (static and served), sweep."""
+its result: predict, validate (static and served), sweep, policy."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cli.options import ServedOptions, SetupOptions
-from cli.output import check_figures, echo_or_write, echo_result, progress, say, write_figures
+from cli.output import check_figures, check_out, echo_or_write, echo_result, progress, say, write_figures
 from simulator import SpecsimError
 
 if TYPE_CHECKING:
@@ -194,3 +194,28 @@ def run_sweep(spec_path: Path, executor_text: str, out_path: Path | None, plot_d
     echo_or_write(out_path, table_text(rows, fmt), "sweep table")
     if figures:
         write_figures(figures)
+
+
+def run_policy(setup: SetupOptions, fmt: str, batches: list[int], ks: list[int], contexts: list[int],
+               tolerance_pct: float | None, out_path: Path | None) -> None:
+    """`specsim policy`: the table, with a note where a quick profile priced no tax or k = 0 is a memory limit."""
+    import json
+
+    from simulator.serving_report import check_contexts, policy_tables
+
+    check_out(out_path)
+    check_contexts(fmt, contexts)
+    s = setup.resolve()
+    if s.profile is not None and any("tax" in m for m in s.profile.not_measured):
+        say(f"profile {s.profile.path} did not measure the engine's tax on speculation (a quick calibration): "
+                "the table prices none; run specsim calibrate without --quick to measure it")
+    tolerance = s.resolution if tolerance_pct is None else tolerance_pct / 100
+    ranges, record = policy_tables(s.cost, s.target, s.draft, s.acceptance, batches, ks, contexts, s.caption,
+                                   tolerance)
+    text = json.dumps(ranges) if fmt == "vllm" else json.dumps(record, indent=1)
+    for table in record.get("by_context", [record]):
+        for r in table["ranges"]:
+            if r["k"] == 0 and r["why"].startswith("the draft"):
+                say(f"batch {r['batch_from']}..{r['batch_to']} at context {table['context']}: k = 0 because "
+                        f"{r['why']} (a memory limit, not speculation that stopped paying)")
+    echo_or_write(out_path, text + "\n", "policy")

@@ -323,3 +323,29 @@ def test_a_burst_during_one_spot_check_does_not_reprice_the_runs_beside_it(tiny_
     for check in settings["spot_checks"]:
         for point in check["points"]:
             assert point["before_s"] == point["after_s"] == base[(point["model"], point["batch"])]
+
+
+@pytest.mark.parametrize("policy", ["fixed:3", "adaptive:4", "off"])
+def test_the_served_loop_takes_the_simulators_own_steps(builtin_pair, builtin_profile, policy):
+    """One scheduler, two clocks: with every request there at t = 0 (no decision hangs on the clock) and every draft
+    accepted (iid 1: no decision hangs on a draw), the real engine's served stream and the simulation of it take the
+    same steps: the same batch, the same draft length or none, the same tokens kept, prefill for prefill."""
+    from simulator.acceptance import IIDAcceptance
+    from simulator.serving import simulate
+
+    target, draft = builtin_pair
+    w, ps = stream(10, 0.0, 4, 20, seed=4)
+    acceptance = IIDAcceptance(1.0)
+    pol = parse_policies(policy, acceptance)[0]
+    config, kv = served_config(EngineConfig(bulk=False), max_batch=4, max_seq_len=target.cfg.max_seq_len)
+    engine = RealEngine(target, draft)
+    engine.force(acceptance)
+    costs = costs_of(builtin_profile)
+    served = serve(engine, w, ps, pol, costs, config, kv, 1.0, 0, 600)
+    simulated = simulate(w, costs, pol, acceptance, np.random.default_rng(0), config)
+    real = served.run
+    assert served.held
+    assert real.step_batch.tolist() == simulated.step_batch.tolist()
+    assert real.step_drafted.tolist() == simulated.step_drafted.tolist()
+    assert real.step_tokens.tolist() == simulated.step_tokens.tolist()
+    assert len(real.prefill_duration_s) == len(simulated.prefill_duration_s)
