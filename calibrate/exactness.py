@@ -10,16 +10,16 @@ exact draws). Negative controls run the same test on deliberately broken rules, 
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from calibrate.calibration import no_progress
 from engine.model import Decoder, build_decoder, causal_window
 from engine.rejection import distribution
 from engine.speculative import Decoding, RealEngine
@@ -220,21 +220,12 @@ def exactness_cases(draft_kind: str, ks: Sequence[int], trees: Sequence[Tree], s
                seed + 100 + j, "control") for j, rule in enumerate(("resample-from-p", "accept-q-over-p"))]
     checks: list[TestResult] = []
     controls: list[TestResult] = []
-    with (progress or _no_progress)(f"sampling {len(cases)} cases x {samples:,}", len(cases) * samples) as bar:
+    with (progress or no_progress)(f"sampling {len(cases)} cases x {samples:,}", len(cases) * samples) as bar:
         for label, how, case_seed, kind in cases:
             r = run_case(label, engine, prompt, m, samples, how, exact, case_seed, tick=bar.update)
             (checks if kind == "check" else controls).append(r)
             report(r, kind)
     return checks, controls
-
-
-@contextlib.contextmanager
-def _no_progress(label: str, total: int) -> Iterator[Any]:
-    class Silent:
-        def update(self, n: int) -> None:
-            pass
-
-    yield Silent()
 
 
 def verdict(r: TestResult, kind: str) -> tuple[bool, str]:

@@ -1,5 +1,6 @@
 """The bodies of the commands whose options `specsim.py` declares, each calling one library function and printing
 its result: predict, validate (static and served), sweep, policy."""
+
 from __future__ import annotations
 
 from pathlib import Path

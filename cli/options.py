@@ -1,6 +1,7 @@
 """What users type and how the CLI reads it: click parameter types for ranges, rates and latencies (one-line
 errors for malformed ones), the option groups several commands share (setup, serving, served validation), and
 the step from options to the library's inputs."""
+
 from __future__ import annotations
 
 import functools

@@ -1,5 +1,6 @@
 """How the CLI answers: one-line errors and exit codes (never a traceback), progress for a terminal or a log,
 notes on stderr, and figures and text written all or nothing after every output path was checked."""
+
 from __future__ import annotations
 
 import contextlib
