@@ -319,7 +319,10 @@ def test_a_burst_during_one_spot_check_does_not_reprice_the_runs_beside_it(tiny_
             "--policy", "off,fixed:2", "--json")
     assert r.exit_code == 0, r.output
     settings = json.loads(r.output[r.output.index("{"):])["settings"]
-    assert [max(t.values()) / min(base.values()) >= 3.0 for t in settings["spot_timings"]] == [0, 0, 1, 0, 0]
+    # each (model, batch) against its own steady timing: the target's pass may well take 3x the draft's
+    ratios = [{key: t[f"{key[0]}@{key[1]}"] / base[key] for key in base} for t in settings["spot_timings"]]
+    assert [min(r.values()) >= 3.0 - 1e-9 for r in ratios] == [0, 0, 1, 0, 0]
+    assert [max(r.values()) <= 1.0 + 1e-9 for r in ratios] == [1, 1, 0, 1, 1]
     for check in settings["spot_checks"]:
         for point in check["points"]:
             assert point["before_s"] == point["after_s"] == base[(point["model"], point["batch"])]
