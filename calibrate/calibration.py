@@ -254,12 +254,13 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     with_habit = replace(fit.cost.overheads, engine=replace(fit.cost.overheads.engine, draft_catchup_tokens=catchup))
     measured_cost = replace(fit.cost, measured={(p.model, p.batch, p.new_tokens, p.context): p.time_s
                                                 for p in points}, overheads=with_habit, measured_models=(target, draft))
+    engine_bounds: list[str] = []  # engine terms held at zero (`calibrate.engine_overheads.per_step`)
     if builtin_pair(target, draft):
         acceptance, engine = measure_builtin(device, runner, dtype, quick, max(grid.batches), progress, seed,
-                                             measured_cost, target, draft)
+                                             measured_cost, target, draft, engine_bounds)
     else:
         engine = measure_engine_at_shapes(device, runner, grid, quick, progress, seed,
-                                          measured_cost.draft_catchup_tokens, target, draft)
+                                          measured_cost.draft_catchup_tokens, target, draft, engine_bounds)
     overheads = replace(fit.cost.overheads, engine=replace(engine, draft_catchup_tokens=catchup))
     tax = acceptance.pop("speculation_tax", {}) if acceptance else {}  # the engine's, not the pair's acceptance
     records = tuple(PassRecord.from_dict(r) for r in passes)
@@ -272,7 +273,7 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
                 tuple(ratio),
                 {"method": "non-negative least squares on relative error; see simulator/rate_fit.py",
                  "seconds_per_linear_byte": {"rows": list(fit.knots), "values": list(fit.seconds_per_linear_byte)},
-                 "bounds": list(fit.bounds)}),
+                 "bounds": list(fit.bounds) + engine_bounds}),
         acceptance=MeasuredAcceptance.from_dict(acceptance) if acceptance else None, probes=tuple(probes),
         options=dict(options or {}), engine_mode=runner.mode, quick=quick, trust=assess_trust(heldout, records),
         specsim_version=__version__, device_state={"start": state_start, "end": device_state(device)},
@@ -289,7 +290,7 @@ def builtin_pair(target: ModelSpec, draft: ModelSpec) -> bool:
 
 def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick: bool, max_batch: int,
                     progress: Progress, seed: int, cost: CostModel, target_spec: ModelSpec,
-                    draft_spec: ModelSpec) -> tuple[dict[str, Any], EngineOverheads]:
+                    draft_spec: ModelSpec, bounds: list[str] | None = None) -> tuple[dict[str, Any], EngineOverheads]:
     """Acceptance of the trained pair on the calibration prompts, and against context on longer real text; then
     short real runs at batch 1 and the largest batch that give the engine's own work around the passes
     (`calibrate.engine_overheads`) and its tax on speculation (`calibrate.speculation_tax`). A quick calibration
@@ -318,7 +319,8 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
     batches = sorted({1, max_batch})
     with progress("engine overheads (real steps)", 3 * len(batches) * repeats) as bar:
         extras, engine_overheads = measure_engine_overheads(engine, calib, batches, new_tokens, repeats, gen,
-                                                            cost.draft_catchup_tokens, tick=lambda: bar.update(1))
+                                                            cost.draft_catchup_tokens, tick=lambda: bar.update(1),
+                                                            bounds=bounds)
     acc["engine_extras_by_batch_s"] = extras
     if not quick:  # three repeats: a cost is priced only where every repeat measured it above the noise
         with progress("speculation off and switching k (real steps)", 4 * len(batches) * repeats) as bar:
@@ -328,7 +330,8 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
 
 
 def measure_engine_at_shapes(device: torch.device, runner: PassRunner, grid: Grid, quick: bool, progress: Progress,
-                             seed: int, catchup_tokens: int, target: ModelSpec, draft: ModelSpec) -> EngineOverheads:
+                             seed: int, catchup_tokens: int, target: ModelSpec, draft: ModelSpec,
+                             bounds: list[str] | None = None) -> EngineOverheads:
     """The engine's own work at shapes other than the built-in pair's (`calibrate.engine_overheads`): random-weight
     models of these shapes decode random prompts as long as the smallest calibrated context, chains replaying
     `FORCED_ACCEPTANCE`, at batch 1 and the largest calibrated batch. Skipped (zero, as before) where a pair's
@@ -350,7 +353,7 @@ def measure_engine_at_shapes(device: torch.device, runner: PassRunner, grid: Gri
         gen = torch.Generator(device=device).manual_seed(seed)
         with progress("engine overheads (real steps, acceptance replayed)", 3 * len(batches) * repeats) as bar:
             _, overheads = measure_engine_overheads(engine, prompts, batches, new_tokens, repeats, gen,
-                                                    catchup_tokens, tick=lambda: bar.update(1))
+                                                    catchup_tokens, tick=lambda: bar.update(1), bounds=bounds)
     except Exception as e:  # noqa: BLE001 - out of memory at the largest batch: leave the extras unmeasured
         if not _is_oom(e):
             raise

@@ -58,7 +58,7 @@ def format_summary(profile: Profile, path: Path) -> str:
     ov = fit.overheads
     lines.append(f"fitted overheads: {ov.pass_s * 1e6:.0f} us per pass, {ov.layer_s * 1e6:.0f} us per layer, "
                  f"{ov.row_s * 1e6:.2f} us per token row, {ov.sequence_layer_s * 1e6:.1f} us per sequence and layer")
-    for name in ("plain", "draft", "verify", "chain_accept", "tree_accept"):
+    for name in ("plain", "draft", "verify", "chain_accept", "tree_accept", "pass_draw"):
         v = getattr(ov.engine, name)
         if v.fixed_s or v.per_sequence_s:
             lines.append(f"  engine, {name.replace('_', ' ')}: {v.fixed_s * 1e6:.0f} us + "
@@ -98,7 +98,7 @@ def format_summary(profile: Profile, path: Path) -> str:
                 f"{100 * loo['median_abs_err']:.1f} %, max {100 * loo['max_abs_err']:.1f} %; use it with "
                 "--acceptance measured@context")
     for bound in fit.extra.get("bounds", ()):
-        lines.append(f"held at a ceiling: {bound}")
+        lines.append(f"held at a bound: {bound}")
     for assumption in fit.extra.get("assumed", ()):
         lines.append(f"assumed: {assumption}")
     if profile.not_measured:

@@ -98,34 +98,45 @@ def timed_alone(engine: RealEngine, batch: int, context: int, cand: Candidate, c
     return StepPhases(sum(times[w] for w in widths), after_forward, 0.0)
 
 
-def per_step(by_batch: dict[int, float], signed: bool = False) -> PerStep:
-    """A fixed cost and a cost per sequence through the (one or two) batches measured. Never negative unless
-    `signed`: the verify phase draws no sample while its calibrated pass includes one (a vocabulary-sized draw per
-    sequence), so at a large vocabulary its extra is negative, and the step's pricing floors it at a plain step."""
-    floor = -np.inf if signed else 0.0
+def per_step(by_batch: dict[int, float], name: str = "", bounds: list[str] | None = None) -> PerStep:
+    """A fixed cost and a cost per sequence through the (one or two) batches measured, neither negative: a work
+    cannot take negative time. Where the line through the measurements would, the term is held at zero and, given
+    `bounds`, a sentence says so (the measurement then differs from what is priced by the noise that put it there)."""
     if len(by_batch) == 1:
-        return PerStep(max(next(iter(by_batch.values())), floor), 0.0)
+        t = next(iter(by_batch.values()))
+        if t < 0 and bounds is not None:
+            bounds.append(f"engine, {name}: measured {t * 1e6:,.0f} us, held at 0")
+        return PerStep(max(t, 0.0), 0.0)
     (b1, t1), (b2, t2) = sorted(by_batch.items())[0], sorted(by_batch.items())[-1]
-    slope = (t2 - t1) / (b2 - b1) if signed else max((t2 - t1) / (b2 - b1), 0.0)
-    return PerStep(max(t1 - slope * b1, floor), slope)
+    slope = (t2 - t1) / (b2 - b1)
+    fixed = t1 - max(slope, 0.0) * b1
+    if bounds is not None and (slope < 0 or fixed < 0):
+        bounds.append(f"engine, {name}: the line through batch {b1} ({t1 * 1e6:,.0f} us) and {b2} "
+                      f"({t2 * 1e6:,.0f} us) has a negative term, held at 0")
+    return PerStep(max(fixed, 0.0), max(slope, 0.0))
 
 
 def measure_engine_overheads(engine: RealEngine, prompts: Sequence[Sequence[int]], batches: Sequence[int],
                              new_tokens: int, repeats: int, gen: torch.Generator, catchup_tokens: int,
-                             tick: Callable[[], None] | None = None) -> tuple[dict[str, dict[int, float]],
-                                                                             EngineOverheads]:
+                             tick: Callable[[], None] | None = None,
+                             bounds: list[str] | None = None) -> tuple[dict[str, dict[int, float]], EngineOverheads]:
     """Real runs of three kinds at each batch, interleaved and repeated (the extras are small differences of noisy
     step times), each run between two timings of what the calibration prices in it (`timed_alone`, averaged), each
     kind's extras the median over the repeats. With `engine.forced` set, chains replay it and trees run the real
     rule. `catchup_tokens`: how many tokens the draft re-reads in a step's first draft pass. Returns the extras by
-    kind and batch, and the fitted `EngineOverheads`."""
+    kind and batch, and the fitted `EngineOverheads`; a term held at zero is said in `bounds`.
+
+    The verify phase's extra is a difference: its own work after the forward (the probabilities at every verified
+    position) minus what a calibrated pass does after its forward (one draw over the vocabulary per sequence), so
+    at a large vocabulary it is negative. It is kept as two terms that cannot be: `verify`, the phase's own work,
+    and `pass_draw`, the calibrated pass's draw (`EngineOverheads.verify_extra_s` takes one from the other)."""
     kinds = (Decoding(k=0), Decoding(k=4), Decoding(tree=TREE))
     timer = Timer(engine.device)
     if engine.runner.mode == "graph":  # capture every shape first; steps that still capture are left out below
         for b in batches:
             for how in kinds:
                 _run(engine, [prompts[i % len(prompts)] for i in range(b)], new_tokens, how, gen)
-    samples: dict[str, dict[int, list[float]]] = {k: {b: [] for b in batches} for k in KINDS}
+    samples: dict[str, dict[int, list[float]]] = {k: {b: [] for b in batches} for k in (*KINDS, "pass_draw")}
     for _ in range(repeats):
         for b in batches:
             ps = [prompts[i % len(prompts)] for i in range(b)]
@@ -140,14 +151,18 @@ def measure_engine_overheads(engine: RealEngine, prompts: Sequence[Sequence[int]
                 alone = StepPhases((before.draft_s + after.draft_s) / 2, (before.verify_s + after.verify_s) / 2, 0.0)
                 for kind, extra in step_extras(alone, cand, run.timed_steps).items():
                     samples[kind][b].append(extra)
+                samples["pass_draw"][b].append(alone.verify_s)
                 if tick:
                     tick()
     extras = {k: {b: float(np.median(v)) for b, v in by.items() if v} for k, by in samples.items()}
     n_tree = len(Candidate(None, TREE).shape.draft_pass_widths)
     extras["tree_accept"] = {b: tree_extra({k: extras[k][b] for k in KINDS}, n_tree) for b in batches
                              if all(b in extras[k] for k in KINDS)}
-    fitted = ("plain", "draft", "verify", "chain_accept", "tree_accept")
-    return extras, EngineOverheads(**{k: per_step(extras[k], signed=k == "verify") for k in fitted if extras[k]})
+    # the verify phase's own work: its extra plus the calibrated pass's draw that the extra had taken off
+    own = {"verify": {b: t + extras["pass_draw"][b] for b, t in extras["verify"].items() if b in extras["pass_draw"]}}
+    fitted = ("plain", "draft", "verify", "chain_accept", "tree_accept", "pass_draw")
+    return extras, EngineOverheads(**{k: per_step(own.get(k, extras[k]), k.replace("_", " "), bounds)
+                                      for k in fitted if extras[k]})
 
 
 def _run(engine: RealEngine, prompts: Sequence[Sequence[int]], new_tokens: int, how: Decoding,

@@ -294,7 +294,8 @@ class CostModel:
         """Measurements carried to a pass that was not measured itself. A shape measured at other contexts:
         interpolated in context. Any other shape of a measured model: the formula times the measured / formula
         ratio, bilinear in (log2 batch, log2 new tokens) over the grids of measured shapes around those new
-        tokens (`_ratio`; each shape carried to this context first) and clamped at its edges, so predictions pass
+        tokens (`_ratio`; each shape carried to this context first) and held at its edges (beyond the largest
+        measured batch, faded into that batch's mean ratio over one doubling), so predictions pass
         through every measurement and move smoothly between them."""
         own = self._context_interpolated(model, batch, new_tokens, context)
         if own is not None:  # this shape was measured at other contexts
@@ -421,7 +422,8 @@ class CostModel:
 
     def _ratio(self, model: ModelSpec, b: np.ndarray, n: np.ndarray, context: int) -> np.ndarray:
         """The measured / formula ratio at each (batch, new tokens): bilinear in (log2 batch, log2 new tokens) over
-        the grid that holds those new tokens (`_grid_weights`), clamped at its edges (as `_anchored`)."""
+        the grid that holds those new tokens (`_grid_weights`), held at its edges and faded into the largest
+        measured batch's mean ratio beyond it (as `_anchored`)."""
         b, n = np.broadcast_arrays(b, n)
         out = np.zeros(b.shape)
         for v in np.unique(n).tolist():
@@ -437,7 +439,14 @@ class CostModel:
                 j0, j1, fn = _log2_weights(ns, np.full(int(at.sum()), v))
                 top = R[i0, j0] * (1 - fn) + R[i0, j1] * fn
                 bottom = R[i1, j0] * (1 - fn) + R[i1, j1] * fn
-                out[at] += w * (top * (1 - fb) + bottom * fb)
+                r = top * (1 - fb) + bottom * fb
+                # Past the largest measured batch the ratio of each new-token count at that batch fades, over one
+                # doubling, into their geometric mean there: that batch's level carries on, the per-shape wiggles
+                # of its measurements (noise, a block of rounds that ran slow) do not, and the fitted formula's
+                # shape in rows takes over (a quick calibration measured batch 8 and `predict` asks for 64).
+                fade = np.clip(np.log2(np.maximum(b[at], 1) / bs[-1]), 0.0, 1.0)
+                edge = float(np.exp(np.mean(np.log(R[-1]))))
+                out[at] += w * (r * (1 - fade) + edge * fade)
         return out
 
     def plain_step_times(self, model: ModelSpec, batch: np.ndarray, context: int) -> np.ndarray:

@@ -45,9 +45,19 @@ class EngineOverheads:
     verify: PerStep = field(default_factory=PerStep)  # around the verification pass
     chain_accept: PerStep = field(default_factory=PerStep)  # the accept/reject rule over a chain
     tree_accept: PerStep = field(default_factory=PerStep)  # recursive rejection down a tree, cache compaction
+    # The draw a calibrated pass makes after its forward (probabilities at its last position, one sample per
+    # sequence), which a verification pass does not make: `verify` is the verify phase's own work after its forward,
+    # and a verification step is priced as its pass + verify - pass_draw (every term >= 0; profiles before
+    # 2026-12-03 kept the difference in `verify`, signed, and no pass_draw).
+    pass_draw: PerStep = field(default_factory=PerStep)
     # Tokens in a step's first draft pass: 1 where the draft's cache is kept current (the presets' engines); specsim's
     # own engine re-caches [previous, current] at the start of every draft phase (engine.speculative), so 2.
     draft_catchup_tokens: int = 1
+
+    def verify_extra_s(self, batch: np.ndarray | int) -> np.ndarray | float:
+        """What a verification step costs beyond its calibrated pass: its own work minus the pass's draw."""
+        return (self.verify.fixed_s - self.pass_draw.fixed_s
+                + (self.verify.per_sequence_s - self.pass_draw.per_sequence_s) * batch)
 
     @classmethod
     def from_dict(cls, d: dict) -> EngineOverheads:

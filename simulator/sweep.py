@@ -116,7 +116,7 @@ def step_time(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, batch
     draft_s = sum(cost.pass_time_s(draft, batch, width, context + d) + engine.draft.at(batch)
                   for d, width in enumerate(widths))
     accept = engine.tree_accept if candidate.tree is not None else engine.chain_accept
-    verify_s = max(verify.time_s + engine.verify.at(batch), cost.plain_step_s(target, batch, context))
+    verify_s = max(verify.time_s + float(engine.verify_extra_s(batch)), cost.plain_step_s(target, batch, context))
     return StepPhases(draft_s, verify_s, accept.at(batch), verify.bound)
 
 
@@ -214,8 +214,7 @@ def step_times(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, batc
     widths[0] = max(widths[0], cost.draft_catchup_tokens)
     draft_s = sum(cost.pass_times(draft, b, width, context + d) + engine.draft.fixed_s
                   + engine.draft.per_sequence_s * b for d, width in enumerate(widths))
-    verify = cost.pass_times(target, b, shape.verify_tokens, context) + engine.verify.fixed_s \
-        + engine.verify.per_sequence_s * b
+    verify = cost.pass_times(target, b, shape.verify_tokens, context) + engine.verify_extra_s(b)
     accept = engine.tree_accept if candidate.tree is not None else engine.chain_accept
     return draft_s, np.maximum(verify, plain), accept.fixed_s + accept.per_sequence_s * b, BOUNDS[bound]
 

@@ -334,8 +334,37 @@ def test_engine_overheads_from_real_step_phases():
     assert tree_extra({**extras, **chain}, 2) == pytest.approx(3e-3 + 2 * 3e-4 + 4e-4)
     # Steps without a marked forward (none of specsim's engine's) are not used.
     assert step_extras(alone, Candidate(0), [StepRecord([0], [0], StepPhases(0, 1.0, 0))]) == {}
-    # A fixed part and a part per sequence through two batches; never negative unless signed (the verify phase).
+    # A fixed part and a part per sequence through two batches, neither ever negative: a term the line through the
+    # measurements would make negative is held at 0, and said.
     assert per_step({1: 3e-4, 9: 7e-4}) == PerStep(pytest.approx(2.5e-4), pytest.approx(5e-5))
     assert per_step({1: 3e-4, 9: 1e-4}) == PerStep(3e-4, 0.0)
     assert per_step({4: -1e-5}) == PerStep(0.0, 0.0)
-    assert per_step({1: 1e-4, 9: -7e-4}, signed=True) == PerStep(pytest.approx(2e-4), pytest.approx(-1e-4))
+    bounds: list[str] = []
+    assert per_step({1: 1e-4, 9: -7e-4}, "verify", bounds) == PerStep(1e-4, 0.0)
+    assert per_step({1: -2e-4, 9: 6e-4}, "draft", bounds) == PerStep(0.0, pytest.approx(1e-4))
+    assert len(bounds) == 2 and all("held at 0" in b for b in bounds)
+
+
+def test_trust_reads_how_well_the_medians_are_known_not_how_single_passes_spread():
+    """Single passes that spread 16 % pin their median to ~3 % over 25 samples: trusted (the held-out error passes);
+    30 % over 5 samples, or 40 % over 25, is not, and the reason names both figures. The uncertainty is
+    the median's standard error, 1.2533 sigma / sqrt(n), checked against the spread of medians of draws."""
+    from scenarios.profile import HeldoutErrors, PassRecord, assess_trust
+
+    rng = np.random.default_rng(0)
+
+    def record(spread: float, n: int) -> PassRecord:
+        sigma = spread / 1.349  # a normal's IQR is 1.349 sigma
+        samples = tuple(1e-2 * (1 + sigma * rng.standard_normal(n)))
+        q1, med, q3 = np.percentile(samples, [25, 50, 75])
+        return PassRecord("m", 1, 1, 64, float(med), float(q3 - q1), samples)
+
+    good = HeldoutErrors.from_dict({"n": 10, "median_abs_err": 0.05, "p90_abs_err": 0.12, "max_abs_err": 0.2})
+    assert assess_trust(good, [record(0.16, 25) for _ in range(21)]).trusted
+    for spread, n in ((0.30, 5), (0.40, 25)):
+        trust = assess_trust(good, [record(spread, n) for _ in range(21)])
+        assert not trust.trusted and "medians known to" in trust.reasons[0] and "single passes" in trust.reasons[0]
+    # the standard error it states is the spread of medians of such draws
+    medians = [np.median(1 + 0.16 / 1.349 * rng.standard_normal(25)) for _ in range(4000)]
+    stated = np.median([record(0.16, 25).uncertainty for _ in range(200)])
+    assert stated == pytest.approx(np.std(medians), rel=0.15)

@@ -182,3 +182,45 @@ def test_drift_scales_passes_by_model_and_batch_in_both_paths():
     assert cost.pass_time_s(other, 1, 1, 16) == base.pass_time_s(other, 1, 1, 16)
     b = np.array([1, 2, 4, 8, 16, 64])
     assert cost.pass_times(m, b, 2, 16) == pytest.approx([cost.pass_time_s(m, int(x), 2, 16) for x in b])
+
+
+def test_past_the_largest_measured_batch_each_shapes_ratio_fades_into_that_batchs_mean():
+    """A calibration measured batches 1..8 with each new-token count off the formula by its own factor (noise, a
+    kernel's whim); `predict` asks for batch 64. At batch 8 the prediction passes through every measurement; one
+    doubling past it, every shape carries that batch's geometric-mean factor, so no draft length wins at batch 64
+    by a wiggle measured at batch 8 (the first command's plot once showed k = 3 rising from batch 8 to 32 alone)."""
+    m = load_model("llama-68m")
+    base = CostModel.from_hardware(load_hardware("l4"))
+    factor = {1: 1.0, 2: 1.2, 3: 0.8, 4: 1.1}
+    measured = {("llama-68m", b, n, c): factor[n] * base.pass_time_s(m, b, n, c) for b in (1, 2, 4, 8)
+                for n in factor for c in (16, 64)}
+    cost = replace(base, measured=measured, measured_models=(m,))
+    mean = float(np.exp(np.mean(np.log(list(factor.values())))))
+    for n, f in factor.items():
+        assert cost.pass_time_s(m, 8, n, 40) == pytest.approx(f * base.pass_time_s(m, 8, n, 40), rel=0.02)
+        # one doubling past it, linearly in log2 batch
+        assert cost.pass_time_s(m, 11, n, 40) / base.pass_time_s(m, 11, n, 40) == pytest.approx(
+            f + (mean - f) * np.log2(11 / 8), rel=1e-9)
+        for b in (16, 64):
+            assert cost.pass_time_s(m, b, n, 40) == pytest.approx(mean * base.pass_time_s(m, b, n, 40), rel=1e-9)
+    b = np.array([1, 6, 8, 12, 16, 64])
+    assert cost.pass_times(m, b, 3, 40) == pytest.approx([cost.pass_time_s(m, int(x), 3, 40) for x in b])
+
+
+def test_a_verification_step_pays_its_own_work_less_the_calibrated_passs_draw():
+    """The verify phase's extra over its calibrated pass is a difference of two non-negative works (its own after
+    the forward, and the calibrated pass's one draw per sequence); priced as the difference, as an older profile's
+    signed term priced it."""
+    from simulator.specs import EngineOverheads, Overheads, PerStep
+    from simulator.sweep import Candidate, step_time
+
+    t, d = load_model("llama-3.1-8b"), load_model("llama-3.2-1b")
+    base = CostModel.from_hardware(load_hardware("h100-sxm"))
+    split = EngineOverheads(verify=PerStep(1e-4, 2e-5), pass_draw=PerStep(5e-5, 3e-4))
+    signed = EngineOverheads(verify=PerStep(5e-5, -2.8e-4))
+    for engine in (split, signed):
+        assert float(engine.verify_extra_s(16)) == pytest.approx(5e-5 - 2.8e-4 * 16)
+    times = [step_time(replace(base, overheads=Overheads(engine=e)), t, d, 16, 512, Candidate(3)).verify_s
+             for e in (split, signed)]
+    assert times[0] == pytest.approx(times[1], rel=1e-12)
+    assert all(v >= 0 for p in (split.verify, split.pass_draw) for v in (p.fixed_s, p.per_sequence_s))
