@@ -94,7 +94,9 @@ def load_engine(name: str) -> tuple[EngineOverheads, Overheads, str]:
     d = _engine_table(name)
     step = PerStep(_finite(d, "step_overhead_us", key) * MICRO)
     accept = PerStep(_finite(d, "accept_overhead_us", key) * MICRO)
-    engine = EngineOverheads(plain=step, verify=step, chain_accept=accept, tree_accept=accept)
+    # the serving engines of the presets pack each sequence's own rows into a step (vLLM's and SGLang's flattened
+    # token batches): a sequence with no proposal verifies one token
+    engine = EngineOverheads(plain=step, verify=step, chain_accept=accept, tree_accept=accept, ragged_verify=True)
     passes = Overheads(pass_s=_finite(d, "pass_overhead_us", key) * MICRO,
                        layer_s=_finite(d, "layer_overhead_us", key) * MICRO, engine=engine)
     return engine, passes, str(d.get("source", ""))

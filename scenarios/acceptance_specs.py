@@ -14,8 +14,8 @@ from pathlib import Path
 from scenarios.engine_metrics import ENGINE_KINDS, engine_acceptance
 from scenarios.traces import load_acceptance_trace
 from simulator import SpecsimError
-from simulator.acceptance import Acceptance
-from simulator.acceptance_parse import parse_acceptance
+from simulator.acceptance import Acceptance, Proposing
+from simulator.acceptance_parse import parse_acceptance, split_proposed
 from simulator.context import with_context
 
 TRACE_COLUMNS = ("eagle", "ngram")
@@ -35,6 +35,9 @@ def split_trace_spec(body: str) -> tuple[str, str]:
 def acceptance_from_spec(spec: str) -> Acceptance:
     """An acceptance model from a spec string that needs no calibration profile (any of them with a
     ``@context:C=F,...`` suffix: scaled by context, where the model can be)."""
+    spec, rate = split_proposed(spec)
+    if rate is not None:
+        return Proposing(acceptance_from_spec(spec), rate)
     if "@context:" in spec:
         base, _, table = spec.rpartition("@context:")
         return with_context(acceptance_from_spec(base), "context:" + table)

@@ -271,7 +271,11 @@ class Fit:
             if k != "engine":
                 _num(ov, k)
             else:
-                for name, part in v.items():  # the verify phase's extra may be negative (`calibrate.engine_overheads`)
+                for name, part in v.items():  # an older profile's verify extra may be negative (engine_overheads)
+                    if name == "ragged_verify":
+                        if not isinstance(part, bool):
+                            raise _Bad(f"fit.overheads.engine.ragged_verify must be true or false, got {part!r}")
+                        continue
                     if name == "draft_catchup_tokens":
                         if not isinstance(part, int) or part < 1:
                             raise _Bad(f"fit.overheads.engine.draft_catchup_tokens must be a whole number >= 1, "

@@ -15,6 +15,7 @@ from simulator import SpecsimError
 from simulator.acceptance import Acceptance
 from simulator.capacity import Scenario, rate_sweep
 from simulator.cost import CostModel
+from simulator.drafts import Draft
 from simulator.executors import parse_executor
 from simulator.metrics import SLO, ServingMetrics
 from simulator.policies import Policy, parse_policies
@@ -54,7 +55,7 @@ class ServingOptions:
         return self.arrivals.startswith("trace:")
 
 
-def build_scenario(cost: CostModel, target: ModelSpec, draft: ModelSpec, acceptance: Acceptance,
+def build_scenario(cost: CostModel, target: ModelSpec, draft: Draft | ModelSpec, acceptance: Acceptance,
                    o: ServingOptions) -> tuple[Scenario, list[Policy]]:
     """The scenario and the policies to run in it; a workload that cannot fit the KV cache under any of the
     policies is refused here, before any simulation (and any progress bar) starts."""
@@ -70,8 +71,8 @@ def build_scenario(cost: CostModel, target: ModelSpec, draft: ModelSpec, accepta
                              parse_lengths(o.output_tokens, "--output-tokens"), rng)
     config = EngineConfig(max_batch=o.max_batch, max_prefill_tokens=o.max_prefill_tokens, draft_sync=o.draft_sync,
                           bulk=not o.step_by_step, kv_allocation=o.kv_allocation)
-    scenario = Scenario(workload, StepCosts(cost, target, draft), acceptance, config, o.seed,
-                        SLO(o.slo_tpot_s, o.slo_ttft_s))
+    costs = StepCosts(cost, target, draft, proposal_rate=acceptance.proposal_rate)
+    scenario = Scenario(workload, costs, acceptance, config, o.seed, SLO(o.slo_tpot_s, o.slo_ttft_s))
     for policy in policies:
         engine_kv_tokens(workload, scenario.costs, policy, config)
     return scenario, policies

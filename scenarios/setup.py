@@ -25,8 +25,9 @@ from scenarios.host import local_identities
 from scenarios.profile import Profile, latest_profile, load_profile
 from scenarios.traces import load_acceptance_trace, load_prompt_lengths
 from simulator import SpecsimError
-from simulator.acceptance import Acceptance, IIDAcceptance, iid_from_mean_length
+from simulator.acceptance import Acceptance, IIDAcceptance, Proposing, iid_from_mean_length
 from simulator.acceptance_fit import MODELS, AcceptanceData, FitReport, cross_validate, fit_in_sample, fit_record
+from simulator.acceptance_parse import split_proposed
 from simulator.context import with_context
 from simulator.cost import CostModel
 from simulator.executors import parse_executor
@@ -184,7 +185,11 @@ def resolve_acceptance(spec: str, profile: Profile | None, progress: Callable[[s
                        ) -> Acceptance:
     """``measured[:VARIANT]`` from the profile's measurement; ``fit:SOURCE`` the best model fitted to a source;
     anything else as `scenarios.acceptance_from_spec`. A ``@context`` suffix without a table takes the profile's
-    measured acceptance against context; ``@context:C=F,...`` any table."""
+    measured acceptance against context; ``@context:C=F,...`` any table; ``@proposed:P`` a model-free draft's
+    share of steps with a proposal."""
+    spec, rate = split_proposed(spec)
+    if rate is not None:
+        return Proposing(resolve_acceptance(spec, profile, progress), rate)
     base, at, table = spec.strip().rpartition("@context")
     if at and (not table or table.startswith(":")):
         if table:

@@ -111,4 +111,4 @@ def load_acceptance_trace(path: str | Path, column: str = "eagle") -> TraceAccep
         yields.append(arr.astype(np.int64))
     if not yields or all(len(y) == 0 for y in yields):
         raise SpecsimError(f"trace {path.name} holds no usable positions under {column!r}")
-    return TraceAcceptance(tuple(yields), source=f"{path}:{column}")
+    return TraceAcceptance(tuple(yields), source=f"{path}:{column}", lookup=column == "ngram")

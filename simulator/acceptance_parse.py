@@ -5,6 +5,7 @@ resolved above the pure model, in `scenarios.acceptance_specs`."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from . import SpecsimError
@@ -15,6 +16,7 @@ from .acceptance import (
     IIDAcceptance,
     MarkovAcceptance,
     PositionalAcceptance,
+    Proposing,
     RanksAcceptance,
 )
 from .context import with_context
@@ -30,11 +32,44 @@ def _floats(kind: str, body: str, example: str) -> tuple[float, ...]:
     return values
 
 
+def split_proposed(spec: str) -> tuple[str, float | None]:
+    """(the spec without its ``@proposed:P`` suffix, P or None), wherever among the suffixes it stands."""
+    m = re.search(r"@proposed:([^@]*)", spec)
+    if m is None:
+        return spec, None
+    try:
+        rate = float(m.group(1))
+    except ValueError:
+        raise SpecsimError(f"@proposed:{m.group(1)!r} is not a share of steps: a model-free draft's proposal rate is "
+                           "a number in [0, 1], e.g. iid:0.8@proposed:0.3") from None
+    return spec[:m.start()] + spec[m.end():], rate
+
+
+def with_suffixes(model: Acceptance, suffixes: Sequence[str]) -> Acceptance:
+    """`model` with its ``@context:...`` and ``@proposed:P`` suffixes (given without the ``@``), in any order; the
+    proposal rate wraps the rest."""
+    rate = None
+    for suffix in suffixes:
+        kind, _, body = suffix.partition(":")
+        if kind.strip().lower() == "proposed":
+            try:
+                rate = float(body)
+            except ValueError:
+                raise SpecsimError(f"@{suffix!r} is not @proposed:P, the share of steps a model-free draft "
+                                   "proposes anything on, e.g. iid:0.8@proposed:0.3") from None
+        else:
+            model = with_context(model, suffix)
+    return Proposing(model, rate) if rate is not None else model
+
+
 def parse_acceptance(spec: str) -> Acceptance:
     """Build an acceptance model from its spec string (see the module docstring)."""
-    base, at, table = spec.partition("@")
-    if at:
-        return with_context(parse_acceptance(base), table)
+    spec, rate = split_proposed(spec)
+    if rate is not None:
+        return Proposing(parse_acceptance(spec), rate)
+    base, *suffixes = spec.split("@")
+    if suffixes:
+        return with_suffixes(parse_acceptance(base), suffixes)
     kind, sep, body = spec.partition(":")
     kind = kind.strip().lower()
     if not sep and kind not in ("iid", "positional", "beta", "markov", "hmm", "trace", "ranks"):

@@ -2,10 +2,11 @@
 
 A pass processes B sequences x n new tokens on top of c cached tokens per sequence. Two operators:
 
-- ``linear``: every matmul weight is read once (shared by all B x n rows); FLOPs 2 x matmul_params x B x n;
+- ``linear``: every matmul weight is read once (shared by all B x n rows; in a mixture of experts, each expert that
+  the pass's tokens route to, `ModelSpec.linear_weight_bytes`); FLOPs 2 x active matmul_params x B x n;
   activations in and out of every linear map.
-- ``attention``: each sequence reads its own KV cache, (c + n) tokens per layer, and writes n; FLOPs
-  4 x layers x (heads x head_dim) x B x n x (c + n) (QK^T and PV).
+- ``attention``: each sequence reads its own KV cache, (c + n) tokens per layer (a sliding-window layer's window at
+  most; MLA's latent), and writes n; FLOPs of QK^T and PV (`ModelSpec.attention_flops`).
 
 Roofline: per operator, the memory time bytes / bw and the compute time flops / flop_rate combine as
 ``(t_mem^p + t_compute^p)^(1/p)`` (`ridge_combine`): p = inf is the textbook max (perfect overlap), p = 1 their sum;
@@ -23,7 +24,7 @@ from functools import cached_property
 import numpy as np
 
 from . import SpecsimError
-from .specs import HardwareSpec, ModelSpec, Overheads
+from .specs import DEFAULT_EXPERT_SHARING, HardwareSpec, ModelSpec, Overheads
 
 
 @dataclass(frozen=True)
@@ -164,8 +165,8 @@ def activation_bytes(model: ModelSpec, rows: int) -> float:
     per_layer = (
         d + (model.n_heads + 2 * model.n_kv_heads) * hd  # qkv in, out
         + model.n_heads * hd + d  # o in, out
-        + d + 2 * model.d_ff  # gate/up in, out
-        + model.d_ff + d  # down in, out
+        + d + 2 * model.mlp_width_per_token  # gate/up in, out (the experts a token runs)
+        + model.mlp_width_per_token + d  # down in, out
     )
     head = d + model.vocab_size
     return rows * (model.n_layers * per_layer + head) * model.bytes_per_param
@@ -204,6 +205,8 @@ class CostModel:
     drift: Mapping[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)  # model name -> ((batch,
     # factor), ...): how much slower (> 1) the device runs that model's passes now than when calibrated, from a spot
     # check (`calibrate.validate.spot_check`); log-linear in batch between the knots, constant beyond them
+    expert_sharing: float = DEFAULT_EXPERT_SHARING  # how a sequence's tokens share experts (ModelSpec.experts_touched)
+    routing_skew: float = 0.0  # Zipf exponent of the experts' popularity (0: uniform routing)
 
     @property
     def draft_catchup_tokens(self) -> int:
@@ -333,16 +336,15 @@ class CostModel:
             raise ValueError(f"a pass needs batch >= 1, new_tokens >= 1, context >= 0; got {batch}, "
                              f"{new_tokens}, {context}")
         rows = batch * new_tokens
-        weight_bytes = model.weight_bytes_per_pass
+        weight_bytes = float(model.linear_weight_bytes(batch, new_tokens, self.expert_sharing, self.routing_skew))
         act_bytes = activation_bytes(model, rows)
         bw, flop_rate = self.linear_rates.at(rows)
         linear = _operator("linear", 2.0 * model.matmul_params * rows, weight_bytes + act_bytes, bw, flop_rate,
                            self.linear_ridge_p)
 
-        attended = context + new_tokens
-        kv_read = batch * attended * model.kv_bytes_per_token
+        kv_read = batch * float(model.kv_bytes_at(context + new_tokens))
         kv_write = batch * new_tokens * model.kv_bytes_per_token
-        attn_flops = 4.0 * model.n_layers * model.n_heads * model.head_dim * rows * attended
+        attn_flops = float(model.attention_flops(rows, context, new_tokens))
         bw_a, flop_rate_a = self.attention_rates.at(rows)
         attention = _operator("attention", attn_flops, kv_read + kv_write, bw_a, flop_rate_a,
                               float("inf") if self.attention_overlap else 1.0)
@@ -386,13 +388,13 @@ class CostModel:
         b, n = np.broadcast_arrays(np.asarray(batch, dtype=float), np.asarray(new_tokens, dtype=float))
         rows = b * n
         bw, fl = self.linear_rates.at_many(rows)
-        lin_mem = (model.weight_bytes_per_pass + activation_bytes(model, rows)) / bw
+        weights = model.linear_weight_bytes(b, n, self.expert_sharing, self.routing_skew)
+        lin_mem = (weights + activation_bytes(model, rows)) / bw
         lin_comp = 2.0 * model.matmul_params * rows / fl
         lin = ridge_combine_many(lin_mem, lin_comp, self.linear_ridge_p)
-        attended = context + n
-        kv = (b * attended + b * n) * model.kv_bytes_per_token
+        kv = b * model.kv_bytes_at(context + n) + b * n * model.kv_bytes_per_token
         bw_a, fl_a = self.attention_rates.at_many(rows)
-        att_mem, att_comp = kv / bw_a, 4.0 * model.n_layers * model.n_heads * model.head_dim * rows * attended / fl_a
+        att_mem, att_comp = kv / bw_a, model.attention_flops(rows, context, n) / fl_a
         att = ridge_combine_many(att_mem, att_comp, float("inf") if self.attention_overlap else 1.0)
         o = self.overheads
         overhead = o.pass_s + o.layer_s * model.n_layers + o.row_s * rows + o.sequence_layer_s * b * model.n_layers
@@ -449,6 +451,12 @@ class CostModel:
                 out[at] += w * (r * (1 - fade) + edge * fade)
         return out
 
+    def linear_times(self, weight_bytes: float, flops: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Linear maps outside a decoder's pass (a head's fc, Medusa's heads): `weight_bytes` read once, `flops`
+        over `rows` token rows, on the linear layers' roofline."""
+        bw, fl = self.linear_rates.at_many(np.asarray(rows, dtype=float))
+        return ridge_combine_many(weight_bytes / bw, np.asarray(flops, dtype=float) / fl, self.linear_ridge_p)
+
     def plain_step_times(self, model: ModelSpec, batch: np.ndarray, context: int) -> np.ndarray:
         e = self.overheads.engine.plain
         return self.pass_times(model, batch, 1, context) + e.fixed_s + e.per_sequence_s * np.asarray(batch)
@@ -460,7 +468,7 @@ class CostModel:
 
 def memory_needed_bytes(target: ModelSpec, draft: ModelSpec | None, batch: int, context_tokens: int) -> float:
     """Resident weights of both models plus both KV caches holding `context_tokens` per sequence."""
-    total = target.resident_weight_bytes + batch * context_tokens * target.kv_bytes_per_token
+    total = target.resident_weight_bytes + batch * target.kv_bytes_at(context_tokens)
     if draft is not None:
-        total += draft.resident_weight_bytes + batch * context_tokens * draft.kv_bytes_per_token
+        total += draft.resident_weight_bytes + batch * draft.kv_bytes_at(context_tokens)
     return total

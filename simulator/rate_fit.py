@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.cost import CostModel, RateTable, activation_bytes
-from simulator.specs import HardwareSpec, ModelSpec, Overheads
+from simulator.specs import DEFAULT_EXPERT_SHARING, HardwareSpec, ModelSpec, Overheads
 
 SMOOTHNESS = 0.1
 KNOT_LADDER = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048, 4096)
@@ -108,11 +108,12 @@ def _interp_weights(knots: Sequence[int], rows: int) -> np.ndarray:
 N_FIXED = 4  # pass_s, layer_s, row_s, sequence_layer_s
 
 
-def design_row(spec: ModelSpec, p: PassPoint, knots: Sequence[int]) -> np.ndarray:
-    linear_bytes = spec.weight_bytes_per_pass + activation_bytes(spec, p.rows)
-    kv_bytes = p.batch * (p.context + 2 * p.new_tokens) * spec.kv_bytes_per_token
+def design_row(spec: ModelSpec, p: PassPoint, knots: Sequence[int],
+               sharing: float = DEFAULT_EXPERT_SHARING) -> np.ndarray:
+    linear_bytes = float(spec.linear_weight_bytes(p.batch, p.new_tokens, sharing)) + activation_bytes(spec, p.rows)
+    kv_bytes = p.batch * (float(spec.kv_bytes_at(p.context + p.new_tokens)) + p.new_tokens * spec.kv_bytes_per_token)
     fixed = [1.0, spec.n_layers, p.rows, p.batch * spec.n_layers]
-    attn_flops = 4.0 * spec.n_layers * spec.n_heads * spec.head_dim * p.rows * (p.context + p.new_tokens)
+    attn_flops = float(spec.attention_flops(p.rows, p.context, p.new_tokens))
     return np.concatenate([fixed, linear_bytes * _interp_weights(knots, p.rows), [kv_bytes, attn_flops]])
 
 
@@ -120,7 +121,8 @@ def fit_cost_model(points: Sequence[PassPoint], specs: Mapping[str, ModelSpec], 
                    gemm_peak_flops_per_s: float, stream_bw_bytes_per_s: float, dtype: str,
                    smoothness: float = SMOOTHNESS, floor_s_per_byte: float = 0.0,
                    ceiling_bw_bytes_per_s: float | None = None, ceiling_flops_per_s: float | None = None,
-                   per_row_term: bool = True, compute_term: bool = False) -> FitResult:
+                   per_row_term: bool = True, compute_term: bool = False,
+                   expert_sharing: float = DEFAULT_EXPERT_SHARING) -> FitResult:
     """Least-squares fit of overheads and the per-row-count linear rate to `points`.
 
     The time per byte s(rows) is constrained to be non-decreasing in rows (a pass over more rows never costs less:
@@ -143,7 +145,7 @@ def fit_cost_model(points: Sequence[PassPoint], specs: Mapping[str, ModelSpec], 
     if ceiling_bw_bytes_per_s:  # no weight byte read faster than the device's bandwidth
         floor_s_per_byte = max(floor_s_per_byte, 1.0 / ceiling_bw_bytes_per_s)
     times = np.array([p.time_s for p in points])
-    A = np.array([design_row(specs[p.model], p, knots) for p in points]) / times[:, None]
+    A = np.array([design_row(specs[p.model], p, knots, expert_sharing) for p in points]) / times[:, None]
     if compute_term:  # one more unknown, last: seconds per linear-layer FLOP
         flops = np.array([2.0 * specs[p.model].matmul_params * p.rows for p in points]) / times
         A = np.concatenate([A, flops[:, None]], axis=1)
@@ -225,7 +227,7 @@ def fit_cost_model(points: Sequence[PassPoint], specs: Mapping[str, ModelSpec], 
     overheads = Overheads(pass_s=pass_s, layer_s=layer_s, row_s=row_s, sequence_layer_s=sequence_layer_s)
     # Eager attention on the measured device: the KV reads and the FLOPs were fitted as separate, added terms.
     cost = CostModel(hardware, linear, attention, overheads, label="calibrated", attention_overlap=False,
-                     linear_ridge_p=1.0 if compute_term else float("inf"))
+                     linear_ridge_p=1.0 if compute_term else float("inf"), expert_sharing=expert_sharing)
     return FitResult(cost, knots, tuple(float(v) for v in s), float(h), tuple(bounds))
 
 

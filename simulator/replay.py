@@ -32,6 +32,7 @@ class TraceAcceptance(Acceptance):
 
     yields: tuple[np.ndarray, ...]
     source: str = "trace"
+    lookup: bool = False  # a model-free lookup's trace: a step that yielded one token is read as one with no proposal
     _pmf_cache: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
     _starts: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
 
@@ -65,6 +66,12 @@ class TraceAcceptance(Acceptance):
                 out.append(step - 1)
                 t += step
         return np.asarray(out, dtype=int)
+
+    def proposal_rate(self, k: int) -> float:
+        """A lookup's trace (`lookup`) cannot tell a step that proposed nothing from one whose first drafted token
+        was rejected: both yield one token. Read as no proposal (a plain step, the cheaper verification), so the
+        rate is the share of steps that yielded more; for any other draft, 1."""
+        return 1.0 - float(self.chain_pmf(min(k, self.max_k))[0]) if self.lookup else 1.0
 
     def chain_pmf(self, k: int) -> np.ndarray:
         if k not in self._pmf_cache:

@@ -7,13 +7,20 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from .cost import CostModel
+from .drafts import Draft, as_draft
 from .policies import PLAIN, Policy, StepDurations
 from .specs import ModelSpec
 from .sweep import Candidate, step_time
+
+
+def always_proposes(k: int) -> float:
+    """A draft that proposes on every step (a module-level function: the step costs travel to worker processes)."""
+    return 1.0
 
 
 class StepCosts(StepDurations):
@@ -24,9 +31,12 @@ class StepCosts(StepDurations):
     engine started with speculation its engine's tax (`SpeculationTax`): plain steps cost more, and so does a step
     that changes the draft length (``switch_s``)."""
 
-    def __init__(self, cost: CostModel, target: ModelSpec, draft: ModelSpec | None, context_step: int = 32,
-                 prompt_step: int = 16) -> None:
-        self.cost, self.target, self.draft = cost, target, draft
+    def __init__(self, cost: CostModel, target: ModelSpec, draft: Draft | ModelSpec | None, context_step: int = 32,
+                 prompt_step: int = 16, proposal_rate: Callable[[int], float] | None = None) -> None:
+        self.cost, self.target, self.draft = cost, target, as_draft(draft)
+        # P(a step proposes for a sequence) by draft depth: a model-free draft's steps without a proposal are plain
+        # (`Acceptance.proposal_rate`; the acceptance's own, given with it)
+        self.proposal_rate = proposal_rate or always_proposes
         self.context_step, self.prompt_step = context_step, prompt_step
         self.tax = cost.hardware.speculation_tax
         self.speculating = False  # this view prices an engine started with speculation
@@ -50,7 +60,8 @@ class StepCosts(StepDurations):
         key = (batch, candidate.label, i, taxed)
         t = self._decode.get(key)
         if t is None:
-            t = step_time(self.cost, self.target, self.draft, batch, i * self.context_step, candidate).total_s
+            t = step_time(self.cost, self.target, self.draft, batch, i * self.context_step, candidate,
+                          self.proposal_rate(candidate.shape.depth)).total_s
             self._decode[key] = t = t * (1 + self.tax.off_fraction(batch)) if taxed else t
         return t
 
@@ -88,7 +99,9 @@ class StepCosts(StepDurations):
         t = self._sync.get(key)
         if t is None:
             assert self.draft is not None
-            t = self._sync[key] = self.cost.pass_time_s(self.draft, batch, tokens, key[2] * self.context_step)
+            module = self.draft.module if self.draft.kind == "model" else None  # only a draft model lags behind
+            t = self._sync[key] = 0.0 if module is None else self.cost.pass_time_s(module, batch, tokens,
+                                                                                  key[2] * self.context_step)
         return t
 
     def step_s(self, batch: int, context: float, candidate: Candidate, previous: Candidate | None,
@@ -116,13 +129,13 @@ class StepCosts(StepDurations):
         t = self._prefill.get(key)
         if t is None:
             t = self.cost.pass_time_s(self.target, n_requests, tokens, 0)
-            if with_draft and self.draft is not None:
-                t += self.cost.pass_time_s(self.draft, n_requests, tokens, 0)
+            if with_draft and self.draft is not None and self.draft.module is not None:
+                t += self.cost.pass_time_s(self.draft.module, n_requests, tokens, 0)
             self._prefill[key] = t
         return t
 
 
-def kv_capacity_tokens(cost: CostModel, target: ModelSpec, draft: ModelSpec | None) -> int:
+def kv_capacity_tokens(cost: CostModel, target: ModelSpec, draft: Draft | ModelSpec | None) -> int:
     """Tokens of KV cache (target's plus draft's per token) that fit in device memory after both models' weights."""
     hw = cost.hardware
     free = hw.mem_capacity_bytes * hw.usable_memory_fraction - target.resident_weight_bytes

@@ -23,6 +23,7 @@ import numpy as np
 from . import SpecsimError
 from .acceptance import Acceptance
 from .cost import CostModel, memory_needed_bytes
+from .drafts import Draft, as_draft
 from .specs import ModelSpec
 from .trees import Tree
 
@@ -99,25 +100,14 @@ class StepPhases:
         return self.draft_s + self.verify_s + self.accept_s
 
 
-def step_time(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, batch: int, context: int,
-              candidate: Candidate) -> StepPhases:
-    """Time of one speculative step (plain decoding for k = 0). A speculative step is never cheaper than a plain
-    one at the same batch: its verification pass (k + 1 tokens) costs at least a one-token step, whatever a noisy
-    calibration says, so no prediction exceeds the tokens a step emits."""
-    shape = candidate.shape
-    engine = cost.overheads.engine
-    verify = cost.pass_cost(target, batch, shape.verify_tokens, context)
-    if shape.n_nodes == 0:
-        return StepPhases(0.0, cost.plain_step_s(target, batch, context), 0.0, verify.bound)
-    if draft is None:
-        raise SpecsimError("speculation with k > 0 needs a draft model")
-    widths = list(shape.draft_pass_widths)
-    widths[0] = max(widths[0], cost.draft_catchup_tokens)
-    draft_s = sum(cost.pass_time_s(draft, batch, width, context + d) + engine.draft.at(batch)
-                  for d, width in enumerate(widths))
-    accept = engine.tree_accept if candidate.tree is not None else engine.chain_accept
-    verify_s = max(verify.time_s + float(engine.verify_extra_s(batch)), cost.plain_step_s(target, batch, context))
-    return StepPhases(draft_s, verify_s, accept.at(batch), verify.bound)
+def step_time(cost: CostModel, target: ModelSpec, draft: Draft | ModelSpec | None, batch: int, context: int,
+              candidate: Candidate, proposal_rate: float = 1.0) -> StepPhases:
+    """Time of one speculative step (plain decoding for k = 0): `step_times` at one batch. A speculative step is
+    never cheaper than a plain one at the same batch: its verification pass (k + 1 tokens) costs at least a
+    one-token step, whatever a noisy calibration says, so no prediction exceeds the tokens a step emits."""
+    draft_s, verify_s, accept_s, bound = step_times(cost, target, draft, np.array([batch]), context, candidate,
+                                                    proposal_rate)
+    return StepPhases(float(draft_s[0]), float(verify_s[0]), float(accept_s[0]), str(bound[0]))
 
 
 @dataclass(frozen=True)
@@ -197,9 +187,68 @@ def _best_and_disable(rows: list[SweepRow], largest: int | None = None, contexts
 BOUNDS = np.array(["memory", "compute", "overhead"])
 
 
-def step_times(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, batches: np.ndarray, context: int,
-               candidate: Candidate) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """`step_time` for an array of batch sizes at one context: (draft, verify, accept seconds, bound names)."""
+def drafting_times(cost: CostModel, target: ModelSpec, draft: Draft, b: np.ndarray, shape: Tree,
+                   context: int) -> np.ndarray:
+    """A step's drafting on the device at each batch in `b`, the engine's work around each pass included
+    (`simulator.drafts` says what each kind's passes read and compute):
+
+    - a draft model or a head: a pass per depth over that depth's nodes; the first pass of a head runs over every
+      row the target verified (their hidden states are its input), a draft model's over the tokens it catches up
+      on (`EngineOverheads.draft_catchup_tokens`); EAGLE-3's fc fusing the target's hidden states once, over the
+      verified rows;
+    - Medusa: its heads' weights read once, for one row per sequence (the heads ride in the target's graph: one
+      layer's launches, no pass of its own);
+    - a model-free draft: nothing on the device (its host lookup is `HostCost`)."""
+    engine = cost.overheads.engine
+    zeros = np.zeros(b.shape)
+    if draft.kind == "medusa":
+        draft.depth_limit(shape.depth)
+        nbytes = draft.head_params * _bytes_per_param(draft.dtype)
+        return cost.linear_times(nbytes, 2.0 * draft.head_params * b, b) + cost.overheads.layer_s + zeros
+    if draft.module is None:
+        return zeros
+    widths = list(shape.draft_pass_widths)
+    widths[0] = max(widths[0], shape.verify_tokens if draft.reads_verified_rows else cost.draft_catchup_tokens)
+    t = sum(cost.pass_times(draft.module, b, width, context + d) + engine.draft.fixed_s
+            + engine.draft.per_sequence_s * b for d, width in enumerate(widths))
+    if draft.fusion_params:
+        rows = b * shape.verify_tokens
+        t = t + cost.linear_times(draft.fusion_params * draft.module.bytes_per_param,
+                                  2.0 * draft.fusion_params * rows, rows)
+    return t
+
+
+def _bytes_per_param(dtype: str) -> float:
+    from .specs import dtype_bytes
+
+    return dtype_bytes(dtype)
+
+
+def verify_times(cost: CostModel, target: ModelSpec, b: np.ndarray, new_tokens: float, context: int) -> np.ndarray:
+    """The verification pass with the engine's work around it, at fractional mean new tokens too (a ragged batch:
+    linear between the two whole counts around it)."""
+    extra = cost.overheads.engine.verify_extra_s(b)
+    lo = int(np.floor(new_tokens))
+    t_lo = cost.pass_times(target, b, lo, context)
+    if new_tokens == lo:
+        return t_lo + extra
+    t_hi = cost.pass_times(target, b, lo + 1, context)
+    return t_lo + (t_hi - t_lo) * (new_tokens - lo) + extra
+
+
+def step_times(cost: CostModel, target: ModelSpec, draft: Draft | ModelSpec | None, batches: np.ndarray,
+               context: int, candidate: Candidate, proposal_rate: float = 1.0
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One step of `candidate` at each batch in `batches` and one context: (draft, verify, accept seconds, bound
+    names). A step of a draft on the device: its drafting (`drafting_times`), the verification pass (never below a
+    plain step) and the accept/reject rule.
+
+    A model-free draft looks up every sequence on the host each step (`HostCost`; beside the device's work when the
+    draft ``overlap``s, so the step takes the longer, else after it) and proposes for a sequence with probability
+    `proposal_rate` (p). A step in which no sequence proposes, probability (1 - p)^B, is a plain step; otherwise the
+    batch is verified, by an engine that pads (every sequence verifies k + 1) or one that packs ragged rows
+    (`EngineOverheads.ragged_verify`: vLLM, SGLang; on average 1 + k p / (1 - (1 - p)^B) tokens a sequence). The
+    expected step is returned."""
     b = np.asarray(batches, dtype=np.int64)
     shape = candidate.shape
     engine = cost.overheads.engine
@@ -208,15 +257,32 @@ def step_times(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, batc
     zeros = np.zeros(b.shape)
     if shape.n_nodes == 0:
         return zeros, plain, zeros, BOUNDS[bound]
-    if draft is None:
-        raise SpecsimError("speculation with k > 0 needs a draft model")
-    widths = list(shape.draft_pass_widths)
-    widths[0] = max(widths[0], cost.draft_catchup_tokens)
-    draft_s = sum(cost.pass_times(draft, b, width, context + d) + engine.draft.fixed_s
-                  + engine.draft.per_sequence_s * b for d, width in enumerate(widths))
-    verify = cost.pass_times(target, b, shape.verify_tokens, context) + engine.verify_extra_s(b)
+    d = as_draft(draft)
+    if d is None:
+        raise SpecsimError("speculation with k > 0 needs a draft")
     accept = engine.tree_accept if candidate.tree is not None else engine.chain_accept
-    return draft_s, np.maximum(verify, plain), accept.fixed_s + accept.per_sequence_s * b, BOUNDS[bound]
+    accept_s = accept.fixed_s + accept.per_sequence_s * b
+    draft_s = drafting_times(cost, target, d, b, shape, context)
+    if d.on_device and proposal_rate >= 1.0:
+        return draft_s, np.maximum(verify_times(cost, target, b, shape.verify_tokens, context), plain), accept_s, \
+            BOUNDS[bound]
+    p = float(proposal_rate)
+    p_any = 1.0 - (1.0 - p) ** b
+    drafted = shape.verify_tokens - 1
+    if engine.ragged_verify:
+        mean_tokens = 1.0 + drafted * p / np.maximum(p_any, 1e-300)
+        spec_verify = np.array([float(verify_times(cost, target, b[i:i + 1], float(n), context)[0])
+                                for i, n in enumerate(mean_tokens)]) if len(b) else zeros
+    else:
+        spec_verify = verify_times(cost, target, b, shape.verify_tokens, context)
+    verify_s = p_any * np.maximum(spec_verify, plain) + (1.0 - p_any) * plain
+    accept_s = p_any * accept_s
+    draft_s = p_any * draft_s
+    if d.on_device:
+        return draft_s, verify_s, accept_s, BOUNDS[bound]
+    host = d.host.at(b, context)
+    lookup = np.maximum(host - (verify_s + accept_s), 0.0) if d.overlap else host
+    return lookup, verify_s, accept_s, BOUNDS[bound]
 
 
 def sweep(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, acceptance: Acceptance,
@@ -243,7 +309,8 @@ def sweep(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, acceptanc
         baseline = cost.plain_step_times(target, b, context)
         columns = []
         for cand in candidates:
-            draft_s, verify_s, accept_s, bound = step_times(cost, target, draft, b, context, cand)
+            draft_s, verify_s, accept_s, bound = step_times(cost, target, draft, b, context, cand,
+                                                            at.proposal_rate(cand.shape.depth))
             total = draft_s + verify_s + accept_s
             shape = cand.shape
             need = memory_needed_bytes(target, draft if shape.n_nodes else None, b, context + shape.verify_tokens)
