@@ -121,6 +121,9 @@ class SetupOptions:
     engine: str = "vllm"
     tp: int = 1
     draft_tp: int | None = None
+    heterogeneous_vocab: bool = False
+    expert_sharing: float | None = None
+    routing_skew: float = 0.0
 
     def resolve(self, need_acceptance: bool = True) -> Setup:
         """The `scenarios.setup.Setup` these options name; its notes said on stderr."""
@@ -128,14 +131,15 @@ class SetupOptions:
 
         return say_notes(resolve_setup(self.hardware, self.profile_path, self.target, self.draft, self.dtype,
                                        self.acceptance_spec, need_acceptance, self.engine, self.tp, self.draft_tp,
-                                       progress))
+                                       progress, self.heterogeneous_vocab, self.expert_sharing, self.routing_skew))
 
 
 ACCEPTANCE_HELP = ("Acceptance model: iid:A, positional:A1,A2,..., beta:a,b, markov:AE,AH,PEH,PHE, "
                     "trace:FILE[:eagle|ngram], ranks:R1,R2,..., an engine's counters (vllm-metrics:FILE, "
                     "sglang:FILE@K, trtllm:FILE[@K], accept-length:L@K), or "
-                    "measured[:positional|iid|beta|markov|trace|ranks] "
-                    "[default: the profile's measured acceptance; a preset needs it].")
+                    "measured[:positional|iid|beta|markov|trace|ranks]; @proposed:P for a model-free draft (the "
+                    "share of steps it proposes on) [default: the profile's measured acceptance; a preset needs "
+                    "it].")
 setup_options = packed(
     "setup", SetupOptions,
     click.option("--acceptance", "acceptance_spec", metavar="SPEC", default=None, help=ACCEPTANCE_HELP),
@@ -144,8 +148,11 @@ setup_options = packed(
                  help="Calibration profile, from this or any machine [default: the latest measured on this machine]."),
     click.option("--target", default=None, metavar="NAME|config.json",
                  help="Target model [default: the profile's, else llama-3.1-8b]."),
-    click.option("--draft", default=None, metavar="NAME|config.json",
-                 help="Draft model [default: the profile's, else llama-3.2-1b]."),
+    click.option("--draft", default=None, metavar="SPEC",
+                 help="The draft: a model (NAME or config.json), an EAGLE-3 head (eagle3[:layers=L,vocab=V] or "
+                      "eagle3:config.json), MTP modules (mtp[:N]), Medusa heads (medusa:H), or a model-free lookup "
+                      "(ngram, suffix, retrieval[:us_per_seq=U,ns_per_token=N,overlap]) [default: the profile's, "
+                      "else llama-3.2-1b]."),
     click.option("--dtype", type=click.Choice(DTYPES), default="bf16", show_default=True,
                  help="Weight and KV-cache dtype (presets and config.json models)."),
     click.option("--engine", default="vllm", show_default=True, metavar="vllm|gpt-fast|tensorrt-llm",
@@ -155,6 +162,14 @@ setup_options = packed(
                       "the preset's interconnect."),
     click.option("--draft-tp", type=click.IntRange(1, limits.MAX_TP), default=None,
                  help="GPUs the draft is split over [default: as --tp, as vLLM does; 1 keeps it on one GPU]."),
+    click.option("--heterogeneous-vocab", is_flag=True,
+                 help="Accept a draft model with another vocabulary than the target's, its tokens mapped on the "
+                      "host (vLLM's heterogeneous-vocabulary mode; priced at an assumed 10 us per drafted token)."),
+    click.option("--expert-sharing", type=float, default=None, metavar="S",
+                 help="MoE targets: how much one sequence's tokens share experts, 0 (routed independently) to 1 (all "
+                      "alike) [default: 0.5, from measured verify passes; docs/cost-model.md]."),
+    click.option("--routing-skew", type=float, default=0.0, show_default=True, metavar="Z",
+                 help="MoE targets: Zipf exponent of the experts' popularity (0: uniform routing)."),
 )
 
 

@@ -47,7 +47,19 @@ def speedup_vs_batch(result: SweepResult, title: str = "") -> Figure:
         disable = by_ctx.get(context)
         fitting = [r.batch for r in rows if r.fits]
         top = max(fitting) if fitting else max(r.batch for r in rows)
-        if disable == 0:
+        ranges = result.pays_in(context)
+        if fitting and ranges and (len(ranges) > 1 or ranges[0][0] > min(fitting)):
+            # speculation pays in ranges (an MoE target): shade every stretch between them where it does not
+            edges = [min(fitting)] + [x for lo, hi in ranges for x in (lo, hi)] + [top]
+            label = "speculation off"
+            for a, b in zip(edges[::2], edges[1::2]):
+                if b > a:
+                    ax.axvspan(a, b, color="tab:gray", alpha=0.12, label=label)
+                    label = None
+            for lo, hi in ranges:
+                ax.annotate(f"pays {lo}-{hi}" if hi > lo else f"pays at {lo}", xy=(lo, 1.0), xytext=(2, -14),
+                            textcoords="offset points", fontsize=8)
+        elif disable == 0:
             ax.axvspan(min(r.batch for r in rows), top, color="tab:gray", alpha=0.12, label="speculation off")
         elif disable:
             ax.axvspan(disable, top, color="tab:gray", alpha=0.12, label="speculation off")

@@ -155,13 +155,29 @@ def load_hardware(name: str, engine: str = "vllm") -> HardwareSpec:
     )
 
 
+MOE_FIELDS = ("n_experts", "experts_per_token", "d_ff_expert", "d_ff_shared", "dense_layers", "kv_lora_rank",
+              "q_lora_rank", "qk_rope_head_dim", "v_head_dim", "sliding_window", "sliding_layers", "mtp_modules")
+
+
 def _model_from_dict(name: str, d: dict[str, Any], dtype: str) -> ModelSpec:
-    def count(key: str, default: Any = None) -> int:
+    """A shape from a preset's table or a config.json's translated fields; a bad value is a one-line error naming
+    it. A preset's own dtype (DeepSeek-V3's fp8 checkpoint) wins over the command's default bf16 unless `dtype` is
+    given otherwise; its expert and cache dtypes stay."""
+    def count(key: str, default: Any = None, least: int = 1) -> int:
         v = d.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v) or v < 1:
-            raise SpecsimError(f"model {name!r}: {key} = {v!r} must be a whole number >= 1")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v) or v < least:
+            raise SpecsimError(f"model {name!r}: {key} = {v!r} must be a whole number >= {least}")
         return int(v)
 
+    def text(key: str, allowed: tuple[str, ...]) -> str:
+        v = d.get(key, "")
+        if v and v not in allowed:
+            raise SpecsimError(f"model {name!r}: {key} = {v!r} is not one of {', '.join(allowed)}")
+        return str(v)
+
+    from simulator.specs import ATTENTION_KINDS, DTYPE_BYTES
+
+    dtypes = tuple(DTYPE_BYTES)
     try:
         return ModelSpec(
             name=name,
@@ -172,9 +188,13 @@ def _model_from_dict(name: str, d: dict[str, Any], dtype: str) -> ModelSpec:
             d_ff=count("d_ff"),
             vocab_size=count("vocab_size"),
             tied_embeddings=bool(d.get("tied_embeddings", False)),
-            dtype=dtype,
+            dtype=text("dtype", dtypes) or dtype,
             head_dim=count("head_dim") if d.get("head_dim") else 0,
             source=str(d.get("source", "")),
+            **{key: count(key, 0, 0) for key in MOE_FIELDS},
+            expert_dtype=text("expert_dtype", dtypes),
+            kv_dtype=text("kv_dtype", dtypes),
+            attention=text("attention", ATTENTION_KINDS) or "gqa",
         )
     except ValueError as e:
         raise SpecsimError(str(e)) from None
@@ -192,22 +212,74 @@ HF_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 def model_from_config_json(path: str | Path, dtype: str | None = None) -> ModelSpec:
-    """A ModelSpec from a Hugging Face ``config.json`` of the Llama, Mistral or Qwen2 families."""
+    """A ModelSpec from a Hugging Face ``config.json`` as its family writes it: Llama, Mistral, Qwen2/3 (dense), and
+    the mixtures of experts Mixtral, Qwen2-MoE / Qwen3-MoE, DeepSeek-V3 (MLA, shared experts, leading dense layers,
+    MTP modules, FP8) and gpt-oss (sliding-window layers, MXFP4 experts), by their own field names."""
     path = Path(path)
     cfg = read_json(path, "model config")
     if not isinstance(cfg, dict):
         raise SpecsimError(f"{path} holds no JSON object")
     missing = [k for k in HF_KEYS if k not in cfg]
     if missing:
-        raise SpecsimError(f"{path} lacks {', '.join(missing)}: not a Llama/Mistral/Qwen2 config.json")
+        raise SpecsimError(f"{path} lacks {', '.join(missing)}: not a Llama/Mistral/Qwen/Mixtral/DeepSeek/gpt-oss "
+                           "config.json")
     d: dict[str, Any] = {field: cfg[key] for key, field in HF_KEYS.items()}
     d["n_kv_heads"] = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
     d["tied_embeddings"] = cfg.get("tie_word_embeddings", False)
     d["head_dim"] = cfg.get("head_dim") or 0
     d["source"] = str(path)
+    d.update(_moe_fields(cfg, path))
     name = cfg.get("_name_or_path") or path.parent.name or path.stem
-    chosen = dtype or HF_DTYPES.get(str(cfg.get("torch_dtype", "bfloat16")), "bf16")
+    quant = str((cfg.get("quantization_config") or {}).get("quant_method", "")).lower()
+    chosen = dtype or HF_DTYPES.get(str(cfg.get("torch_dtype", cfg.get("dtype", "bfloat16"))), "bf16")
+    if quant == "fp8" and dtype is None:  # DeepSeek-V3's checkpoint: fp8 weights, the cache in the compute dtype
+        d["dtype"], d["kv_dtype"] = "fp8", chosen
     return _model_from_dict(str(name), d, chosen)
+
+
+def _moe_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The mixture-of-experts, attention-variant and quantisation fields of a config.json, by its family's names;
+    an MoE config missing one it needs is refused naming it."""
+    def need(*keys: str) -> Any:
+        for key in keys:
+            if cfg.get(key) is not None:
+                return cfg[key]
+        raise SpecsimError(f"{path}: an MoE config.json needs {' or '.join(keys)}; it is missing")
+
+    kind = str(cfg.get("model_type", "")).lower()
+    out: dict[str, Any] = {}
+    experts = next((cfg[k] for k in ("num_local_experts", "num_experts", "n_routed_experts") if cfg.get(k)), None)
+    if experts:
+        out["n_experts"] = experts
+        out["experts_per_token"] = need("num_experts_per_tok", "experts_per_token")
+        if "moe_intermediate_size" in cfg or kind.startswith(("qwen", "deepseek")):
+            out["d_ff_expert"] = need("moe_intermediate_size")
+        else:  # Mixtral and gpt-oss: every expert is intermediate_size wide
+            out["d_ff_expert"] = cfg["intermediate_size"]
+        if cfg.get("shared_expert_intermediate_size"):  # Qwen2-MoE: one shared expert of its own width
+            out["d_ff_shared"] = cfg["shared_expert_intermediate_size"]
+        elif cfg.get("n_shared_experts"):  # DeepSeek: n shared experts as wide as a routed one
+            out["d_ff_shared"] = int(cfg["n_shared_experts"]) * int(out["d_ff_expert"])
+        out["dense_layers"] = int(cfg.get("first_k_dense_replace") or 0)
+        if cfg.get("mlp_only_layers"):
+            raise SpecsimError(f"{path}: mlp_only_layers {cfg['mlp_only_layers']} (dense layers among the MoE ones) "
+                               "is not modelled; only leading dense layers are (first_k_dense_replace)")
+    if cfg.get("kv_lora_rank"):
+        out.update(attention="mla", kv_lora_rank=cfg["kv_lora_rank"], q_lora_rank=cfg.get("q_lora_rank") or 0,
+                   qk_rope_head_dim=need("qk_rope_head_dim"), v_head_dim=need("v_head_dim"),
+                   head_dim=need("qk_nope_head_dim"))
+    if cfg.get("num_nextn_predict_layers"):
+        out["mtp_modules"] = cfg["num_nextn_predict_layers"]
+    window = cfg.get("sliding_window")
+    types = cfg.get("layer_types")
+    if window and (cfg.get("use_sliding_window", True) is not False):
+        sliding = sum(t == "sliding_attention" for t in types) if isinstance(types, list) else cfg["num_hidden_layers"]
+        if sliding and window < 10**7:
+            out.update(sliding_window=window, sliding_layers=sliding)
+    quant = str((cfg.get("quantization_config") or {}).get("quant_method", "")).lower()
+    if quant == "mxfp4" and experts:  # gpt-oss: experts in MXFP4, everything else in the compute dtype
+        out["expert_dtype"] = "mxfp4"
+    return out
 
 
 def datasheet_for(device_name: str) -> HardwareSpec | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import numpy as np
 
 from scenarios import load_hardware, load_model
 from scenarios.acceptance_specs import acceptance_from_spec, split_trace_spec
+from scenarios.draft_specs import load_draft
 from scenarios.engine_metrics import ENGINE_KINDS
 from scenarios.files import atomic_write_text, cache_dir, read_json
 from scenarios.host import local_identities
@@ -30,6 +31,7 @@ from simulator.acceptance_fit import MODELS, AcceptanceData, FitReport, cross_va
 from simulator.acceptance_parse import split_proposed
 from simulator.context import with_context
 from simulator.cost import CostModel
+from simulator.drafts import Draft
 from simulator.executors import parse_executor
 from simulator.roofline import RooflinePoint, measured_points, modelled_points
 from simulator.specs import ModelSpec
@@ -38,13 +40,22 @@ DEFAULT_TARGET, DEFAULT_DRAFT = "llama-3.1-8b", "llama-3.2-1b"
 MIN_RESOLUTION = 0.01  # a preset's predictions are told apart from 1 % up
 
 
-def params_label(spec: ModelSpec) -> str:
-    """Parameters in words; a shard says its share: '1.00 B per GPU of 8'."""
-    n = spec.n_params
-
+def params_label(spec: ModelSpec | Draft) -> str:
+    """Parameters in words; an MoE its active ones too; a shard says its share: '1.00 B per GPU of 8'; a draft its
+    kind, and nothing for a model-free one."""
     def words(v: float) -> str:
         return f"{v / 1e9:.2f} B" if v >= 1e9 else f"{v / 1e6:.1f} M"
-    return f"{words(n)} params" if spec.tp == 1 else f"{words(n)} params per GPU of {spec.tp}"
+
+    if isinstance(spec, Draft):
+        if not spec.on_device:
+            return f"{spec.kind} lookup on the host"
+        kind = "" if spec.kind == "model" else f"{spec.kind}, "
+        tp = spec.module.tp if spec.module is not None else 1
+        label = f"{words(spec.n_params)} params"
+        return f"{kind}{label}" if tp == 1 else f"{kind}{label} per GPU of {tp}"
+    active = f", {words(spec.matmul_params)} active" if spec.is_moe else ""
+    return f"{words(spec.n_params)} params{active}" if spec.tp == 1 else \
+        f"{words(spec.n_params)} params{active} per GPU of {spec.tp}"
 
 
 @dataclass(frozen=True)
@@ -53,7 +64,7 @@ class Setup:
 
     cost: CostModel
     target: ModelSpec
-    draft: ModelSpec
+    draft: Draft
     acceptance: Acceptance | None
     where: str  # the device and the cost model's origin, in words
     profile: Profile | None = None
@@ -223,10 +234,55 @@ def shard(model: ModelSpec, tp: int, hw: Any) -> ModelSpec:
         raise SpecsimError(f"{e}; try --tp 2, 4 or 8") from None
 
 
+def shard_draft(draft: Draft, tp: int, hw: Any) -> Draft:
+    """One GPU's share of a draft's module (a head's or a model's; Medusa's heads and a host lookup stay whole)."""
+    if draft.module is None or tp == 1:
+        return draft
+    return replace(draft, module=shard(draft.module, tp, hw))
+
+
+def check_draft(draft: Draft, target: ModelSpec, acceptance: Acceptance | None) -> None:
+    """The pairing refused in one line: a head of another width; a proposal rate for a draft that always
+    proposes; a model-free draft without one."""
+    draft.check_target(target)
+    if acceptance is None:
+        return
+    rate = acceptance.proposal_rate(1)
+    if draft.on_device and rate < 1.0:
+        raise SpecsimError(f"acceptance {acceptance.spec} has a proposal rate ({rate:g}) but {draft.name} is a "
+                           f"{draft.kind} draft, which proposes on every step; @proposed:P is for ngram, suffix and "
+                           "retrieval")
+    if not draft.on_device and rate >= 1.0:
+        raise SpecsimError(f"a {draft.kind} draft finds nothing to propose on many steps: say how often it "
+                           f"proposes, e.g. --acceptance {acceptance.spec}@proposed:0.3, or replay a lookup's trace "
+                           "(trace:FILE:ngram)")
+
+
 def resolve_setup(hardware: str | None, profile_path: Path | None, target: str | None, draft: str | None,
                   dtype: str, acceptance_spec: str | None, need_acceptance: bool = True, engine: str = "vllm",
-                  tp: int = 1, draft_tp: int | None = None, progress: Callable[[str, int], Any] | None = None
-                  ) -> Setup:
+                  tp: int = 1, draft_tp: int | None = None, progress: Callable[[str, int], Any] | None = None,
+                  heterogeneous_vocab: bool = False, expert_sharing: float | None = None,
+                  routing_skew: float = 0.0) -> Setup:
+    """The cost model, the models and the acceptance (`_resolve_setup`), the draft checked against the target and
+    the acceptance, and the experts' sharing and skew set on the cost model."""
+    s = _resolve_setup(hardware, profile_path, target, draft, dtype, acceptance_spec, need_acceptance, engine, tp,
+                       draft_tp, progress, heterogeneous_vocab)
+    check_draft(s.draft, s.target, s.acceptance)
+    if expert_sharing is not None and not 0.0 <= expert_sharing <= 1.0:
+        raise SpecsimError(f"--expert-sharing is a fraction in [0, 1] (how much a sequence's tokens share experts), "
+                           f"got {expert_sharing:g}")
+    if routing_skew < 0:
+        raise SpecsimError(f"--routing-skew is a Zipf exponent >= 0 (0: uniform routing), got {routing_skew:g}")
+    changes: dict[str, float] = {"routing_skew": routing_skew}
+    if expert_sharing is not None:
+        changes["expert_sharing"] = expert_sharing
+    return replace(s, cost=replace(s.cost, **changes))
+
+
+def _resolve_setup(hardware: str | None, profile_path: Path | None, target: str | None, draft: str | None,
+                   dtype: str, acceptance_spec: str | None, need_acceptance: bool, engine: str, tp: int,
+                   draft_tp: int | None, progress: Callable[[str, int], Any] | None,
+                   heterogeneous_vocab: bool) -> Setup:
     """The cost model (a preset's roofline, or a profile's calibration), the models, and the acceptance.
 
     Without --acceptance a profile's measured acceptance is used; a preset needs --acceptance. With `tp` > 1 the
@@ -245,22 +301,25 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
         needs_profile = spec_lower.startswith(("measured", "fit:measured"))
         profile, notes = resolve_profile(profile_path) if needs_profile else (None, [])
         acceptance = resolve_acceptance(acceptance_spec, profile, progress) if acceptance_spec else None
-        t, d = load_model(target or DEFAULT_TARGET, dtype), load_model(draft or DEFAULT_DRAFT, dtype)
-        where = f"{hw.name}, {dtype}, {engine} preset"
+        t = load_model(target or DEFAULT_TARGET, dtype)
+        d = load_draft(draft or DEFAULT_DRAFT, t, dtype, heterogeneous_vocab)
+        where = f"{hw.name}, {t.dtype}, {engine} preset"
         if tp > 1 or (draft_tp or 1) > 1:
-            t, d = shard(t, tp, hw), shard(d, draft_tp or tp, hw)
+            t, d = shard(t, tp, hw), shard_draft(d, draft_tp or tp, hw)
             where += f", TP {tp} over {hw.interconnect.name if hw.interconnect else '?'} (draft TP {draft_tp or tp})"
         return Setup(CostModel.from_hardware(hw, dtype), t, d, acceptance, where, None, tuple(notes))
     profile, notes = resolve_profile(profile_path)
     t = load_model(target, dtype) if target else profile.target
-    d = load_model(draft, dtype) if draft else profile.draft
+    d = load_draft(draft, t, dtype, heterogeneous_vocab) if draft else Draft.of_model(profile.draft)
     other = (t.name, d.name) != (profile.target.name, profile.draft.name)
-    if other and (target is None or draft is None):
+    if d.kind != "model" and t.name == profile.target.name:  # a head or a lookup on the profile's own target
+        notes = (*notes, f"pricing the {d.kind} draft {d.name} from the fitted device rates of profile {profile.path}")
+    elif other and (target is None or draft is None):
         given, kept = (f"--target {t.name}", f"draft {d.name}") if target else (f"--draft {d.name}",
                                                                                  f"target {t.name}")
         raise SpecsimError(f"{given} with profile {profile.path} would pair it with the profile's {kept}: give both "
                            "--target and --draft (priced from the profile's device rates), or neither")
-    if other:
+    elif other:
         notes = (*notes, f"pricing {t.name} drafted by {d.name} from the fitted device rates of profile "
                          f"{profile.path} (its measured passes are of {profile.target.name} and {profile.draft.name})")
     spec = acceptance_spec or ("measured" if profile.acceptance is not None and not other else None)
@@ -372,7 +431,8 @@ def roofline_view(setup: Setup, dtype: str, context: int,
     hw = setup.cost.hardware
     caption = f"{setup.target.name} and {setup.draft.name} on {setup.where}"
     if setup.profile is None:
-        points = modelled_points(setup.cost, [setup.target, setup.draft], batches, [1, 5], context)
+        models = [m for m in (setup.target, setup.draft.module) if m is not None]
+        points = modelled_points(setup.cost, models, batches, [1, 5], context)
         return RooflineView(points, hw.mem_bw_bytes_per_s * hw.bw_efficiency,
                             hw.peak_flops(dtype) * hw.flops_efficiency, caption,
                             f"({hw.bw_efficiency:.0%} of datasheet bandwidth, {hw.flops_efficiency:.0%} of {dtype} "

@@ -71,6 +71,9 @@ class Draft:
     positions: int = 0  # Medusa's heads, MTP's modules: the positions one step's heads can fill (0: no limit)
     host: HostCost = field(default_factory=HostCost)  # model-free: the lookup
     overlap: bool = False  # model-free: the lookup runs beside the device's pass (the step takes the longer)
+    # A draft model with another vocabulary than the target's: its tokens mapped to the target's on the host (text
+    # out, text in), per sequence and drafted token
+    vocab_mapping_s: float = 0.0
     dtype: str = "bf16"
     source: str = ""
 
@@ -166,21 +169,27 @@ EAGLE3_DRAFT_VOCAB = 32000  # the reduced draft vocabulary of the published Llam
 
 
 def eagle3_head(target: ModelSpec, layers: int = 1, draft_vocab: int = EAGLE3_DRAFT_VOCAB, d_ff: int = 0,
-                name: str = "", source: str = "") -> Draft:
+                heads: int = 0, kv_heads: int = 0, head_dim: int = 0, name: str = "", source: str = "") -> Draft:
     """An EAGLE-3 head on `target` (Li et al. 2025; `LlamaForCausalLMEagle3`): `layers` decoder layers at the
     target's width and heads, their q/k/v reading the token's embedding beside the hidden state (2h wide: one
     extra h x (q + k + v) per layer), an LM head over `draft_vocab` tokens, and the fc fusing three of the target's
-    hidden states (3h -> h). The MLP's width is the target's unless given (the published heads copy it). Its
-    embedding is the target's. An MoE target's head is dense (the published heads are Llama layers)."""
+    hidden states (3h -> h). Heads, widths and the MLP are the target's unless given (the published heads mostly
+    copy them). Its embedding is the target's. An MoE target's head is dense (the published heads are Llama
+    layers)."""
     if layers < 1 or draft_vocab < 1:
         raise SpecsimError("an EAGLE-3 head needs layers >= 1 and a draft vocabulary >= 1")
-    h, hd = target.d_model, target.head_dim
-    qkv = h * (target.n_heads + 2 * target.n_kv_heads) * hd
+    h = target.d_model
+    n_heads, n_kv = heads or target.n_heads, kv_heads or target.n_kv_heads
+    hd = head_dim or (target.head_dim if target.attention == "gqa" else h // n_heads)
+    qkv = h * (n_heads + 2 * n_kv) * hd
     width = d_ff or (target.d_ff if not target.is_moe else target.d_ff_shared or target.d_ff)
-    module = ModelSpec(name=name or f"{target.name}-eagle3", n_layers=layers, d_model=h, n_heads=target.n_heads,
-                       n_kv_heads=target.n_kv_heads, d_ff=width, vocab_size=draft_vocab, dtype=target.dtype,
-                       head_dim=hd, extra_linear_params=layers * qkv, tied_embeddings=False,
-                       source=source or "EAGLE-3 head shaped after its target")
+    try:
+        module = ModelSpec(name=name or f"{target.name}-eagle3", n_layers=layers, d_model=h, n_heads=n_heads,
+                           n_kv_heads=n_kv, d_ff=width, vocab_size=draft_vocab, dtype=target.dtype, head_dim=hd,
+                           extra_linear_params=layers * qkv, tied_embeddings=False,
+                           source=source or "EAGLE-3 head shaped after its target")
+    except ValueError as e:
+        raise SpecsimError(str(e)) from None
     return Draft("eagle3", module.name, module, fusion_params=3 * h * h, dtype=target.dtype, source=module.source)
 
 

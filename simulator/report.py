@@ -25,6 +25,8 @@ def result_to_dict(result: SweepResult, meta: dict[str, Any]) -> dict[str, Any]:
             {"context": c, "disable_above_batch": v} for c, v in result.disable_above_batch_by_context
         ],
         "does_not_fit_from_batch": [{"context": c, "batch": b} for c, b in result.unfit_from_batch],
+        "speculation_pays_in_batches": [{"context": c, "ranges": [list(r) for r in ranges]}
+                                        for c, ranges in result.pays_by_context],
     }
 
 
@@ -56,11 +58,24 @@ EXTRAPOLATED = ("* more drafts per step than the acceptance's source measured: i
                 "(the JSON and CSV rows say extrapolated)")
 
 
+def batch_ranges(ranges: Sequence[tuple[int, int]]) -> str:
+    """(1, 1), (8, 96) -> '1 and 8-96'."""
+    parts = [str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in ranges]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
 def describe_disable(value: int | None, batches: list[int], rows: Sequence[SweepRow] = (),
-                     memory_capped: bool = False) -> str:
+                     memory_capped: bool = False, ranges: Sequence[tuple[int, int]] | None = None) -> str:
     """The summary line of one context's table; `rows` (that context's) tell a memory limit from a speed-up lost;
-    `memory_capped`: larger batches were asked for and left out because nothing fits."""
+    `memory_capped`: larger batches were asked for and left out because nothing fits. Where speculation pays in
+    batch ranges that do not start at the smallest batch (an MoE target), the line gives the ranges."""
     fitting = [r.batch for r in rows if r.fits]
+    if ranges and fitting and (len(ranges) > 1 or ranges[0][0] > min(fitting)):
+        last = ranges[-1][1]
+        above = (f", nor above {last}" if last < max(fitting) else
+                 f" and still at the largest batch {'that fits' if memory_capped else 'swept'} ({last})")
+        return (f"speculation pays only at batches {batch_ranges(ranges)}: keep it off at the others (not below "
+                f"{ranges[0][0]}{above})")
     if value is None:
         if fitting and (memory_capped or max(fitting) < max(batches)):
             return f"speculation still pays at the largest batch that fits ({max(fitting)})"
@@ -123,7 +138,8 @@ def format_hardware_table(result: SweepResult, every_row_hint: str = "") -> str:
             out.append(f"  from batch {unfit[context]:,} on nothing fits (the target's weights and KV cache exceed "
                        "the device's memory): those batches are left out")
         by_ctx = dict(result.disable_above_batch_by_context)
-        out.append("  " + describe_disable(by_ctx.get(context), batches, rows, context in unfit))
+        out.append("  " + describe_disable(by_ctx.get(context), batches, rows, context in unfit,
+                                           result.pays_in(context)))
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 

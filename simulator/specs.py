@@ -227,6 +227,8 @@ class ModelSpec:
     sliding_window: int = 0  # tokens a sliding-window layer attends to (0: none)
     sliding_layers: int = 0  # how many layers use it (gpt-oss alternates: half)
     extra_linear_params: int = 0  # linear weights beyond the block read every pass (EAGLE-3's 2h-wide q/k/v input)
+    kv_dtype: str = ""  # the KV cache's dtype ("" = dtype): DeepSeek-V3 serves fp8 weights beside a bf16 cache
+    mtp_modules: int = 0  # multi-token-prediction modules the checkpoint carries (DeepSeek-V3: 1), a draft of its own
 
     def __post_init__(self) -> None:
         for attr in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size"):
@@ -236,8 +238,9 @@ class ModelSpec:
             raise ValueError(f"model {self.name!r}: n_heads {self.n_heads} is not a multiple of n_kv_heads "
                              f"{self.n_kv_heads}")
         dtype_bytes(self.dtype)
-        if self.expert_dtype:
-            dtype_bytes(self.expert_dtype)
+        for extra in (self.expert_dtype, self.kv_dtype):
+            if extra:
+                dtype_bytes(extra)
         if self.head_dim == 0:
             object.__setattr__(self, "head_dim", self.d_model // self.n_heads)
         if self.n_experts:
@@ -260,7 +263,7 @@ class ModelSpec:
             raise ValueError(f"model {self.name!r}: sliding_window and sliding_layers (at most n_layers) go "
                              "together")
         if min(self.d_ff_shared, self.extra_linear_params, self.q_lora_rank, self.qk_rope_head_dim,
-               self.v_head_dim, self.kv_lora_rank) < 0:
+               self.v_head_dim, self.kv_lora_rank, self.mtp_modules) < 0:
             raise ValueError(f"model {self.name!r}: widths must be >= 0")
 
     @property
@@ -393,9 +396,10 @@ class ModelSpec:
     @property
     def kv_bytes_per_token_layer(self) -> float:
         """Cache bytes one token occupies in one layer: K and V of its KV heads, or MLA's latent and rotary key."""
+        nbytes = dtype_bytes(self.kv_dtype or self.dtype)
         if self.attention == "mla":
-            return (self.kv_lora_rank + self.qk_rope_head_dim) * self.bytes_per_param
-        return 2 * self.n_kv_heads * self.head_dim * self.bytes_per_param
+            return (self.kv_lora_rank + self.qk_rope_head_dim) * nbytes
+        return 2 * self.n_kv_heads * self.head_dim * nbytes
 
     @property
     def kv_bytes_per_token(self) -> float:

@@ -145,6 +145,28 @@ class SweepResult:
     disable_above_batch_by_context: tuple[tuple[int, int | None], ...] = field(default=())
     # (context, smallest batch left out): from that batch on not even plain decoding fits (weights and KV cache)
     unfit_from_batch: tuple[tuple[int, int], ...] = field(default=())
+    # (context, ((first, last), ...)): the runs of swept batches where the best choice speculates (`paying_ranges`)
+    pays_by_context: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = field(default=())
+
+    def pays_in(self, context: int) -> tuple[tuple[int, int], ...]:
+        return dict(self.pays_by_context).get(context, ())
+
+
+def paying_ranges(best: Sequence[BestRow]) -> tuple[tuple[int, int], ...]:
+    """The runs of consecutive swept batches (of one context) where the best choice speculates, as (first, last).
+    A dense target gives one run from the smallest batch (speculation off above B); an MoE target may give a run
+    that starts later (verification wakes experts a one-token step does not, until the batch wakes most of them)
+    or several."""
+    out: list[list[int]] = []
+    previous_paid = False
+    for b in sorted(best, key=lambda r: r.batch):
+        paid = b.k != 0 or b.tree is not None
+        if paid and previous_paid:
+            out[-1][1] = b.batch
+        elif paid:
+            out.append([b.batch, b.batch])
+        previous_paid = paid
+    return tuple((lo, hi) for lo, hi in out)
 
 
 def disable_above(rows: Sequence[SweepRow], largest: int | None = None) -> int | None:
@@ -179,9 +201,10 @@ def _best_and_disable(rows: list[SweepRow], largest: int | None = None, contexts
             best.append(BestRow(batch, context, top.k, top.tree, top.speedup))
         else:
             best.append(BestRow(batch, context, 0, None, 1.0))
-    by_context = tuple((c, disable_above([r for r in rows if r.context == c], largest))
-                       for c in sorted(set(contexts) or {r.context for r in rows}))
-    return SweepResult(tuple(rows), tuple(best), disable_above(rows, largest), by_context, tuple(unfit))
+    all_contexts = sorted(set(contexts) or {r.context for r in rows})
+    by_context = tuple((c, disable_above([r for r in rows if r.context == c], largest)) for c in all_contexts)
+    pays = tuple((c, paying_ranges([b for b in best if b.context == c])) for c in all_contexts)
+    return SweepResult(tuple(rows), tuple(best), disable_above(rows, largest), by_context, tuple(unfit), pays)
 
 
 BOUNDS = np.array(["memory", "compute", "overhead"])
@@ -215,6 +238,8 @@ def drafting_times(cost: CostModel, target: ModelSpec, draft: Draft, b: np.ndarr
         rows = b * shape.verify_tokens
         t = t + cost.linear_times(draft.fusion_params * draft.module.bytes_per_param,
                                   2.0 * draft.fusion_params * rows, rows)
+    if draft.vocab_mapping_s:  # another vocabulary: every drafted token re-tokenised for the target on the host
+        t = t + draft.vocab_mapping_s * b * shape.n_nodes
     return t
 
 
