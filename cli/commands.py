@@ -215,6 +215,9 @@ def run_policy(setup: SetupOptions, fmt: str, batches: list[int], ks: list[int],
                                    tolerance)
     text = json.dumps(ranges) if fmt == "vllm" else json.dumps(record, indent=1)
     for table in record.get("by_context", [record]):
+        if table.get("fits_up_to_batch"):
+            say(f"context {table['context']}: from batch {table['fits_up_to_batch'] + 1} on nothing fits in memory "
+                "(the target's weights and KV cache): the table ends there")
         for r in table["ranges"]:
             if r["k"] == 0 and r["why"].startswith("the draft"):
                 say(f"batch {r['batch_from']}..{r['batch_to']} at context {table['context']}: k = 0 because "

@@ -81,7 +81,16 @@ def _preset_for(target: ModelSpec, kind: str) -> tuple[str, dict[str, Any]] | No
 
 
 def _from_preset(name: str, d: dict[str, Any], target: ModelSpec) -> Draft:
+    """A preset of drafts.toml for `target`; a head preset made for another target is refused (a head reads its
+    own target's hidden states: another target's, even of the same width, mean nothing to it)."""
     kind, source = d["kind"], str(d.get("source", ""))
+    own = d.get("target")
+    if own and own != target.name:
+        made_for = load_model(own, target.dtype)
+        width = (f"a head of width {made_for.d_model}, but target {target.name} is {target.d_model} wide"
+                 if made_for.d_model != target.d_model else f"made for {own}, not {target.name}")
+        raise SpecsimError(f"draft {name} is {width}: a head runs on its own target's hidden states; give the "
+                           f"head made for this target, or {kind} to price one shaped after it")
     if kind == "eagle3":
         draft = eagle3_head(target, int(d.get("layers", 1)), int(d.get("draft_vocab", EAGLE3_DRAFT_VOCAB)),
                             int(d.get("d_ff", 0)), int(d.get("heads", 0)), int(d.get("kv_heads", 0)), name=name,
@@ -94,9 +103,6 @@ def _from_preset(name: str, d: dict[str, Any], target: ModelSpec) -> Draft:
         host = HostCost(0.0, float(d.get("host_us_per_sequence", 0.0)) * 1e-6,
                         float(d.get("host_ns_per_context_token", 0.0)) * 1e-9, source)
         return model_free(kind, host, name=name)
-    preset_target = d.get("target")
-    if preset_target and preset_target != target.name:
-        draft.check_target(target)  # the same width: usable, but made for another model
     return draft
 
 

@@ -193,14 +193,16 @@ def policy_record(result: SweepResult, batches: Sequence[int], caption: str, con
                   tax: SpeculationTax = NO_TAX, tolerance: float = 0.0) -> tuple[list, dict]:
     """The draft length per batch size as vLLM's ``num_speculative_tokens_per_batch_size`` ranges, and the same with
     the predicted speed-ups and what each range gives up against the best k (`policy_table`; the engine's tax
-    weighed). `batches` must cover every batch from 1 (engines look the table up by batch size)."""
+    weighed). `batches` must cover every batch from 1 (engines look the table up by batch size). Where the larger
+    batches do not fit in memory (the target's weights and KV cache at this context), the table covers the batches
+    that do and ``fits_up_to_batch`` says where memory ends: an engine cannot run the others."""
     if list(batches) != list(range(1, max(batches) + 1)):
         raise SpecsimError("--batch must cover every batch from 1 (e.g. 1..256): engines look the table up by batch "
                            "size")
     table = policy_table(result, tax, tolerance=tolerance)
-    if len(table) < len(batches):
-        raise SpecsimError(f"the models do not fit in memory above batch {len(table)} at context {context}: cover "
-                           f"--batch 1..{len(table)}")
+    if not table:
+        raise SpecsimError(f"nothing fits in memory at context {context}, not even plain decoding at batch 1: a "
+                           "shorter --context, a device with more memory, or --tp")
     ranges = batch_ranges([(c.batch, c.k) for c in table])
     by_batch = {c.batch: c for c in table}
     # Batches where no speculative k fits in memory beside the target (the draft's weights and cache): k = 0 there
@@ -224,7 +226,9 @@ def policy_record(result: SweepResult, batches: Sequence[int], caption: str, con
               "speculation_tax": {"off_tax_batch": list(tax.off_batches), "off_tax_fraction": list(tax.off_fractions),
                                   "switch_fraction": tax.switch_fraction, "source": tax.source},
               # above this batch an engine started without speculation beats every k of this one (None: never)
-              "engine_without_speculation_faster_above_batch": _restart_above(table)}
+              "engine_without_speculation_faster_above_batch": _restart_above(table),
+              # the largest batch whose target weights and KV cache fit (None: every batch asked for)
+              "fits_up_to_batch": len(table) if len(table) < len(batches) else None}
     return ranges, record
 
 
