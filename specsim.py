@@ -98,15 +98,19 @@ def predict(alpha: float | None, setup: opt.SetupOptions, ks: list[int], cost_ra
 @click.option("--from", "source", metavar="vllm:MANIFEST.toml|sglang:FILE.jsonl|csv:FILE.csv", default=None,
               help="Fit an engine's measured step times instead of timing passes here (needs --hardware, --target).")
 @click.option("--hardware", default=None, metavar="PRESET", help="With --from: the GPU the engine ran on.")
+@click.option("--expert-sharing", type=float, default=None, metavar="S",
+              help="An MoE target (e.g. specsim-moe): the probability that a sequence's tokens in one pass share the "
+                   "experts of its first (0: routed independently) [default: 0.5].")
 def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: list[int] | None,
               contexts: list[int] | None, quick: bool, eager: bool, busy: bool, out_path: Path | None, as_json: bool,
-              seed: int, source: str | None, hardware: str | None) -> None:
+              seed: int, source: str | None, hardware: str | None, expert_sharing: float | None) -> None:
     """Measure this device and real draft/verify passes (or import an engine's); fit the cost model; write a profile.
 
     \b
     specsim calibrate --quick
     specsim calibrate --device cuda --target llama-3.1-8b --draft llama-3.2-1b --batch 1..256:x2 --context 128,1024
     specsim calibrate --from vllm:manifest.toml --hardware h100-sxm --target llama-3.1-8b --draft llama-3.2-1b
+    specsim calibrate --quick --target specsim-moe --expert-sharing 0
     """
     from calibrate.calibration import calibrate_device
     from calibrate.calibration_summary import format_summary
@@ -117,7 +121,7 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
         profile, path = calibrate_from(source or "", hardware, target, draft, dtype, seed, out_path, command, options)
     else:
         profile, path = calibrate_device(target, draft, dtype, device_name, batches, contexts, quick, eager, busy,
-                                         seed, out_path, command, options, out.progress)
+                                         seed, out_path, command, options, out.progress, expert_sharing)
     click.echo(json.dumps(profile.to_dict(), indent=1) if as_json else format_summary(profile, path))
 
 

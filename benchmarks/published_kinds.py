@@ -130,7 +130,8 @@ def specforge_339() -> list[Case]:
                               "acceptance length 1.86",
                               f"{reported:.2f}x (slower)", f"{pred:.2f}x (base {b / rows[(b, 0)].baseline_time_s:,.0f} "
                               f"tok/s)", 100 * (pred / reported - 1),
-                              "SGLang priced with vLLM's per-step costs (no SGLang preset); context 512 (MT-bench); the "
+                              "SGLang priced with vLLM's per-step costs (no SGLang preset); context 512 (MT-bench); "
+                              "the "
                               "acceptance length as i.i.d. acceptance; its head the SpecForge shape"
                               + ("; the engine's per-step cost set so the plain batch-1 step takes the measured "
                                  f"{1e3 / base_tok_s[1]:.2f} ms (nothing from the speculative runs)"

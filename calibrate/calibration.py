@@ -37,7 +37,7 @@ from scenarios.profile import (
 from simulator import SpecsimError, __version__
 from simulator.cost import CostModel
 from simulator.rate_fit import PassPoint, errors, fit_cost_model, heldout_split
-from simulator.specs import EngineOverheads, ModelSpec
+from simulator.specs import DEFAULT_EXPERT_SHARING, EngineOverheads, ModelSpec
 
 
 class Bar(Protocol):
@@ -113,6 +113,7 @@ class Timed:
     spec: ModelSpec
     new_tokens: tuple[int, ...]
     max_len: int | None = None
+    expert_sharing: float = DEFAULT_EXPERT_SHARING  # an MoE's routing (engine.moe.Routing)
 
 
 def time_passes(spec: ModelSpec, device: torch.device, timer: Timer, runner: PassRunner, batches: Sequence[int],
@@ -147,7 +148,8 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
     for i, m in enumerate(models):
         max_len = m.max_len or max(contexts) + max(m.new_tokens) + 1
         try:
-            built[i] = build_decoder(m.spec, max_len, device=device, seed=seed), max_len
+            built[i] = build_decoder(m.spec, max_len, device=device, seed=seed,
+                                     expert_sharing=m.expert_sharing), max_len
         except Exception as e:  # noqa: BLE001 - any failure to even build the model is an OOM candidate
             if not _is_oom(e):
                 raise
@@ -199,8 +201,14 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
 
 def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: Grid, quick: bool, command: str,
               progress: Progress = no_progress, seed: int = 0,
-              options: Mapping[str, Any] | None = None, eager: bool = True, busy: bool = False) -> CalibrationResult:
-    """Measure this device, time the grid, fit the cost model on part of it and check it on the rest."""
+              options: Mapping[str, Any] | None = None, eager: bool = True, busy: bool = False,
+              expert_sharing: float = DEFAULT_EXPERT_SHARING) -> CalibrationResult:
+    """Measure this device, time the grid, fit the cost model on part of it and check it on the rest. An MoE
+    target's tokens route as `engine.moe.Routing` draws them, sharing experts within a sequence's pass with
+    probability `expert_sharing`, and the fit prices the experts they touch with the same sharing."""
+    if target.is_moe and (eager is False and device.type == "cuda"):
+        raise SpecsimError("an MoE target's passes read their routing back to the host (grouping by expert) and "
+                           "cannot be captured as CUDA graphs: calibrate it with --eager")
     timer = Timer(device)
     effort = Effort.of(quick, busy)
     identity = device_identity(device)
@@ -216,12 +224,14 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     runner = make_runner(device, eager)
     n_decoding = len(grid.batches) * (len(grid.target_new_tokens) + len(grid.draft_new_tokens)) * len(grid.contexts)
     with progress(f"target and draft passes, interleaved ({target.name}, {draft.name})", n_decoding) as bar:
-        passes += time_together([Timed(target, grid.target_new_tokens), Timed(draft, grid.draft_new_tokens)], device,
+        passes += time_together([Timed(target, grid.target_new_tokens, expert_sharing=expert_sharing),
+                                 Timed(draft, grid.draft_new_tokens)], device,
                                 timer, runner, grid.batches, grid.contexts, bar, effort, seed)
     n_prefill = 2 * len(grid.prefill_batches) * len(grid.prefill_tokens)
     if n_prefill:
         with progress("prefill passes", n_prefill) as bar:
-            passes += time_together([Timed(target, grid.prefill_tokens), Timed(draft, grid.prefill_tokens)], device,
+            passes += time_together([Timed(target, grid.prefill_tokens, expert_sharing=expert_sharing),
+                                     Timed(draft, grid.prefill_tokens)], device,
                                     timer, runner, grid.prefill_batches, (0,), bar, effort, seed)
     with progress("overhead probes", len(probes) * len(grid.contexts)) as bar:
         for p in probes:
@@ -244,7 +254,8 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
         sheet = datasheet_for(identity["name"])  # a GPU's datasheet bounds the fitted rates; a CPU has none here
         fit = fit_cost_model(train, specs, hw, gemm_peak, stream_bw, dtype,
                              ceiling_bw_bytes_per_s=sheet.mem_bw_bytes_per_s if sheet else None,
-                             ceiling_flops_per_s=sheet.peak_flops(dtype) if sheet else None)
+                             ceiling_flops_per_s=sheet.peak_flops(dtype) if sheet else None,
+                             expert_sharing=expert_sharing)
         bar.update(1)
     datasheet = CostModel.from_hardware(hw, dtype, datasheet=True)
     ratio = verify_ratio_check(fit.cost, points, target)
@@ -260,7 +271,8 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
                                              measured_cost, target, draft, engine_bounds)
     else:
         engine = measure_engine_at_shapes(device, runner, grid, quick, progress, seed,
-                                          measured_cost.draft_catchup_tokens, target, draft, engine_bounds)
+                                          measured_cost.draft_catchup_tokens, target, draft, engine_bounds,
+                                          expert_sharing)
     overheads = replace(fit.cost.overheads, engine=replace(engine, draft_catchup_tokens=catchup))
     tax = acceptance.pop("speculation_tax", {}) if acceptance else {}  # the engine's, not the pair's acceptance
     records = tuple(PassRecord.from_dict(r) for r in passes)
@@ -273,7 +285,8 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
                 tuple(ratio),
                 {"method": "non-negative least squares on relative error; see simulator/rate_fit.py",
                  "seconds_per_linear_byte": {"rows": list(fit.knots), "values": list(fit.seconds_per_linear_byte)},
-                 "bounds": list(fit.bounds) + engine_bounds}),
+                 "bounds": list(fit.bounds) + engine_bounds,
+                 **({"expert_sharing": expert_sharing} if target.is_moe else {})}),
         acceptance=MeasuredAcceptance.from_dict(acceptance) if acceptance else None, probes=tuple(probes),
         options=dict(options or {}), engine_mode=runner.mode, quick=quick, trust=assess_trust(heldout, records),
         specsim_version=__version__, device_state={"start": state_start, "end": device_state(device)},
@@ -331,7 +344,8 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
 
 def measure_engine_at_shapes(device: torch.device, runner: PassRunner, grid: Grid, quick: bool, progress: Progress,
                              seed: int, catchup_tokens: int, target: ModelSpec, draft: ModelSpec,
-                             bounds: list[str] | None = None) -> EngineOverheads:
+                             bounds: list[str] | None = None,
+                             expert_sharing: float = DEFAULT_EXPERT_SHARING) -> EngineOverheads:
     """The engine's own work at shapes other than the built-in pair's (`calibrate.engine_overheads`): random-weight
     models of these shapes decode random prompts as long as the smallest calibrated context, chains replaying
     `FORCED_ACCEPTANCE`, at batch 1 and the largest calibrated batch. Skipped (zero, as before) where a pair's
@@ -347,7 +361,7 @@ def measure_engine_at_shapes(device: torch.device, runner: PassRunner, grid: Gri
     rng = np.random.default_rng(seed)
     prompts = [rng.integers(0, target.vocab_size, prompt_tokens).tolist() for _ in range(max(batches))]
     try:
-        engine = RealEngine(build_decoder(target, max_len, device, seed=seed),
+        engine = RealEngine(build_decoder(target, max_len, device, seed=seed, expert_sharing=expert_sharing),
                             build_decoder(draft, max_len, device, seed=seed + 1), runner)
         engine.force(parse_acceptance(FORCED_ACCEPTANCE), seed)
         gen = torch.Generator(device=device).manual_seed(seed)
@@ -384,7 +398,7 @@ def verify_ratio_check(cost: CostModel, points: Sequence[PassPoint], target: Mod
 def calibrate_device(target: str, draft: str, dtype: str, device_name: str, batches: Sequence[int] | None,
                      contexts: Sequence[int] | None, quick: bool, eager: bool, busy: bool, seed: int,
                      out: Path | None, command: str, options: Mapping[str, Any],
-                     progress: Progress) -> tuple[Profile, Path]:
+                     progress: Progress, expert_sharing: float | None = None) -> tuple[Profile, Path]:
     """`specsim calibrate`: the output checked first (a calibration is minutes of work), the models, the device,
     the grid; then the whole calibration, and the profile written. Returns the profile and where it went."""
     from engine.device import resolve_device
@@ -394,7 +408,13 @@ def calibrate_device(target: str, draft: str, dtype: str, device_name: str, batc
 
     check_output(out or cache_dir() / "profile.json", "--out" if out else "profile folder")
     target_spec, draft_spec = load_model(target, dtype), load_model(draft, dtype)
+    if expert_sharing is not None and not 0.0 <= expert_sharing <= 1.0:
+        raise SpecsimError(f"--expert-sharing is a fraction in [0, 1], got {expert_sharing:g}")
+    if expert_sharing is not None and not target_spec.is_moe:
+        raise SpecsimError(f"--expert-sharing routes an MoE target's tokens; {target_spec.name} is dense")
     device = resolve_device(device_name)
+    sharing = DEFAULT_EXPERT_SHARING if expert_sharing is None else expert_sharing
     result = calibrate(target_spec, draft_spec, device, Grid.default(quick, batches, contexts), quick, command,
-                       progress=progress, seed=seed, options=options, eager=eager, busy=busy)
+                       progress=progress, seed=seed, options=options, eager=eager, busy=busy,
+                       expert_sharing=sharing)
     return result.profile, save_profile(result.profile, out)

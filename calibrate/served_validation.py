@@ -213,7 +213,8 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
     else:
         from engine.model import build_decoder
 
-        target = build_decoder(profile.target, max_seq_len, device, seed=seed)
+        target = build_decoder(profile.target, max_seq_len, device, seed=seed,
+                               expert_sharing=profile.expert_sharing)
         draft = build_decoder(profile.draft, max_seq_len, device, seed=seed + 1)
     engine = RealEngine(target, draft, make_runner(device, eager=profile.engine_mode == "eager"))
     if acceptance_spec is not None:

@@ -368,7 +368,7 @@ def run_shape_validation(profile: Profile, acceptance: Acceptance, batches: Sequ
         raise SpecsimError(f"the draft's vocabulary ({profile.draft.vocab_size}) is not the target's ({vocab})")
     rng = np.random.default_rng(seed)
     prompts = [rng.integers(0, vocab, prompt_tokens).tolist() for _ in range(max(64, max(batches)))]
-    target = build_decoder(profile.target, max_len, device, seed=seed)
+    target = build_decoder(profile.target, max_len, device, seed=seed, expert_sharing=profile.expert_sharing)
     draft = build_decoder(profile.draft, max_len, device, seed=seed + 1)
     engine = RealEngine(target, draft, make_runner(device, eager=profile.engine_mode == "eager"))
     engine.force(acceptance, seed)

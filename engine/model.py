@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.moe import MoEFeedForward, Routing
 from simulator import SpecsimError
 from simulator.specs import ModelSpec
 
@@ -50,11 +51,21 @@ class DecoderConfig:
     max_seq_len: int = 2048  # KV-cache slots per sequence
     rope_base: float = 10000.0
     norm_eps: float = 1e-5
+    n_experts: int = 0  # mixture of experts (engine.moe): routed experts per MoE layer, 0 for a dense model
+    experts_per_token: int = 0
+    d_ff_expert: int = 0
+    d_ff_shared: int = 0
+    dense_layers: int = 0  # leading layers with a dense MLP
 
     @classmethod
     def from_spec(cls, spec: ModelSpec, max_seq_len: int = 2048, rope_base: float = 10000.0) -> DecoderConfig:
+        if spec.attention != "gqa" or spec.sliding_layers or spec.extra_linear_params:
+            raise SpecsimError(f"{spec.name}: specsim's engine runs grouped-query attention over every cached token; "
+                               "MLA, sliding windows and heads' widened inputs are priced, not run")
         return cls(spec.n_layers, spec.d_model, spec.n_heads, spec.n_kv_heads, spec.d_ff, spec.vocab_size,
-                   spec.head_dim, spec.tied_embeddings, max_seq_len, rope_base)
+                   spec.head_dim, spec.tied_embeddings, max_seq_len, rope_base, n_experts=spec.n_experts,
+                   experts_per_token=spec.experts_per_token, d_ff_expert=spec.d_ff_expert,
+                   d_ff_shared=spec.d_ff_shared, dense_layers=spec.dense_layers)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -207,12 +218,14 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: DecoderConfig) -> None:
+    def __init__(self, cfg: DecoderConfig, index: int = 0) -> None:
         super().__init__()
         self.attention_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.attention = Attention(cfg)
         self.ffn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.feed_forward = FeedForward(cfg)
+        moe = cfg.n_experts and index >= cfg.dense_layers
+        self.feed_forward = MoEFeedForward(cfg.d_model, cfg.n_experts, cfg.experts_per_token, cfg.d_ff_expert,
+                                           cfg.d_ff_shared) if moe else FeedForward(cfg)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor | None,
                 mask: torch.Tensor | None, keys: int, row0: int = 0) -> torch.Tensor:
@@ -240,7 +253,7 @@ class Decoder(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.output = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tied_embeddings:
@@ -254,6 +267,19 @@ class Decoder(nn.Module):
     @property
     def device(self) -> torch.device:
         return self.output.weight.device
+
+    @property
+    def is_moe(self) -> bool:
+        return self.cfg.n_experts > 0
+
+    def set_routing(self, sharing: float = 0.0, seed: int = 0) -> None:
+        """How this model's MoE layers choose experts (`engine.moe.Routing`); no-op for a dense model."""
+        if not self.is_moe:
+            return
+        routing = Routing(sharing, seed, self.device)
+        for layer in self.layers:
+            if isinstance(layer.feed_forward, MoEFeedForward):
+                layer.feed_forward.routing = routing
 
     @property
     def dtype(self) -> torch.dtype:
@@ -364,9 +390,11 @@ def prefill_window(lengths: list[int], device: torch.device) -> tuple[torch.Tens
 
 
 def build_decoder(spec: ModelSpec, max_seq_len: int = 2048, device: torch.device | str = "cpu",
-                  dtype: str | None = None, seed: int = 0, rope_base: float = 10000.0) -> Decoder:
+                  dtype: str | None = None, seed: int = 0, rope_base: float = 10000.0,
+                  expert_sharing: float = 0.0) -> Decoder:
     """A decoder of `spec`'s shape with random weights (enough for timing), drawn on `device` in its dtype: an 8 B
-    model takes a fraction of a second on a GPU instead of a minute on the host."""
+    model takes a fraction of a second on a GPU instead of a minute on the host. An MoE's tokens route as
+    `engine.moe.Routing` draws them, sharing experts within a sequence's pass with probability `expert_sharing`."""
     cfg = DecoderConfig.from_spec(spec, max_seq_len, rope_base)
     device = torch.device(device)
     with torch.device("meta"):
@@ -379,6 +407,7 @@ def build_decoder(spec: ModelSpec, max_seq_len: int = 2048, device: torch.device
                 p.fill_(1.0)
             else:
                 p.normal_(0.0, 1.0 / math.sqrt(p.shape[-1]), generator=gen)
+    model.set_routing(expert_sharing, seed)
     return model.eval()
 
 

@@ -35,7 +35,7 @@ from simulator.acceptance import (
 )
 from simulator.cost import CostModel, RateTable
 from simulator.replay import ProbabilityTraceAcceptance, TraceAcceptance
-from simulator.specs import HardwareSpec, ModelSpec, Overheads, SpeculationTax
+from simulator.specs import DEFAULT_EXPERT_SHARING, HardwareSpec, ModelSpec, Overheads, SpeculationTax
 
 SCHEMA = "specsim-profile"
 SCHEMA_VERSION = 2  # 2: options, engine mode, origin, trust, the acceptance variant chosen by held-out error
@@ -451,9 +451,14 @@ def spec_from_dict(d: Mapping[str, Any]) -> ModelSpec:
 
 
 def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
-    from dataclasses import asdict
+    """The shape's fields; those a dense Llama-style decoder leaves at their defaults (experts, MLA, windows) are
+    left out, so a dense profile reads as before."""
+    from dataclasses import asdict, fields
 
-    return asdict(spec)
+    base = {"name", "n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "tied_embeddings", "dtype",
+            "head_dim", "source", "tp"}
+    defaults = {f.name: f.default for f in fields(ModelSpec)}
+    return {k: v for k, v in asdict(spec).items() if k in base or v != defaults[k]}
 
 
 @dataclass(frozen=True)
@@ -566,7 +571,15 @@ class Profile:
                          attention_rates=self.fit.attention_rates, overheads=self.fit.overheads, measured=measured,
                          label="calibrated",
                          measured_models=(self.target, self.draft), attention_overlap=self.fit.attention_overlap,
-                         linear_ridge_p=1.0 if self.fit.linear_additive else float("inf"))
+                         linear_ridge_p=1.0 if self.fit.linear_additive else float("inf"),
+                         expert_sharing=self.expert_sharing)
+
+    @property
+    def expert_sharing(self) -> float:
+        """How the calibrated MoE target's tokens shared experts (`engine.moe.Routing`; the default for a dense
+        target, where it prices nothing)."""
+        v = self.fit.extra.get("expert_sharing", DEFAULT_EXPERT_SHARING)
+        return float(v) if isinstance(v, (int, float)) and 0.0 <= v <= 1.0 else DEFAULT_EXPERT_SHARING
 
     def datasheet_cost(self) -> CostModel:
         """The pure roofline baseline: micro-benchmarked peaks, no overheads, no measurements."""
