@@ -126,9 +126,11 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
 
 
 @cli.command()
-@click.option("--draft", "draft_kind", type=click.Choice(["poor", "built-in", "ngram"]), default="poor",
+@click.option("--draft", "draft_kind", type=click.Choice(["poor", "built-in", "ngram", "heads", "built-in-heads"]),
+              default="poor",
               show_default=True, help="poor: a random model against a small-vocabulary target; built-in: the "
-              "trained byte-level pair (first 2 tokens); ngram: prompt lookup.")
+              "trained byte-level pair (first 2 tokens); ngram: prompt lookup; heads: random prediction heads on "
+              "the small target; built-in-heads: the built-in target's trained heads.")
 @click.option("--k", "ks", type=opt.IntRange(1, 16), default="1,4", show_default=True, help="Chain draft lengths.")
 @click.option("--tree", "trees", multiple=True, metavar="B1,B2,...",
               help="Tree shapes (repeatable; '' for none) [default: 2,2; none with --draft ngram, whose lookup "
@@ -152,6 +154,7 @@ def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: i
     \b
     specsim exactness --samples 20000 --k 1,4 --tree 2,2
     specsim exactness --draft ngram --k 3
+    specsim exactness --draft heads --k 1,3 --tree 2,2
     """
     from calibrate.exactness import run_exactness
     from simulator.trees import parse_branching
@@ -189,10 +192,12 @@ def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: i
                    "markov:..., iid:A, an engine's counters.")
 @click.option("--target", default=None, metavar="NAME|config.json", help="With --acceptance: the shapes to expect.")
 @click.option("--draft", default=None, metavar="NAME|config.json", help="With --acceptance: the draft's shape.")
+@click.option("--drafter", type=click.Choice(["model", "heads"]), default="model", show_default=True,
+              help="What drafts for the built-in target: its draft model, or its trained prediction heads.")
 @opt.served_options
 def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int] | None, trees: tuple[str, ...],
              repeats: int | None, new_tokens: int | None, quick: bool, as_json: bool, plot_dir: Path | None,
-             seed: int, acceptance_spec: str | None, target: str | None, draft: str | None,
+             seed: int, acceptance_spec: str | None, target: str | None, draft: str | None, drafter: str,
              served: opt.ServedOptions) -> None:
     """Predict every configuration from the profile, run it for real on held-out prompts, and show the error.
 
@@ -201,9 +206,10 @@ def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int]
     specsim validate --batch 1,2,4,8,16,32 --k 1,2,4,6 --tree 2,2,1 --repeats 5 --json > validation.json
     specsim validate --profile llama68m.json --acceptance trace:eagle.jsonl --tree ''   # at a preset's shapes
     specsim validate --serving --quick --plot out/          # a served stream against its simulation
+    specsim validate --quick --drafter heads --tree 2,2     # the built-in target's prediction heads
     """
     cmd.run_validate(profile_path, batches, ks, trees, repeats, new_tokens, quick, as_json, plot_dir, seed, target,
-                    draft, acceptance_spec, served)
+                    draft, acceptance_spec, served, drafter)
 
 
 # -- serving: simulate, plan, policy ---------------------------------------------------------------------------------

@@ -268,14 +268,15 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     engine_bounds: list[str] = []  # engine terms held at zero (`calibrate.engine_overheads.per_step`)
     if builtin_pair(target, draft):
         acceptance, engine = measure_builtin(device, runner, dtype, quick, max(grid.batches), progress, seed,
-                                             measured_cost, target, draft, engine_bounds)
+                                             measured_cost, target, draft, engine_bounds, grid.batches)
     else:
         engine = measure_engine_at_shapes(device, runner, grid, quick, progress, seed,
                                           measured_cost.draft_catchup_tokens, target, draft, engine_bounds,
                                           expert_sharing)
     overheads = replace(fit.cost.overheads, engine=replace(engine, draft_catchup_tokens=catchup))
     tax = acceptance.pop("speculation_tax", {}) if acceptance else {}  # the engine's, not the pair's acceptance
-    records = tuple(PassRecord.from_dict(r) for r in passes)
+    heads_passes = acceptance.get("heads", {}).pop("passes", []) if acceptance else []
+    records = tuple(PassRecord.from_dict(r) for r in passes + heads_passes)
     heldout = HeldoutErrors.from_dict(errors(fit.cost, test, specs))
     profile = Profile(
         command=command, created=created, device=DeviceInfo.from_dict(identity), dtype=dtype, target=target,
@@ -301,9 +302,55 @@ def builtin_pair(target: ModelSpec, draft: ModelSpec) -> bool:
     return is_builtin_pair(target, draft) and (WEIGHTS / "builtin.json").exists()
 
 
+def heads_trained() -> bool:
+    from engine.builtin import WEIGHTS
+
+    return (WEIGHTS / "builtin-heads.safetensors").exists()
+
+
+
+
+def measure_heads(target: Any, device: torch.device, dtype: str, calib: Sequence[Sequence[int]], n_tokens: int,
+                  seed: int, runner: PassRunner, batches: Sequence[int], quick: bool,
+                  progress: Progress) -> dict[str, Any]:
+    """The built-in target's trained prediction heads: their acceptance on the calibration prompts
+    (`measure_head_acceptance`, on the unexpanded target, which computes the same function) and their pass as a
+    step drafts with it (the widened heads over one hidden state per sequence, every head's distribution and a
+    sample from each) at each grid batch, recorded as passes of their draft preset (`BUILTIN_HEADS`: one new
+    token, no context)."""
+    from calibrate.measure_acceptance import measure_head_acceptance
+    from engine.builtin import load_heads
+    from scenarios.draft_specs import BUILTIN_HEADS
+
+    effort = Effort.of(quick, False)
+    timer = Timer(device)
+    with progress("prediction heads (acceptance, passes)", 1 + len(batches)) as bar:
+        small = load_heads(expanded=False, dtype=dtype, device=device)
+        out = measure_head_acceptance(target, small, calib, n_tokens, 1.0, seed)
+        bar.update(1)
+        big = load_heads(expanded=True, dtype=dtype, device=device)
+        gen = torch.Generator(device=device).manual_seed(seed)
+        records = []
+        for b in batches:
+            features = torch.randn(b, big.d_model, device=device, generator=gen).to(big.lm[0].weight.dtype)
+
+            def draft(features: torch.Tensor = features) -> torch.Tensor:
+                q = distribution(big(features), 1.0)
+                return torch.stack([sample(q[:, j], gen) for j in range(big.n_heads)], 1)
+
+            with torch.inference_mode():
+                t = timer.measure(draft, warmup=2, min_reps=effort.min_samples, max_reps=effort.max_samples,
+                                  max_time_s=effort.per_point_s * 4)
+            records.append({"model": BUILTIN_HEADS, "batch": b, "new_tokens": 1, "context": 0, **t.to_dict()})
+            bar.update(1)
+    out["passes"] = records
+    return out
+
+
 def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick: bool, max_batch: int,
                     progress: Progress, seed: int, cost: CostModel, target_spec: ModelSpec,
-                    draft_spec: ModelSpec, bounds: list[str] | None = None) -> tuple[dict[str, Any], EngineOverheads]:
+                    draft_spec: ModelSpec, bounds: list[str] | None = None,
+                    grid_batches: Sequence[int] = (1,)) -> tuple[dict[str, Any], EngineOverheads]:
     """Acceptance of the trained pair on the calibration prompts, and against context on longer real text; then
     short real runs at batch 1 and the largest batch that give the engine's own work around the passes
     (`calibrate.engine_overheads`) and its tax on speculation (`calibrate.speculation_tax`). A quick calibration
@@ -325,6 +372,9 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
             acc["by_context"] = measure_by_context(target, draft, long_texts(64, 512, seed), list(range(0, 512, 32)),
                                                    32, 1.0)
             bar.update(1)
+    if heads_trained():
+        acc["heads"] = measure_heads(target, device, dtype, calib, n_tokens, seed, runner, grid_batches, quick,
+                                     progress)
     big_target, _ = load_pair(expanded=True, dtype=dtype, max_seq_len=512, device=device)
     engine = RealEngine(big_target, draft, runner)
     gen = torch.Generator(device=device).manual_seed(seed)

@@ -97,6 +97,16 @@ def format_summary(profile: Profile, path: Path) -> str:
                 f"{d['c50']:.0f} (width {d['width']:.0f}); each window predicted from the others: median |error| "
                 f"{100 * loo['median_abs_err']:.1f} %, max {100 * loo['max_abs_err']:.1f} %; use it with "
                 "--acceptance measured@context")
+    heads = profile.acceptance.heads if profile.acceptance is not None else None
+    if heads:
+        from scenarios.draft_specs import BUILTIN_HEADS
+
+        passes = sorted((p.batch, p.median_s) for p in profile.timed if p.model == BUILTIN_HEADS)
+        timed = ", ".join(f"{b}: {1e3 * t:.2f}" for b, t in passes)
+        lines.append(f"prediction heads ({heads['n_heads']}, {BUILTIN_HEADS}): alpha by head "
+                     + ", ".join(f"{a:.3f}" for a in heads["alpha_by_head"]) + "; P(A >= i) "
+                     + ", ".join(f"{a:.3f}" for a in heads["survival"]) + f"; their pass by batch, ms: {timed}; "
+                     "use them with --draft medusa")
     for bound in fit.extra.get("bounds", ()):
         lines.append(f"held at a bound: {bound}")
     for assumption in fit.extra.get("assumed", ()):

@@ -196,22 +196,33 @@ def exactness_cases(draft_kind: str, ks: Sequence[int], trees: Sequence[Tree], s
         if echo:
             echo(verdict(r, kind)[1])
 
-    if draft_kind == "built-in":
-        from engine.builtin import encode, load_pair
+    drafter = {"ngram": "ngram", "heads": "heads", "built-in-heads": "heads"}.get(draft_kind, "model")
+    depth = max([*ks, *(t.depth for t in trees), 1])
+    heads = None
+    if draft_kind in ("built-in", "built-in-heads"):
+        from engine.builtin import encode, load_heads, load_pair
 
         target, draft = load_pair(expanded=False, dtype="fp32", max_seq_len=256, device=dev)
+        if drafter == "heads":
+            heads = load_heads(expanded=False, dtype="fp32", device=dev)
         prompt = encode("def main():\n    return ")
         m = m or 2
     else:
+        from engine.heads import random_heads
+
         target, draft = toy_pair(seed, dev)
+        if drafter == "heads":  # poor heads: random weights
+            heads = random_heads(TOY_TARGET.d_model, TOY_TARGET.vocab_size, depth, seed=seed + 2, device=dev)
         prompt = TOY_PROMPT
         m = m or 3
-    drafter = "ngram" if draft_kind == "ngram" else "model"
-    engine = RealEngine(target, None if drafter == "ngram" else draft)
+    if heads is not None and depth > heads.n_heads:
+        raise SpecsimError(f"the heads draft at most {heads.n_heads} positions: use --k and trees of depth "
+                           f"{heads.n_heads} or less")
+    engine = RealEngine(target, draft if drafter == "model" else None, heads=heads)
     exact = exact_joint(target, prompt, m, temperature)
     configs: list[tuple[str, Decoding]] = [(f"chain k={k}", Decoding(k=k, drafter=drafter, temperature=temperature))
                                            for k in ks]
-    configs += [(f"tree {t.label}", Decoding(tree=t, temperature=temperature)) for t in trees]
+    configs += [(f"tree {t.label}", Decoding(tree=t, drafter=drafter, temperature=temperature)) for t in trees]
     cases = [("plain sampling", Decoding(k=0, temperature=temperature), seed, "check")]
     cases += [(f"speculative {label}", how, seed + 1 + i, "check") for i, (label, how) in enumerate(configs)]
     base_label, base = configs[0] if configs else ("chain k=1", Decoding(k=1, drafter=drafter))

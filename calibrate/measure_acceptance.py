@@ -165,3 +165,46 @@ def measure_by_context(target: Decoder, draft: Decoder, texts: Sequence[Sequence
             "leave_one_out": {"predicted": loo, "rel_error": err.tolist(),
                               "median_abs_err": float(np.median(np.abs(err))),
                               "max_abs_err": float(np.max(np.abs(err)))}}
+
+
+@torch.inference_mode()
+def measure_head_acceptance(target: Decoder, heads: Any, prompts: Sequence[Sequence[int]], new_tokens: int = 128,
+                            temperature: float = 1.0, seed: int = 0, sims: int = 16) -> dict[str, Any]:
+    """The prediction heads (`engine.heads`) against the target along target-generated text from the prompts: per
+    position t and head i, alpha_i(t) = sum_x min(p_{t+i}(x), q_i(x | h_t)), where h_t is the target's hidden state
+    at t and p_{t+i} its distribution i positions on (the token head i proposes). A chain from t accepts its first
+    i drafts with probability prod_{j <= i} alpha_j(t) (each head's draw independent given t), so P(A >= i) =
+    E_t[prod_{j <= i} alpha_j(t)]: a position hard for one head is hard for the rest, which the per-head means
+    would hide. Per head also the per-rank vector of its candidates (trees; averaged over the heads)."""
+    device = target.device
+    gen = torch.Generator(device=device).manual_seed(seed)
+    run = RealEngine(target).generate(prompts, new_tokens, Decoding(k=0, temperature=temperature), gen)
+    H = heads.n_heads
+    t_eff = temperature if temperature > 0 else 1.0
+    products: list[np.ndarray] = []  # per prompt: (positions, H) running products
+    per_head, ranks = np.zeros(H), np.zeros(N_RANKS)
+    keep = target.keep_hidden
+    target.keep_hidden = True
+    try:
+        for b, prompt in enumerate(prompts):
+            seq = torch.tensor([list(prompt) + run.tokens[b]], device=device)
+            logits = teacher_forced(target, seq)[0]
+            assert target.hidden is not None
+            hidden = target.hidden[0]
+            p = distribution(logits, t_eff)  # row t: the token after position t
+            q = distribution(heads(hidden).float(), t_eff)  # (T, H, V): row t, head i: the token i + 1 after t
+            first = len(prompt) - 1  # the first generated token's position is `first` + 1
+            n = new_tokens - H  # starts whose every head's target lies in the generated text
+            alphas = torch.stack([torch.minimum(p[first + i:first + i + n], q[first:first + n, i - 1]).sum(-1)
+                                  for i in range(1, H + 1)], 1).cpu().numpy().astype(float)  # (n, H)
+            products.append(np.cumprod(alphas, axis=1))
+            per_head += alphas.mean(0)
+            ranks += np.mean([rank_acceptance(p[first + i:first + i + n], q[first:first + n, i - 1], N_RANKS, sims,
+                                              gen) for i in range(1, H + 1)], axis=0)
+    finally:
+        target.keep_hidden = keep
+    survival = np.concatenate(products).mean(0)
+    conditional = survival / np.concatenate([[1.0], survival[:-1]])
+    return {"n_heads": H, "temperature": temperature, "prompts": len(prompts), "tokens_per_prompt": new_tokens,
+            "alpha_by_head": (per_head / len(prompts)).tolist(), "survival": survival.tolist(),
+            "conditional_alpha": conditional.tolist(), "ranks": (ranks / len(prompts)).tolist()}

@@ -23,6 +23,7 @@ class Config:
     batch: int
     k: int = 0
     tree: Tree | None = None
+    drafter: str = "model"  # engine.speculative.DRAFTERS
 
     @property
     def label(self) -> str:
@@ -30,7 +31,7 @@ class Config:
         return f"B={self.batch} {what}"
 
     def decoding(self, temperature: float) -> Decoding:
-        return Decoding(k=self.k, tree=self.tree, temperature=temperature)
+        return Decoding(k=self.k, tree=self.tree, temperature=temperature, drafter=self.drafter)
 
 
 def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Sequence[Config], new_tokens: int,

@@ -28,6 +28,7 @@ from scenarios.profile import Profile
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance, IIDAcceptance, WithRanks
 from simulator.cost import CostModel
+from simulator.drafts import Draft
 from simulator.specs import ModelSpec
 from simulator.sweep import Candidate, StepPhases, step_time, tokens_per_pass
 from simulator.trees import Tree
@@ -56,21 +57,36 @@ class Prediction:
 Predictor = Callable[[int, Candidate, int], Prediction]
 
 
+def validated_draft(profile: Profile, drafter: str) -> Draft:
+    """The draft a validation prices: the profile's draft model, or the built-in target's prediction heads."""
+    if drafter == "heads":
+        from scenarios.draft_specs import BUILTIN_HEADS, load_draft
+
+        return load_draft(BUILTIN_HEADS, profile.target)
+    return Draft.of_model(profile.draft)
+
+
 def predictors(profile: Profile, drift: Mapping[str, tuple[tuple[int, float], ...]] | None = None,
-               forced: Acceptance | None = None) -> dict[str, Predictor]:
+               forced: Acceptance | None = None, drafter: str = "model") -> dict[str, Predictor]:
     """name -> f(batch, candidate, context) for every predictor this profile supports. With `drift` (a spot check
     of the device now, `spot_check`), the calibrated predictors price passes at today's speed and ``as-profiled``
     is the primary one without it. With `forced` (the acceptance a shape validation replays), every predictor
-    uses it instead of the profile's measurement, and ``calibrated+iid`` an i.i.d. model of the same mean."""
+    uses it instead of the profile's measurement, and ``calibrated+iid`` an i.i.d. model of the same mean. With
+    `drafter` "heads", the draft is the built-in target's prediction heads and the acceptance theirs."""
     acc = profile.acceptance
     if acc is None and forced is None:
         raise SpecsimError("validation needs a profile with measured acceptance")
-    target, draft = profile.target, profile.draft
+    target, draft = profile.target, validated_draft(profile, drafter)
     as_profiled = profile.cost_model()
     calibrated = replace(as_profiled, drift=dict(drift or {}))
     if forced is not None:
         models: dict[str, Acceptance] = {"iid": IIDAcceptance(forced.alpha)}
         primary: Acceptance = forced
+    elif drafter == "heads":
+        assert acc is not None
+        primary = acc.heads_model()
+        assert primary.ranks is not None
+        models = {"positional": primary, "iid": WithRanks(IIDAcceptance(primary.alpha), primary.ranks)}
     else:
         assert acc is not None
         models = {v: acc.model(v) for v in acc.variants if v != "ranks"}
@@ -85,9 +101,13 @@ def predictors(profile: Profile, drift: Mapping[str, tuple[tuple[int, float], ..
 
     def leviathan(batch: int, cand: Candidate, context: int) -> Prediction:
         base = calibrated.pass_time_s(target, batch, 1, context)
-        c = calibrated.pass_time_s(draft, batch, 1, context) / base
-        depth = cand.shape.depth
-        return Prediction(tokens_per_pass(cand, iid), StepPhases(base * depth * c, base), base)
+        if draft.module is not None:  # a draft model: k passes of cost c
+            c = calibrated.pass_time_s(draft.module, batch, 1, context) / base
+            drafting = base * cand.shape.depth * c
+        else:  # heads: one pass, whatever the depth
+            heads_s = calibrated.measured_batch_times(draft.name, np.array([batch]))
+            drafting = float(heads_s[0]) if heads_s is not None else 0.0
+        return Prediction(tokens_per_pass(cand, iid), StepPhases(drafting, base), base)
 
     out = {PRIMARY: with_cost(calibrated, primary)}
     if drift:
@@ -95,7 +115,7 @@ def predictors(profile: Profile, drift: Mapping[str, tuple[tuple[int, float], ..
     for v in models:
         out[f"calibrated+{v}"] = with_cost(calibrated, models[v])
     out["leviathan"] = leviathan
-    ranks = acc.ranks if acc is not None and forced is None else None
+    ranks = primary.ranks if forced is None else None
     out["roofline"] = with_cost(profile.datasheet_cost(),
                                 WithRanks(IIDAcceptance(iid.alpha), ranks) if ranks else IIDAcceptance(iid.alpha))
     return out
@@ -196,9 +216,10 @@ def miss_breakdown(pred: Prediction, meas: MeasuredConfig) -> dict[str, float]:
 
 def compare(profile: Profile, measured: Sequence[MeasuredConfig], trees: Sequence[Tree], context: int,
             batches: Sequence[int], settings: Mapping[str, Any] | None = None,
-            spot: SpotCheck | None = None, forced: Acceptance | None = None) -> ValidationReport:
+            spot: SpotCheck | None = None, forced: Acceptance | None = None,
+            drafter: str = "model") -> ValidationReport:
     """Predicted against measured for every configuration and predictor, with summaries."""
-    preds = predictors(profile, spot.drift if spot else None, forced)
+    preds = predictors(profile, spot.drift if spot else None, forced, drafter)
     by_label = {t.label: t for t in trees}
     timed = [(p.batch, p.new_tokens) for p in profile.timed if p.model == profile.target.name]
     max_batch, max_rows = max(b for b, _ in timed), max(b * n for b, n in timed)
@@ -255,10 +276,10 @@ def compare(profile: Profile, measured: Sequence[MeasuredConfig], trees: Sequenc
 
 
 def predicted_curves(profile: Profile, candidates: Sequence[Candidate], batches: Sequence[int],
-                     context: int, spot: SpotCheck | None = None,
-                     forced: Acceptance | None = None) -> dict[str, list[tuple[int, float]]]:
+                     context: int, spot: SpotCheck | None = None, forced: Acceptance | None = None,
+                     drafter: str = "model") -> dict[str, list[tuple[int, float]]]:
     """The primary prediction's speed-up over every batch, per candidate (the lines of the validation plot)."""
-    f = predictors(profile, spot.drift if spot else None, forced)[PRIMARY]
+    f = predictors(profile, spot.drift if spot else None, forced, drafter)[PRIMARY]
     return {(f"tree {c.tree.label}" if c.tree is not None else f"k = {c.k}"):
             [(b, f(b, c, context).speedup) for b in batches] for c in candidates}
 
@@ -294,7 +315,8 @@ def runs_with_spot_checks(profile: Profile, device: Any, engine: Any, prompts: S
 
 def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence[int] | None, trees: Sequence[Tree],
                    repeats: int | None, new_tokens: int | None, seed: int, progress: Callable[[str, int], Any],
-                   quick: bool = False) -> tuple[ValidationReport, dict[str, list[tuple[int, float]]]]:
+                   quick: bool = False, drafter: str = "model"
+                   ) -> tuple[ValidationReport, dict[str, list[tuple[int, float]]]]:
     """Run the built-in pair for real on the held-out prompts over batch x (k or tree), interleaved and repeated, and
     compare every predictor with it. Returns the report and the predicted curves for the plot. Unset sizes take the
     defaults (quick: batch 1, 4, 8, k 1, 4, 3 repeats of 48 tokens; else batch 1..32:x2, k 1, 2, 4, 6, 5 repeats of
@@ -304,6 +326,9 @@ def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence
     repeats = repeats or (3 if quick else 5)
     new_tokens = new_tokens or (48 if quick else 64)
     check_validatable(profile)
+    if drafter == "heads" and (profile.acceptance is None or profile.acceptance.heads is None):
+        raise SpecsimError(f"profile {profile.path} measured no prediction heads: calibrate again (the built-in heads "
+                           "are trained with python -m engine.train_heads)")
     import torch
 
     from calibrate.paired_runs import Config, pairing
@@ -319,11 +344,20 @@ def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence
     span = max([max(ks, default=0)] + [t.n_nodes for t in trees])
     target, draft = load_pair(expanded=True, dtype=profile.target.dtype,
                               max_seq_len=max(len(p) for p in held) + new_tokens + span + 8, device=device)
-    engine = RealEngine(target, draft, make_runner(device, eager=profile.engine_mode == "eager"))
-    configs = [Config(b, k) for b in batches for k in ks] + [Config(b, 0, t) for b in batches for t in trees]
+    heads = None
+    if drafter == "heads":
+        from engine.builtin import load_heads
+
+        heads = load_heads(expanded=True, dtype=profile.target.dtype, device=device)
+        if max([*ks, *(t.depth for t in trees)]) > heads.n_heads:
+            raise SpecsimError(f"the built-in heads draft at most {heads.n_heads} positions: use --k and trees of "
+                               f"depth {heads.n_heads} or less")
+    engine = RealEngine(target, draft, make_runner(device, eager=profile.engine_mode == "eager"), heads=heads)
+    configs = [Config(b, k, drafter=drafter) for b in batches for k in ks]
+    configs += [Config(b, 0, t, drafter=drafter) for b in batches for t in trees]
     context = int(np.mean([len(p) for p in held])) - 1 + new_tokens // 2
     cands = [Candidate(k) for k in ks] + [Candidate(None, t) for t in trees]
-    for f in predictors(profile).values():  # a configuration no predictor can price fails now, not after the runs
+    for f in predictors(profile, drafter=drafter).values():  # a configuration no predictor can price fails now
         for cand in cands:
             for b in batches:
                 f(b, cand, context)
@@ -332,9 +366,10 @@ def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence
     settings = {"profile": str(profile.path), "new_tokens": new_tokens, "repeats": repeats, "batches": list(batches),
                 "sequences_per_run": MIN_SEQUENCES,
                 "ks": list(ks), "trees": [t.label for t in trees], "torch_threads": torch.get_num_threads(),
-                "engine_mode": profile.engine_mode, "pairs": pairing(engine)}
-    report = compare(profile, measured, trees, context, batches, settings, spot)
-    return report, predicted_curves(profile, cands, list(range(1, max(batches) + 1)), context, spot)
+                "engine_mode": profile.engine_mode, "pairs": pairing(engine), "drafter": drafter}
+    report = compare(profile, measured, trees, context, batches, settings, spot, drafter=drafter)
+    return report, predicted_curves(profile, cands, list(range(1, max(batches) + 1)), context, spot,
+                                    drafter=drafter)
 
 
 def run_shape_validation(profile: Profile, acceptance: Acceptance, batches: Sequence[int] | None,

@@ -63,7 +63,7 @@ def run_predict(alpha: float | None, setup: SetupOptions, ks: list[int], cost_ra
 def run_validate(profile_path: Path | None, batches: list[int] | None, ks: list[int] | None,
                  trees: tuple[str, ...], repeats: int | None, new_tokens: int | None, quick: bool, as_json: bool,
                  plot_dir: Path | None, seed: int, target: str | None, draft: str | None,
-                 acceptance_spec: str | None, served: ServedOptions) -> None:
+                 acceptance_spec: str | None, served: ServedOptions, drafter: str = "model") -> None:
     """`specsim validate`: the built-in pair on held-out prompts, or (`--acceptance`) the profile's own shapes with
     random weights and the acceptance replayed, or (`--serving`) a served stream against its simulation; the
     report as text or JSON, and the plots."""
@@ -83,6 +83,9 @@ def run_validate(profile_path: Path | None, batches: list[int] | None, ks: list[
                                      served)
     if served.given:
         raise click.UsageError(f"{', '.join(served.given)} describe a served stream: add --serving")
+    if drafter != "model" and acceptance_spec:
+        raise click.UsageError("--drafter heads validates the built-in target's trained heads; --acceptance replays "
+                               "acceptance at a profile's own shapes with its draft model: give one of them")
     plots = check_figures([plot_dir / f"validation-{n}.png" for n in ("scatter", "batch")]) if plot_dir else []
     shapes = [parse_branching(t) for t in trees if t.strip()]
     if (target or draft) and not acceptance_spec:
@@ -101,7 +104,8 @@ def run_validate(profile_path: Path | None, batches: list[int] | None, ks: list[
     else:
         check_validatable(profile)
         say(*notes)
-        report, curves = run_validation(profile, batches, ks, shapes, repeats, new_tokens, seed, progress, quick)
+        report, curves = run_validation(profile, batches, ks, shapes, repeats, new_tokens, seed, progress, quick,
+                                        drafter)
     if plots:
         from plots.validation import predicted_vs_measured, speedup_vs_batch
 

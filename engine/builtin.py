@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from engine.heads import MedusaHeads, expand_heads
 from engine.model import TORCH_DTYPES, Decoder, DecoderConfig, load_state, materialize
 from simulator import SpecsimError
 
@@ -136,3 +137,25 @@ def load_pair(expanded: bool = True, dtype: str = "bf16", max_seq_len: int = 102
     if expanded:
         target = expand(target, **EXPANDED)
     return target.to(dtype=TORCH_DTYPES[dtype]), draft.to(dtype=TORCH_DTYPES[dtype])
+
+
+def load_heads(expanded: bool = True, dtype: str = "bf16", device: str | torch.device = "cpu") -> MedusaHeads:
+    """The built-in target's trained prediction heads (`engine.heads`, `python -m engine.train_heads`), widened as
+    the target is unless asked not to."""
+    from safetensors.torch import load_file
+
+    meta = _meta().get("heads")
+    path = WEIGHTS / "builtin-heads.safetensors"
+    if meta is None or not path.exists():
+        raise SpecsimError(f"the built-in heads are missing ({path}); train them with python -m engine.train_heads")
+    shape = meta["shape"]
+    heads = MedusaHeads(shape["d_model"], shape["vocab_size"], shape["n_heads"], shape["layers"])
+    state = load_file(str(path), device="cpu")
+    missing = set(heads.state_dict()) - set(state)
+    if missing:
+        raise SpecsimError(f"{path} lacks {len(missing)} tensors (first: {sorted(missing)[0]}); train the heads again")
+    heads.load_state_dict(state)
+    heads = heads.eval()
+    if expanded:
+        heads = expand_heads(heads, EXPANDED["d_model"])
+    return heads.to(device=device, dtype=TORCH_DTYPES[dtype]).requires_grad_(False)

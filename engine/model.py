@@ -263,6 +263,8 @@ class Decoder(nn.Module):
         self.register_buffer("rope_sin", sin, persistent=False)
         self.cache_rows = 0
         self.cache_version = 0  # bumped whenever the cache is reallocated (captured graphs hold its address)
+        self.keep_hidden = False  # keep the last pass's final normalised hidden states (prediction heads read them)
+        self.hidden: torch.Tensor | None = None  # (B, n, d) of the last pass, when kept
 
     @property
     def device(self) -> torch.device:
@@ -316,13 +318,18 @@ class Decoder(nn.Module):
 
     def train_logits(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits (B, T, vocab) of a causal pass over whole sequences, without the KV cache (training)."""
+        return self.output(self.train_hidden(tokens))
+
+    def train_hidden(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The final normalised hidden states (B, T, d) of a causal pass without the cache: what the output head
+        reads, and what prediction heads are trained on (`engine.heads`)."""
         T = tokens.shape[1]
         x = self.tok_embeddings(tokens)
         cos = self.rope_cos[:T][None, :, None].to(x.dtype)
         sin = self.rope_sin[:T][None, :, None].to(x.dtype)
         for layer in self.layers:
             x = layer(x, cos, sin, None, None, T)
-        return self.output(self.norm(x))
+        return self.norm(x)
 
     def move_cache(self, src: torch.Tensor, dst: torch.Tensor) -> None:
         """Copy each sequence's cache slots src[b] to dst[b] (B, L) in every layer (compacting accepted tree paths;
@@ -349,7 +356,10 @@ class Decoder(nn.Module):
         slots = window.slots
         for layer in self.layers:
             x = layer(x, cos, sin, slots, mask, window.keys, window.row0)
-        return self.output(self.norm(x))
+        h = self.norm(x)
+        if self.keep_hidden:
+            self.hidden = h
+        return self.output(h)
 
     def move_rows(self, src: list[int], dst: list[int], slots: int) -> None:
         """Copy the first `slots` cache slots of rows `src` to rows `dst` in every layer (a continuously batched

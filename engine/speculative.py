@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from engine.heads import MedusaHeads
 from engine.model import KEY_ALIGN, Decoder, KVCache, Window, causal_window, prefill_window, round_keys
 from engine.pass_runner import EagerRunner, PassRunner
 from engine.rejection import RULES, TreeTables, accept_chain, distribution, sample, walk_tree
@@ -91,13 +92,16 @@ class Ngram:
         return [h[-1]] * k
 
 
+DRAFTERS = ("model", "heads", "ngram")
+
+
 @dataclass
 class Decoding:
     """What to run: plain (k = 0), a chain of k, or a tree; drafted by the draft model or by prompt lookup."""
 
     k: int = 0
     tree: Tree | None = None
-    drafter: str = "model"  # "model" or "ngram"
+    drafter: str = "model"  # "model" (the draft model), "heads" (prediction heads) or "ngram" (prompt lookup)
     temperature: float = 1.0
     rule: str = "exact"
     schedule: tuple[int, ...] = ()  # a chain's k per step, cycled (0: a plain step with the draft loaded)
@@ -109,8 +113,8 @@ class Decoding:
             raise SpecsimError("a schedule is a chain's k per step (each >= 0) and k must be its largest")
         if self.rule not in RULES:
             raise SpecsimError(f"unknown rule {self.rule!r}; use one of {', '.join(RULES)}")
-        if self.drafter not in ("model", "ngram"):
-            raise SpecsimError(f"unknown drafter {self.drafter!r}; use model or ngram")
+        if self.drafter not in DRAFTERS:
+            raise SpecsimError(f"unknown drafter {self.drafter!r}; use {', '.join(DRAFTERS)}")
         if self.tree is not None and self.drafter == "ngram":
             raise SpecsimError("prompt lookup proposes one continuation; trees need the draft model")
         if self.temperature < 0:
@@ -173,6 +177,9 @@ class _Batch:
     history: list[list[int]]
     out: list[list[int]]
     lag: int = 0  # tokens before `prev` the draft has not cached (plain steps of a schedule since it last drafted)
+    # (B, d): the target's final hidden state at the position before each current token, where prediction heads
+    # read (`engine.heads`); kept only when the engine has heads
+    features: torch.Tensor | None = None
 
 
 class RealEngine:
@@ -183,12 +190,20 @@ class RealEngine:
     DRAFT_CATCHUP_TOKENS = 2
 
     def __init__(self, target: Decoder, draft: Decoder | None = None, runner: PassRunner | None = None,
-                 key_bucket: int | None = None) -> None:
-        self.target, self.draft = target, draft
+                 key_bucket: int | None = None, heads: MedusaHeads | None = None) -> None:
+        self.target, self.draft, self.heads = target, draft, heads
         self.device = target.device
         if draft is not None and draft.device != self.device:
             raise SpecsimError(f"draft on {draft.device} but target on {self.device}: put both on one device")
         self.runner = runner or EagerRunner()
+        if heads is not None:
+            if self.runner.mode == "graph":
+                raise SpecsimError("prediction heads read the target's hidden state of its last pass: run them with "
+                                   "eager passes (--eager)")
+            if heads.d_model != target.cfg.d_model or heads.vocab_size != target.cfg.vocab_size:
+                raise SpecsimError(f"heads of width {heads.d_model} over {heads.vocab_size} tokens do not fit a "
+                                   f"target of width {target.cfg.d_model} over {target.cfg.vocab_size}")
+            target.keep_hidden = True
         # Graphs are captured per number of keys read: coarser buckets mean fewer captures.
         self.key_bucket = key_bucket or (64 if self.runner.mode == "graph" else KEY_ALIGN)
         self._patterns: dict[int, Window] = {}
@@ -234,6 +249,12 @@ class RealEngine:
                     "the tree, or generate fewer tokens")
         if how.span and how.drafter == "model" and self.draft is None:
             raise SpecsimError("speculation with a draft model needs one")
+        if how.span and how.drafter == "heads":
+            if self.heads is None:
+                raise SpecsimError("speculation with prediction heads needs them (RealEngine(heads=...))")
+            if depth > self.heads.n_heads:
+                raise SpecsimError(f"{self.heads.n_heads} heads draft at most {self.heads.n_heads} positions a step, "
+                                   f"not {depth}")
         if self.draft is not None and self.draft.cfg.vocab_size != vocab:
             raise SpecsimError("draft and target vocabularies differ")
 
@@ -250,10 +271,15 @@ class RealEngine:
                 m.setup_cache(B)
             m(padded, window)  # padding sits past each prompt's end and is overwritten before it is ever attended
         P_host = [len(p) - 1 for p in prompts]
+        features = None
+        if self.heads is not None:  # the hidden state at the last cached prompt token (it predicted the current one)
+            assert self.target.hidden is not None
+            features = self.target.hidden[torch.arange(B, device=self.device),
+                                          torch.tensor([len(p) - 2 for p in prompts], device=self.device)]
         return _Batch(torch.tensor(P_host, device=self.device), P_host,
                       torch.tensor([p[-1] for p in prompts], device=self.device),
                       torch.tensor([p[-2] for p in prompts], device=self.device),
-                      [list(p) for p in prompts], [[] for _ in prompts])
+                      [list(p) for p in prompts], [[] for _ in prompts], features=features)
 
     def _pass(self, model: Decoder, tokens: torch.Tensor, start: torch.Tensor, last_slot: int, pattern: tuple,
               window: Window) -> torch.Tensor:
@@ -416,8 +442,13 @@ class RealEngine:
         window = Window(start, base.offsets, base.visible, round_keys(longest, self.target.cfg.max_seq_len),
                         row0=B0)
         logits = self.target(padded, window)
-        last = logits[torch.arange(n, device=self.device), torch.tensor(lengths, device=self.device) - 1]
+        at_last = (torch.arange(n, device=self.device), torch.tensor(lengths, device=self.device) - 1)
+        last = logits[at_last]
         first = sample(distribution(last, temperature), gen)
+        if self.heads is not None:
+            assert self.target.hidden is not None
+            new = self.target.hidden[at_last]
+            batch.features = new if batch.features is None else torch.cat([batch.features, new])
         if use_draft and self.draft is not None:
             self.draft(padded, window)  # padding sits past each prompt's end and is overwritten before it is read
         firsts = first.tolist()
@@ -447,6 +478,8 @@ class RealEngine:
                 m.move_rows(movers, holes, slots)
         idx = torch.tensor(order, dtype=torch.long, device=self.device)
         batch.P, batch.cur, batch.prev = batch.P[idx], batch.cur[idx], batch.prev[idx]
+        if batch.features is not None:
+            batch.features = batch.features[idx]
         batch.P_host = [batch.P_host[r] for r in order]
         batch.history = [batch.history[r] for r in order]
         batch.out = [batch.out[r] for r in order]
@@ -470,10 +503,15 @@ class RealEngine:
                           StepPhases(draft_s, verify_s, accept_s + host_tail_s), verify_pass_s=clock.pass_s())
 
     def _advance(self, batch: _Batch, A: torch.Tensor, tried: torch.Tensor, emitted: torch.Tensor,
-                 nxt: torch.Tensor) -> torch.Tensor:
+                 nxt: torch.Tensor, last_row: torch.Tensor | None = None) -> torch.Tensor:
         """Move every sequence past its A accepted tokens and the next one (on the device); returns the packed
-        outcome (A, tried, accepted tokens, next token) for the step's one host read."""
+        outcome (A, tried, accepted tokens, next token) for the step's one host read. With heads, the features move
+        to the target's hidden state at each sequence's last kept row of the pass (`last_row`, default A: the row
+        of a chain whose prediction was the next token)."""
         rows = torch.arange(A.shape[0], device=self.device)
+        if self.heads is not None:
+            assert self.target.hidden is not None
+            batch.features = self.target.hidden[rows, A if last_row is None else last_row]
         batch.prev = torch.where(A > 0, emitted[rows, (A - 1).clamp(min=0)], batch.cur)
         batch.cur = nxt
         batch.P = batch.P + A + 1
@@ -516,6 +554,10 @@ class RealEngine:
             proposals = [Ngram().propose(h, k) for h in batch.history]  # host text: prompt lookup lives there
             d = torch.tensor(proposals, device=self.device)
             q = torch.nn.functional.one_hot(d, self.target.cfg.vocab_size).float()
+        elif how.drafter == "heads":  # one pass of every head: head j proposes the token j + 1 past the current one
+            assert self.heads is not None and batch.features is not None
+            q = distribution(self.heads(batch.features)[:, :k], T)  # (B, k, V)
+            d = torch.stack([sample(q[:, j], gen) for j in range(k)], 1)
         else:
             qs, ds = [], []
             logits = self._draft_window(batch)
@@ -544,15 +586,22 @@ class RealEngine:
     # -- trees ---------------------------------------------------------------------------------------------------
     def _tree_step(self, batch: _Batch, how: Decoding, t: TreeTables, gen: torch.Generator | None,
                    clock: PhaseClock) -> torch.Tensor:
-        assert self.draft is not None
         T, N = how.temperature, t.tree.n_nodes
         B, V = batch.cur.shape[0], self.target.cfg.vocab_size
         top = max(batch.P_host)
         tokens = torch.zeros(B, N + 1, dtype=torch.long, device=self.device)
         tokens[:, 0] = batch.cur
         q_nodes = torch.zeros(B, N + 1, V, device=self.device)  # the draft's distribution at each parent node
-        q_logits = self._draft_window(batch)[:, None]  # (B, nodes in this level, V)
+        heads = how.drafter == "heads"
+        if heads:  # head li proposes every node of depth li + 1, whatever its parent
+            assert self.heads is not None and batch.features is not None
+            head_logits = self.heads(batch.features)  # (B, H, V)
+            q_logits = head_logits[:, :1]
+        else:
+            q_logits = self._draft_window(batch)[:, None]  # (B, nodes in this level, V)
         for li, level in enumerate(t.levels):
+            if heads:
+                q_logits = head_logits[:, li:li + 1].expand(B, len(level), V)
             q_level = distribution(q_logits, T if T > 0 else 1.0)  # greedy trees rank candidates by q at T = 1
             for j, node in enumerate(level):
                 kids = t.children[node]
@@ -562,7 +611,7 @@ class RealEngine:
                 else:
                     picks = torch.multinomial(q_level[:, j], len(kids), replacement=False, generator=gen)
                 tokens[:, kids] = picks
-            if li + 1 < len(t.levels):
+            if li + 1 < len(t.levels) and not heads:
                 idx = t.level_index[li + 1]
                 window = Window(batch.P, idx, t.ancestors[idx], 0, batch.P[:, None] + t.depth[idx])
                 q_logits = self._pass(self.draft, tokens[:, idx], batch.P, top + N,
@@ -581,9 +630,14 @@ class RealEngine:
         dst = batch.P[:, None] + 1 + steps
         src = torch.where(path >= 0, batch.P[:, None] + path.clamp(min=0), dst)
         self.target.move_cache(src, dst)
-        self.draft.move_cache(src, dst)
+        if not heads:
+            assert self.draft is not None
+            self.draft.move_cache(src, dst)
         emitted = tokens.gather(1, path.clamp(min=0))
-        packed = self._advance(batch, A, tried, emitted, nxt)
+        # the pass's row of the last accepted node (the root when none was): its hidden state predicted `nxt`
+        rows = torch.arange(B, device=self.device)
+        last_row = torch.where(A > 0, path[rows, (A - 1).clamp(min=0)].clamp(min=0), torch.zeros_like(A))
+        packed = self._advance(batch, A, tried, emitted, nxt, last_row)
         clock.mark()
         return packed
 

@@ -35,6 +35,7 @@ from simulator.drafts import (
 from simulator.specs import ModelSpec
 
 KINDS = ("eagle3", "mtp", "medusa", *MODEL_FREE)
+BUILTIN_HEADS = "specsim-target-medusa"  # the built-in target's trained prediction heads (drafts.toml)
 # A draft model's vocabulary must be the target's (standard speculative sampling compares p and q over one
 # vocabulary); sizes within 1 % are one tokenizer padded differently (Qwen2.5-7B's 152,064 against 0.5B's 151,936).
 VOCAB_PADDING = 0.01

@@ -354,6 +354,23 @@ class MeasuredAcceptance:
         return {**self.raw, "chosen": self.chosen}
 
     @property
+    def heads(self) -> Mapping[str, Any] | None:
+        """The built-in target's prediction heads, measured beside the draft (`measure_head_acceptance`)."""
+        h = self.raw.get("heads")
+        return h if isinstance(h, Mapping) and h.get("conditional_alpha") else None
+
+    def heads_model(self) -> Acceptance:
+        """The heads' acceptance: P(accept i | the i - 1 before accepted) as measured, and their per-rank vector."""
+        h = self.heads
+        if h is None:
+            raise SpecsimError("this profile measured no prediction heads (calibrate again: the built-in heads are "
+                               "trained with python -m engine.train_heads)")
+        cond = tuple(min(max(float(v), 0.0), 1.0) for v in h["conditional_alpha"])
+        chain = PositionalAcceptance(cond)
+        return WithRanks(chain, tuple(float(v) for v in h.get("ranks", ())) or (cond[0],),
+                         "measured-heads:positional")
+
+    @property
     def variants(self) -> tuple[str, ...]:
         """The variants this measurement supports (beta needs prompts that differ)."""
         return tuple(v for v in MEASURED_VARIANTS if v != "beta" or self.beta is not None)

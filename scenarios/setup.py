@@ -322,6 +322,11 @@ def _resolve_setup(hardware: str | None, profile_path: Path | None, target: str 
     elif other:
         notes = (*notes, f"pricing {t.name} drafted by {d.name} from the fitted device rates of profile "
                          f"{profile.path} (its measured passes are of {profile.target.name} and {profile.draft.name})")
+    own_heads = (d.kind == "medusa" and t.name == profile.target.name and profile.acceptance is not None
+                 and profile.acceptance.heads is not None)
+    if own_heads and (acceptance_spec or "measured").strip().lower() == "measured":
+        return Setup(profile.cost_model(), t, d, profile.acceptance.heads_model(), profile.describe(), profile,
+                     tuple(notes))
     spec = acceptance_spec or ("measured" if profile.acceptance is not None and not other else None)
     if other and spec and spec.strip().lower().startswith("measured"):
         raise SpecsimError(f"the profile's measured acceptance is {profile.target.name} drafted by "

@@ -451,6 +451,17 @@ class CostModel:
                 out[at] += w * (r * (1 - fade) + edge * fade)
         return out
 
+    def measured_batch_times(self, name: str, batches: np.ndarray) -> np.ndarray | None:
+        """What a measured pass of `name` over one new token and no context (prediction heads: one hidden state
+        per sequence) took at each batch: the measurements, log-linear in batch between them and flat beyond;
+        None where `name` was never measured so."""
+        points = sorted((b, t) for (m, b, n, c), t in self.measured.items() if m == name and n == 1 and c == 0)
+        if not points:
+            return None
+        xs, ts = zip(*points)
+        b = np.log2(np.maximum(np.asarray(batches, dtype=float), 1.0))
+        return np.interp(b, np.log2(np.asarray(xs, dtype=float)), np.asarray(ts, dtype=float))
+
     def linear_times(self, weight_bytes: float, flops: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Linear maps outside a decoder's pass (a head's fc, Medusa's heads): `weight_bytes` read once, `flops`
         over `rows` token rows, on the linear layers' roofline."""
