@@ -192,8 +192,9 @@ def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: i
                    "markov:..., iid:A, an engine's counters.")
 @click.option("--target", default=None, metavar="NAME|config.json", help="With --acceptance: the shapes to expect.")
 @click.option("--draft", default=None, metavar="NAME|config.json", help="With --acceptance: the draft's shape.")
-@click.option("--drafter", type=click.Choice(["model", "heads"]), default="model", show_default=True,
-              help="What drafts for the built-in target: its draft model, or its trained prediction heads.")
+@click.option("--drafter", type=click.Choice(["model", "heads", "ngram"]), default="model", show_default=True,
+              help="What drafts for the built-in target: its draft model, its trained prediction heads, or prompt "
+                   "lookup (on held-out prompts made to repeat themselves; --tree '').")
 @opt.served_options
 def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int] | None, trees: tuple[str, ...],
              repeats: int | None, new_tokens: int | None, quick: bool, as_json: bool, plot_dir: Path | None,
@@ -207,6 +208,7 @@ def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int]
     specsim validate --profile llama68m.json --acceptance trace:eagle.jsonl --tree ''   # at a preset's shapes
     specsim validate --serving --quick --plot out/          # a served stream against its simulation
     specsim validate --quick --drafter heads --tree 2,2     # the built-in target's prediction heads
+    specsim validate --quick --drafter ngram --tree ''      # prompt lookup on prompts that repeat themselves
     """
     cmd.run_validate(profile_path, batches, ks, trees, repeats, new_tokens, quick, as_json, plot_dir, seed, target,
                     draft, acceptance_spec, served, drafter)

@@ -347,6 +347,23 @@ def measure_heads(target: Any, device: torch.device, dtype: str, calib: Sequence
     return out
 
 
+def measure_ngram(target: Any, device: torch.device, calib: Sequence[Sequence[int]], n_tokens: int, seed: int,
+                  quick: bool, progress: Progress) -> dict[str, Any]:
+    """specsim's own n-gram lookup (`calibrate.ngram`): its acceptance on the calibration prompts made to repeat
+    themselves, and the host time of a step's lookups over batch x context (`HostCost`, with its held-out error)."""
+    from calibrate.ngram import HOST_BATCHES, HOST_CONTEXTS, measure_host, measure_ngram_acceptance
+    from engine.builtin import long_texts
+
+    with progress("n-gram lookup (acceptance, host time)", 2) as bar:
+        out = measure_ngram_acceptance(target, calib, n_tokens, 1.0, seed)
+        bar.update(1)
+        texts = long_texts(16, max(HOST_CONTEXTS), seed)
+        out["host"] = measure_host(texts, Timer(device), Effort.of(quick, False), HOST_BATCHES, HOST_CONTEXTS,
+                                   seed=seed)
+        bar.update(1)
+    return out
+
+
 def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick: bool, max_batch: int,
                     progress: Progress, seed: int, cost: CostModel, target_spec: ModelSpec,
                     draft_spec: ModelSpec, bounds: list[str] | None = None,
@@ -375,6 +392,9 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
     if heads_trained():
         acc["heads"] = measure_heads(target, device, dtype, calib, n_tokens, seed, runner, grid_batches, quick,
                                      progress)
+    # the lookup's acceptance varies from prompt to prompt more than a draft's: every calibration prompt, even quick
+    acc["ngram"] = measure_ngram(target, device, [encode(p) for p in prompts("calibration")], n_tokens, seed, quick,
+                                 progress)
     big_target, _ = load_pair(expanded=True, dtype=dtype, max_seq_len=512, device=device)
     engine = RealEngine(big_target, draft, runner)
     gen = torch.Generator(device=device).manual_seed(seed)

@@ -107,6 +107,17 @@ def format_summary(profile: Profile, path: Path) -> str:
                      + ", ".join(f"{a:.3f}" for a in heads["alpha_by_head"]) + "; P(A >= i) "
                      + ", ".join(f"{a:.3f}" for a in heads["survival"]) + f"; their pass by batch, ms: {timed}; "
                      "use them with --draft medusa")
+    ngram = profile.acceptance.ngram if profile.acceptance is not None else None
+    if ngram:
+        host = ngram.get("host", {})
+        held = host.get("heldout", {}).get("median_abs_err")
+        survival = ", ".join(f"{s:.3f}" for s in ngram["survival_given_proposal"])
+        lines.append(f"n-gram lookup (prompts that repeat themselves): proposes on {100 * ngram['proposal_rate']:.0f} "
+                     f"% of steps; of a proposal P(A >= i) {survival}"
+                     + f"; host time {1e6 * host.get('per_sequence_s', 0):.1f} us per sequence + "
+                     f"{1e9 * host.get('per_context_token_s', 0):.1f} ns per sequence and context token"
+                     + (f" (held out: median |error| {100 * held:.1f} %)" if held is not None else "")
+                     + "; use it with --draft ngram")
     for bound in fit.extra.get("bounds", ()):
         lines.append(f"held at a bound: {bound}")
     for assumption in fit.extra.get("assumed", ()):

@@ -63,6 +63,14 @@ def validated_draft(profile: Profile, drafter: str) -> Draft:
         from scenarios.draft_specs import BUILTIN_HEADS, load_draft
 
         return load_draft(BUILTIN_HEADS, profile.target)
+    if drafter == "ngram":
+        from simulator.drafts import model_free
+
+        assert profile.acceptance is not None
+        host = profile.acceptance.ngram_host()
+        if host is None:
+            raise SpecsimError(f"profile {profile.path} did not time the n-gram lookup: calibrate again")
+        return model_free("ngram", host)
     return Draft.of_model(profile.draft)
 
 
@@ -87,15 +95,21 @@ def predictors(profile: Profile, drift: Mapping[str, tuple[tuple[int, float], ..
         primary = acc.heads_model()
         assert primary.ranks is not None
         models = {"positional": primary, "iid": WithRanks(IIDAcceptance(primary.alpha), primary.ranks)}
+    elif drafter == "ngram":
+        assert acc is not None
+        primary = acc.ngram_model()
+        models = {"positional": primary}
     else:
         assert acc is not None
         models = {v: acc.model(v) for v in acc.variants if v != "ranks"}
         primary = acc.model()
-    iid = models["iid"]
+    iid = models.get("iid") or IIDAcceptance(primary.alpha)
 
     def with_cost(cost: CostModel, acceptance: Acceptance) -> Predictor:
         def f(batch: int, cand: Candidate, context: int) -> Prediction:
-            return Prediction(tokens_per_pass(cand, acceptance), step_time(cost, target, draft, batch, context, cand),
+            rate = acceptance.proposal_rate(cand.shape.depth)
+            return Prediction(tokens_per_pass(cand, acceptance),
+                              step_time(cost, target, draft, batch, context, cand, rate),
                               cost.plain_step_s(target, batch, context))
         return f
 
@@ -104,6 +118,8 @@ def predictors(profile: Profile, drift: Mapping[str, tuple[tuple[int, float], ..
         if draft.module is not None:  # a draft model: k passes of cost c
             c = calibrated.pass_time_s(draft.module, batch, 1, context) / base
             drafting = base * cand.shape.depth * c
+        elif not draft.on_device:  # a lookup: its host time
+            drafting = float(draft.host.at(batch, context))
         else:  # heads: one pass, whatever the depth
             heads_s = calibrated.measured_batch_times(draft.name, np.array([batch]))
             drafting = float(heads_s[0]) if heads_s is not None else 0.0
@@ -329,6 +345,10 @@ def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence
     if drafter == "heads" and (profile.acceptance is None or profile.acceptance.heads is None):
         raise SpecsimError(f"profile {profile.path} measured no prediction heads: calibrate again (the built-in heads "
                            "are trained with python -m engine.train_heads)")
+    if drafter == "ngram" and (profile.acceptance is None or profile.acceptance.ngram is None):
+        raise SpecsimError(f"profile {profile.path} measured no n-gram lookup: calibrate again")
+    if drafter == "ngram" and trees:
+        raise SpecsimError("prompt lookup proposes one continuation: validate it with --tree ''")
     import torch
 
     from calibrate.paired_runs import Config, pairing
@@ -341,6 +361,10 @@ def run_validation(profile: Profile, batches: Sequence[int] | None, ks: Sequence
     device = resolve_device("cuda" if profile.device.kind == "cuda" else "cpu")
     check_device(profile, device_identity(device))
     held = [encode(p) for p in prompts("heldout")]
+    if drafter == "ngram":  # prompt lookup is for text that repeats itself (as its acceptance was measured on)
+        from calibrate.ngram import repeating
+
+        held = [repeating(p) for p in held]
     span = max([max(ks, default=0)] + [t.n_nodes for t in trees])
     target, draft = load_pair(expanded=True, dtype=profile.target.dtype,
                               max_seq_len=max(len(p) for p in held) + new_tokens + span + 8, device=device)

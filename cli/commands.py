@@ -173,7 +173,7 @@ def run_sweep(spec_path: Path, executor_text: str, out_path: Path | None, plot_d
     if out_path is not None:
         check_output(out_path, "sweep table", (".csv", ".json"))
         fmt = out_path.suffix.lower().lstrip(".")
-    grid = [(h, t, d, tp) for h in spec.hardware for t, d in spec.pairs for tp in spec.tp]
+    grid = [(h, t, d, tp) for h in spec.hardware for t, d, *_ in spec.pairs for tp in spec.tp]
     names = []
     if plot_dir is not None:
         names = check_figures([plot_dir / "capacity.png"] + [

@@ -74,22 +74,24 @@ class RunResult:
 
 
 class Ngram:
-    """Prompt lookup: propose the k tokens that followed the latest earlier occurrence of the text's last n-gram
-    (n = max_n down to 1); with no match, repeat the last token. A proposal is a point mass (q one-hot)."""
+    """Prompt lookup (vLLM's ngram proposer): propose the k tokens that followed the latest earlier occurrence of the
+    text's last n-gram, n from `max_n` down to `min_n`; with no match, nothing (the sequence takes a plain step). A
+    proposal shorter than k repeats its last token. A proposal is a point mass (q one-hot). The host time it takes
+    grows with the text it scans (`calibrate.ngram_host` measures it)."""
 
-    def __init__(self, max_n: int = 3) -> None:
-        self.max_n = max_n
+    def __init__(self, max_n: int = 3, min_n: int = 2) -> None:
+        self.max_n, self.min_n = max_n, min_n
 
     def propose(self, history: Sequence[int], k: int) -> list[int]:
         h = list(history)
-        for n in range(min(self.max_n, len(h) - 1), 0, -1):
+        for n in range(min(self.max_n, len(h) - 1), self.min_n - 1, -1):
             suffix = h[-n:]
             for start in range(len(h) - n - 1, -1, -1):
                 if h[start:start + n] == suffix:
                     cont = h[start + n:start + n + k]
                     if cont:
                         return (cont + [cont[-1]] * k)[:k]
-        return [h[-1]] * k
+        return []
 
 
 DRAFTERS = ("model", "heads", "ngram")
@@ -408,6 +410,12 @@ class RealEngine:
             if self.forced is not None:
                 raise SpecsimError("forced acceptance replays chains; validate trees with the built-in pair")
             packed = self._tree_step(batch, how, tables, gen, clock)
+        elif how.drafter == "ngram":  # the lookup on the host is the draft phase; no sequence found: a plain step
+            proposals = [Ngram().propose(h, k) for h in batch.history]
+            if any(proposals):
+                packed = self._chain_step(batch, replace(how, k=k, schedule=()), gen, clock, proposals)
+            else:
+                packed = self._plain_step(batch, how, gen, clock)
         else:
             packed = self._chain_step(batch, replace(how, k=k, schedule=()) if how.schedule else how, gen, clock)
         step = self._finish_step(batch, packed, clock)
@@ -547,12 +555,13 @@ class RealEngine:
         return logits
 
     def _chain_step(self, batch: _Batch, how: Decoding, gen: torch.Generator | None,
-                    clock: PhaseClock) -> torch.Tensor:
+                    clock: PhaseClock, proposals: list[list[int]] | None = None) -> torch.Tensor:
         k, T = how.k, how.temperature
         top = max(batch.P_host)
-        if how.drafter == "ngram":
-            proposals = [Ngram().propose(h, k) for h in batch.history]  # host text: prompt lookup lives there
-            d = torch.tensor(proposals, device=self.device)
+        proposed = None
+        if proposals is not None:  # prompt lookup: a sequence without a proposal verifies padding it never accepts
+            proposed = torch.tensor([bool(p) for p in proposals], device=self.device)
+            d = torch.tensor([p or [0] * k for p in proposals], device=self.device)
             q = torch.nn.functional.one_hot(d, self.target.cfg.vocab_size).float()
         elif how.drafter == "heads":  # one pass of every head: head j proposes the token j + 1 past the current one
             assert self.heads is not None and batch.features is not None
@@ -579,7 +588,12 @@ class RealEngine:
         if self.forced is not None:  # the rule runs (its cost is real); its outcome is replaced by the model's
             forced = torch.tensor([min(stream(k), k) for stream in self._streams], device=self.device)
         A, nxt = accept_chain(p, q, d, how.rule, gen, forced)
-        packed = self._advance(batch, A, (A + 1).clamp(max=k), d, nxt)
+        tried = (A + 1).clamp(max=k)
+        if proposed is not None and not bool(proposed.all()):  # those without a proposal: a plain step's outcome
+            A = torch.where(proposed, A, torch.zeros_like(A))
+            tried = torch.where(proposed, tried, torch.zeros_like(tried))
+            nxt = torch.where(proposed, nxt, sample(p[:, 0], gen))
+        packed = self._advance(batch, A, tried, d, nxt)
         clock.mark()
         return packed
 

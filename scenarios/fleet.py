@@ -4,7 +4,9 @@ serving simulation, run by an executor (local processes, Ray) into one table and
 A spec (``scenarios/sweeps/example.toml`` is one)::
 
     hardware = ["h100-sxm", "a100-80gb-sxm"]
-    pairs = [["llama-3.1-8b", "llama-3.2-1b"]]   # [target, draft]
+    pairs = [["llama-3.1-8b", "llama-3.2-1b"],   # [target, draft], or [target, draft, its acceptance]: a draft
+             ["llama-3.1-8b", "eagle3", "iid:0.75"], #   kind is one more axis (eagle3, mtp, medusa:H, ngram, ...)
+             ["llama-3.1-8b", "ngram", "iid:0.8@proposed:0.3"]]
     tp = [1, 2]
     policies = ["off", "fixed:3", "adaptive"]
     rates = [1, 2, 4, 8, 16, 32]                  # requests/s per engine
@@ -45,7 +47,7 @@ SERVING_KEYS = {"requests": "n_requests", "arrivals": "arrivals", "prompt_tokens
 @dataclass(frozen=True)
 class SweepSpec:
     hardware: tuple[str, ...]
-    pairs: tuple[tuple[str, str], ...]
+    pairs: tuple[tuple[str, ...], ...]  # (target, draft) or (target, draft, acceptance)
     tp: tuple[int, ...]
     policies: tuple[str, ...]
     rates: tuple[float, ...]
@@ -87,8 +89,9 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
     if unknown:
         raise SpecsimError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(KEYS))}")
     pairs = _list(d, "pairs", where, list)
-    if not all(len(p) == 2 and all(isinstance(x, str) for x in p) for p in pairs):
-        raise SpecsimError(f"{where}: 'pairs' must be a list of [target, draft] names, got {list(pairs)!r}")
+    if not all(len(p) in (2, 3) and all(isinstance(x, str) for x in p) for p in pairs):
+        raise SpecsimError(f"{where}: 'pairs' must be a list of [target, draft] or [target, draft, acceptance], got "
+                           f"{list(pairs)!r}")
     serving_d = d.get("serving", {})
     if not isinstance(serving_d, dict) or set(serving_d) - set(SERVING_KEYS):
         bad = sorted(set(serving_d) - set(SERVING_KEYS)) if isinstance(serving_d, dict) else serving_d
@@ -103,11 +106,12 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
     except TypeError as e:
         raise SpecsimError(f"{where}: [serving]: {e}") from None
     rates = tuple(float(r) for r in _list(d, "rates", where, float))
-    spec = SweepSpec(_list(d, "hardware", where, str), tuple((t, dr) for t, dr in pairs),
+    spec = SweepSpec(_list(d, "hardware", where, str), tuple(tuple(p) for p in pairs),
                      _list(d, "tp", where, int, [1]), policies, rates, str(d.get("acceptance") or ""), serving,
                      str(d.get("engine", "vllm")), str(d.get("dtype", "bf16")), d.get("draft_tp"), where)
-    if not spec.acceptance:
-        raise SpecsimError(f"{where}: 'acceptance' is missing (e.g. acceptance = \"iid:0.7\")")
+    if not spec.acceptance and any(len(p) == 2 for p in spec.pairs):
+        raise SpecsimError(f"{where}: 'acceptance' is missing (e.g. acceptance = \"iid:0.7\"), and a pair without "
+                           "its own acceptance needs it")
     if spec.simulations > MAX_RANGE_VALUES:
         raise SpecsimError(f"{where}: {spec.simulations:,} simulations; a sweep is limited to {MAX_RANGE_VALUES:,}")
     return spec
@@ -136,11 +140,12 @@ def configurations(spec: SweepSpec) -> list[Configuration]:
 
     out = []
     for hw in spec.hardware:
-        for target, draft in spec.pairs:
+        for target, draft, *own in spec.pairs:
+            acceptance = own[0] if own else spec.acceptance
             for tp in spec.tp:
                 what = f"{spec.source}: {hw}, {target}/{draft}, TP {tp}"
                 try:
-                    s = resolve_setup(hw, None, target, draft, spec.dtype, spec.acceptance, True, spec.engine, tp,
+                    s = resolve_setup(hw, None, target, draft, spec.dtype, acceptance, True, spec.engine, tp,
                                       spec.draft_tp)
                     scenario, policies = build_scenario(s.cost, s.target, s.draft, s.acceptance, spec.serving)
                 except SpecsimError as e:

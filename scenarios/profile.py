@@ -30,10 +30,12 @@ from simulator.acceptance import (
     IIDAcceptance,
     MarkovAcceptance,
     PositionalAcceptance,
+    Proposing,
     RanksAcceptance,
     WithRanks,
 )
 from simulator.cost import CostModel, RateTable
+from simulator.drafts import HostCost
 from simulator.replay import ProbabilityTraceAcceptance, TraceAcceptance
 from simulator.specs import DEFAULT_EXPERT_SHARING, HardwareSpec, ModelSpec, Overheads, SpeculationTax
 
@@ -358,6 +360,33 @@ class MeasuredAcceptance:
         """The built-in target's prediction heads, measured beside the draft (`measure_head_acceptance`)."""
         h = self.raw.get("heads")
         return h if isinstance(h, Mapping) and h.get("conditional_alpha") else None
+
+    @property
+    def ngram(self) -> Mapping[str, Any] | None:
+        """specsim's own n-gram lookup, measured beside the draft (`calibrate.ngram`)."""
+        g = self.raw.get("ngram")
+        return g if isinstance(g, Mapping) and g.get("conditional_alpha") is not None else None
+
+    def ngram_model(self) -> Acceptance:
+        """The lookup's acceptance: it proposes on the measured share of steps, and of a proposal the target
+        accepts position by position as measured (on prompts that repeat themselves)."""
+        g = self.ngram
+        if g is None:
+            raise SpecsimError("this profile measured no n-gram lookup (calibrate the built-in pair again)")
+        cond = tuple(min(max(float(v), 0.0), 1.0) for v in g["conditional_alpha"])
+        return Proposing(PositionalAcceptance(cond), min(max(float(g["proposal_rate"]), 0.0), 1.0))
+
+    def ngram_host(self) -> HostCost | None:
+        """The lookup's host time per step as fitted (`calibrate.ngram.measure_host`)."""
+        h = (self.ngram or {}).get("host")
+        if not isinstance(h, Mapping):
+            return None
+        try:
+            return HostCost(float(h["fixed_s"]), float(h["per_sequence_s"]), float(h["per_context_token_s"]),
+                            "measured: specsim's own n-gram lookup on the calibrated machine")
+        except (KeyError, TypeError, ValueError, SpecsimError):
+            raise _Bad("acceptance.ngram.host is not a host cost (fixed_s, per_sequence_s, per_context_token_s "
+                       ">= 0)") from None
 
     def heads_model(self) -> Acceptance:
         """The heads' acceptance: P(accept i | the i - 1 before accepted) as measured, and their per-rank vector."""

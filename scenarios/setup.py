@@ -322,11 +322,15 @@ def _resolve_setup(hardware: str | None, profile_path: Path | None, target: str 
     elif other:
         notes = (*notes, f"pricing {t.name} drafted by {d.name} from the fitted device rates of profile "
                          f"{profile.path} (its measured passes are of {profile.target.name} and {profile.draft.name})")
-    own_heads = (d.kind == "medusa" and t.name == profile.target.name and profile.acceptance is not None
-                 and profile.acceptance.heads is not None)
-    if own_heads and (acceptance_spec or "measured").strip().lower() == "measured":
-        return Setup(profile.cost_model(), t, d, profile.acceptance.heads_model(), profile.describe(), profile,
-                     tuple(notes))
+    measured_here = profile.acceptance is not None and t.name == profile.target.name
+    own_heads = d.kind == "medusa" and measured_here and profile.acceptance.heads is not None
+    own_ngram = d.kind == "ngram" and measured_here and profile.acceptance.ngram is not None
+    if own_ngram:  # the lookup as this engine runs it, timed on this machine
+        host = profile.acceptance.ngram_host()
+        d = replace(d, host=host, source=host.source) if host is not None else d
+    if (own_heads or own_ngram) and (acceptance_spec or "measured").strip().lower() == "measured":
+        own = profile.acceptance.heads_model() if own_heads else profile.acceptance.ngram_model()
+        return Setup(profile.cost_model(), t, d, own, profile.describe(), profile, tuple(notes))
     spec = acceptance_spec or ("measured" if profile.acceptance is not None and not other else None)
     if other and spec and spec.strip().lower().startswith("measured"):
         raise SpecsimError(f"the profile's measured acceptance is {profile.target.name} drafted by "

@@ -97,6 +97,20 @@ def builtin_profile():
     held = [encode(p)[:40] for p in prompts("calibration")[:3]]
     measured = measure_acceptance(target, draft, held, new_tokens=24, seed=0, sims=2)
     measured["by_context"] = measure_by_context(target, draft, long_texts(6, 192), list(range(0, 192, 32)), 32)
+    from calibrate.ngram import measure_host, measure_ngram_acceptance
+    from calibrate.timing import Effort, Timer
+
+    measured["ngram"] = measure_ngram_acceptance(target, held, 24)
+    measured["ngram"]["host"] = measure_host(long_texts(4, 256), Timer(torch.device("cpu")), Effort(0.02, 3, 5, 0.5),
+                                             (1, 2, 4), (64, 128, 256), heldout=2)
+    from engine.builtin import WEIGHTS
+
+    if (WEIGHTS / "builtin-heads.safetensors").exists():
+        from calibrate.measure_acceptance import measure_head_acceptance
+        from engine.builtin import load_heads
+
+        measured["heads"] = measure_head_acceptance(target, load_heads(expanded=False, dtype="fp32"), held, 24,
+                                                    sims=2)
     return dataclasses.replace(profile, acceptance=MeasuredAcceptance.from_dict(measured))
 
 

@@ -95,8 +95,24 @@ def test_expansion_preserves_the_function(builtin_pair):
 
 
 def test_ngram_proposer():
+    """The latest earlier occurrence of the last 3-gram (or 2-gram) proposes what followed it, padded by its last
+    token; no match of at least two tokens proposes nothing (vLLM's prompt_lookup_min)."""
     assert Ngram().propose([1, 2, 3, 9, 1, 2, 3], 3) == [9, 1, 2]
-    assert Ngram().propose([5, 6, 7], 2) == [7, 7]
+    assert Ngram().propose([4, 2, 3, 8, 1, 2, 3], 2) == [8, 1]  # the 2-gram (2, 3)
+    assert Ngram().propose([7, 2, 3, 2, 3], 4) == [2, 3, 3, 3]
+    assert Ngram().propose([5, 6, 7], 2) == []
+    assert Ngram().propose([5, 6, 7, 1, 6], 2) == []  # a lone repeated token is no match
+
+
+def test_a_step_without_a_proposal_is_a_plain_step(builtin_pair):
+    """Prompt lookup on text that repeats nothing: every step finds nothing, runs the plain step (one target pass over
+    one token) and emits one token; greedy, the output is greedy decoding's."""
+    target, draft = builtin_pair
+    engine = RealEngine(target, draft)
+    prompt = list(range(40, 120))  # no two-byte sequence repeats; the continuation may repeat later
+    run = engine.generate([prompt], 6, Decoding(k=4, temperature=0, drafter="ngram"))
+    assert run.tokens == engine.generate([prompt], 6, Decoding(k=0, temperature=0)).tokens
+    assert run.steps[0].accepted == [0] and run.steps[0].tried == [0]
 
 
 def test_exactness_small_seeded_version():
