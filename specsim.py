@@ -298,8 +298,11 @@ def plan(setup: opt.SetupOptions, serving: ServingOptions, load_rps: float | Non
 
 @cli.command()
 @opt.setup_options
-@click.option("--format", "fmt", type=click.Choice(["vllm", "json"]), default="vllm", show_default=True,
-              help="vllm: num_speculative_tokens_per_batch_size ranges; json: the same with predicted speed-ups.")
+@click.option("--format", "fmt", type=click.Choice(["vllm", "vllm-config", "json"]), default="vllm",
+              show_default=True,
+              help="vllm: num_speculative_tokens_per_batch_size ranges; vllm-config: a whole speculative_config "
+                   "(the draft's method: draft_model, eagle3, mtp, medusa or ngram); json: the ranges with predicted "
+                   "speed-ups.")
 @click.option("--batch", "batches", type=opt.BATCHES, default="1..256", show_default=True,
               help="Batch sizes to cover (contiguous from 1).")
 @click.option("--k", "ks", type=opt.KS, default="0..8", show_default=True, help="Draft lengths allowed.")
@@ -317,6 +320,7 @@ def policy(setup: opt.SetupOptions, fmt: str, batches: list[int], ks: list[int],
     \b
     specsim policy --hardware h100-sxm --acceptance iid:0.7 --format vllm
     specsim policy --hardware h100-sxm --acceptance vllm-metrics:metrics.txt --format json --out policy.json
+    specsim policy --hardware h100-sxm --draft eagle3 --acceptance iid:0.75 --format vllm-config
     """
     cmd.run_policy(setup, fmt, batches, ks, contexts, tolerance_pct, out_path)
 

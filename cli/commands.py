@@ -217,7 +217,12 @@ def run_policy(setup: SetupOptions, fmt: str, batches: list[int], ks: list[int],
     tolerance = s.resolution if tolerance_pct is None else tolerance_pct / 100
     ranges, record = policy_tables(s.cost, s.target, s.draft, s.acceptance, batches, ks, contexts, s.caption,
                                    tolerance)
-    text = json.dumps(ranges) if fmt == "vllm" else json.dumps(record, indent=1)
+    if fmt == "vllm-config":
+        from simulator.serving_report import vllm_speculative_config
+
+        text = json.dumps(vllm_speculative_config(s.draft, ranges), indent=1)
+    else:
+        text = json.dumps(ranges) if fmt == "vllm" else json.dumps(record, indent=1)
     for table in record.get("by_context", [record]):
         if table.get("fits_up_to_batch"):
             say(f"context {table['context']}: from batch {table['fits_up_to_batch'] + 1} on nothing fits in memory "

@@ -11,6 +11,7 @@ from . import SpecsimError, __version__
 from .acceptance import Acceptance
 from .capacity import FleetPlan, MaxRate
 from .cost import CostModel
+from .drafts import Draft
 from .metrics import ServingMetrics
 from .serving import ServingRun
 from .specs import ModelSpec, SpeculationTax
@@ -259,3 +260,25 @@ def _restart_above(table: Sequence[PolicyChoice]) -> int | None:
         return None
     faster = [c.batch for c in table if c.best_speedup >= 1.0 and c.batch < min(slower)]
     return max(faster) if faster else 0
+
+
+# vLLM's speculative_config methods for each kind of draft (vllm/config/speculative.py)
+VLLM_METHODS = {"model": "draft_model", "eagle3": "eagle3", "mtp": "mtp", "medusa": "medusa", "ngram": "ngram"}
+
+
+def vllm_speculative_config(draft: Draft, ranges: Sequence[Sequence[int]]) -> dict:
+    """A whole ``speculative_config`` for vLLM: the draft's method (and model, where it is one), the largest draft
+    length of the table, and the table (``num_speculative_tokens_per_batch_size``). Refused for a draft vLLM has no
+    method for."""
+    method = VLLM_METHODS.get(draft.kind)
+    if method is None:
+        raise SpecsimError(f"vLLM has no speculative method for a {draft.kind} draft; use --format vllm for the "
+                           "ranges alone")
+    config: dict = {"method": method, "num_speculative_tokens": max(k for _, _, k in ranges) or 1,
+                    "num_speculative_tokens_per_batch_size": [list(r) for r in ranges]}
+    if draft.kind in ("model", "eagle3", "medusa"):
+        repo = draft.source.split(" ")[0]  # a preset's source opens with the Hugging Face repository it copies
+        config["model"] = repo if "/" in repo else draft.name
+    if draft.kind == "ngram":
+        config.update(prompt_lookup_max=3, prompt_lookup_min=2)  # specsim's own lookup (engine.speculative.Ngram)
+    return config

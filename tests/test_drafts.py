@@ -206,3 +206,19 @@ def test_another_vocabulary_is_priced_when_asked_for():
 def test_a_head_shaped_after_any_target():
     head = eagle3_head(load_model("qwen3-235b-a22b"))
     assert head.module.d_model == 4096 and head.module.vocab_size == 32000 and not head.module.is_moe
+
+
+def test_policy_exports_vllms_speculative_config_for_each_kind():
+    base = ["policy", "--hardware", "h100-sxm", "--target", "llama-3.1-8b", "--batch", "1..32", "--k", "0..4",
+            "--format", "vllm-config"]
+    for draft, acc, method, model in (("eagle3", "iid:0.75", "eagle3", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"),
+                                      ("llama-3.2-1b", "iid:0.7", "draft_model", "meta-llama/Llama-3.2-1B"),
+                                      ("ngram", "iid:0.8@proposed:0.3", "ngram", None),
+                                      ("mtp:1", "iid:0.8", "mtp", None)):
+        r = run(*base, "--draft", draft, "--acceptance", acc)
+        assert r.exit_code == 0, r.output
+        config = json.loads(r.output[r.output.index("{"):])
+        assert config["method"] == method and config.get("model") == model
+        table = config["num_speculative_tokens_per_batch_size"]
+        assert table[0][0] == 1 and table[-1][1] == 32 and config["num_speculative_tokens"] == max(
+            k for _, _, k in table)
