@@ -379,6 +379,7 @@ def plot_group() -> None:
     \b
     specsim plot speedup    --hardware h100-sxm --acceptance iid:0.6 --out speedup.png
     specsim plot best-k     --hardware h100-sxm --acceptance iid:0.6 --out best-k.png
+    specsim plot drafts     --hardware h100-sxm --compare eagle3=iid:0.75 --compare ngram=iid:0.8@proposed:0.3 ...
     specsim plot tpot       --hardware h100-sxm --acceptance iid:0.7 --rate 5..60:5 --out tpot.png
     specsim plot roofline   --out roofline.png              # this machine's calibrated passes
     specsim plot acceptance --trace llama3.1-8b-instruct_sharegpt.jsonl --k 4 --out acceptance.png  # or --context
@@ -403,6 +404,43 @@ def plot_speedup(setup: opt.SetupOptions, batches: list[int], ks: list[int], tre
     result = sweep(s.cost, s.target, s.draft, s.acceptance, batches, candidates_from(ks, trees, None, s.acceptance),
                    contexts)
     return speedup_vs_batch(result, title=s.caption)
+
+
+@plot_group.command(name="drafts")
+@opt.setup_options
+@click.option("--compare", "pairs", multiple=True, required=True, metavar="DRAFT=ACCEPTANCE",
+              help="A draft and its acceptance (repeatable), e.g. eagle3=iid:0.75 or ngram=iid:0.8@proposed:0.3.")
+@click.option("--batch", "batches", type=opt.BATCHES, default="1..256", show_default=True, help="Batch sizes.")
+@click.option("--k", "ks", type=opt.KS, default="0..8", show_default=True, help="Draft lengths each may use.")
+@click.option("--context", type=click.IntRange(0, 2**29), default=1024, show_default=True,
+              help="Cached tokens per sequence.")
+@opt.figure_out
+def plot_drafts(setup: opt.SetupOptions, pairs: tuple[str, ...], batches: list[int], ks: list[int],
+                context: int) -> Any:
+    """Several drafts for one target on one device: each one's best speed-up against batch.
+
+    \b
+    specsim plot drafts --hardware h100-sxm --target llama-3.1-8b --compare llama-3.2-1b=iid:0.7 \\
+        --compare eagle3=iid:0.75 --compare ngram=iid:0.8@proposed:0.3 --out drafts.png
+    """
+    import re
+    from dataclasses import replace
+
+    from plots.speedup import drafts_vs_batch
+    from simulator.sweep import chains, sweep
+
+    results = {}
+    caption = ""
+    for pair in pairs:
+        draft, eq, acceptance = pair.partition("=")
+        if not eq or not draft.strip() or not acceptance.strip():
+            raise click.UsageError(f"--compare {pair!r} is not DRAFT=ACCEPTANCE, e.g. eagle3=iid:0.75")
+        s = replace(setup, draft=draft.strip(), acceptance_spec=acceptance.strip()).resolve()
+        spec = re.sub(r"[^:=,@]*/", "", s.acceptance.spec if s.acceptance else acceptance)  # file names, not paths
+        results[f"{s.draft.name} ({spec})"] = sweep(
+            s.cost, s.target, s.draft, s.acceptance, batches, chains(sorted(set(ks) | {0})), [context])
+        caption = f"{s.target.name} on {s.where}"
+    return drafts_vs_batch(results, context, caption)
 
 
 @plot_group.command(name="best-k")

@@ -66,8 +66,12 @@ def speedup_vs_batch(result: SweepResult, title: str = "") -> Figure:
             ax.axvline(disable, color="tab:gray", linestyle=":", linewidth=1.4)
             crossing = next((b.speedup for b in result.best if b.context == context and b.batch == disable), 1.0)
             ax.plot([disable], [crossing], marker="o", color="black", markersize=6, zorder=4)
-            ax.annotate(f"crossover: off above B = {disable}", xy=(disable, crossing), xytext=(6, 10),
-                        textcoords="offset points", fontsize=8, color="black")
+            drafted_fit = [r.batch for r in rows if r.fits and (r.k != 0 or r.tree)]
+            memory = drafted_fit and disable == max(drafted_fit) and top > disable
+            text = (f"the draft no longer fits above B = {disable}" if memory else
+                    f"crossover: off above B = {disable}")
+            ax.annotate(text, xy=(disable, crossing), xytext=(-6 if memory else 6, 10), textcoords="offset points",
+                        fontsize=8, color="black", ha="right" if memory else "left")
         unfit = sorted({r.batch for r in rows if not r.fits})
         if unfit:
             ax.axvspan(unfit[0], max(r.batch for r in rows), color="tab:red", alpha=0.07, label="does not fit")
@@ -87,4 +91,30 @@ def speedup_vs_batch(result: SweepResult, title: str = "") -> Figure:
     if title:
         fig.suptitle(textwrap.fill(title, width=int(11 * fig.get_size_inches()[0])), fontsize=10)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
+    return fig
+
+
+def drafts_vs_batch(results: dict[str, SweepResult], context: int, title: str = "") -> Figure:
+    """Several drafts for one target: each draft's best speed-up over its draft lengths against batch (the best k
+    written at the powers of two), plain decoding the y = 1 line; where a draft's best is plain decoding its line
+    sits on it."""
+    fig, ax = plt.subplots(figsize=(9.0, 4.8))
+    cmap = plt.get_cmap("tab10")
+    for i, (label, result) in enumerate(results.items()):
+        best = sorted((b.batch, b.speedup, b.k) for b in result.best if b.context == context)
+        if not best:
+            continue
+        xs, ys, ks = zip(*best)
+        ax.plot(xs, ys, color=cmap(i), linewidth=2.0, label=label)
+        for x, y, k in best:
+            if x & (x - 1) == 0:  # the powers of two: which k is best there
+                ax.annotate(str(k), xy=(x, y), xytext=(0, 5), textcoords="offset points", fontsize=7,
+                            color=cmap(i), ha="center")
+    ax.axhline(1.0, color="black", linewidth=1.0, label="plain decoding")
+    batch_axis(ax, f"context {context} tokens; numbers: the best draft length")
+    ax.set_ylabel("best speed-up over plain decoding")
+    ax.legend(fontsize=8, frameon=False, loc="best")
+    if title:
+        fig.suptitle(textwrap.fill(title, width=110), fontsize=10)
+    fig.tight_layout()
     return fig

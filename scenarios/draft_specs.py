@@ -16,6 +16,7 @@ with another vocabulary) is a one-line `SpecsimError` that says what is wrong an
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,7 @@ def _from_preset(name: str, d: dict[str, Any], target: ModelSpec) -> Draft:
         host = HostCost(0.0, float(d.get("host_us_per_sequence", 0.0)) * 1e-6,
                         float(d.get("host_ns_per_context_token", 0.0)) * 1e-9, source)
         return model_free(kind, host, name=name)
-    return draft
+    return replace(draft, repo=str(d.get("repo", "")))
 
 
 def _eagle3_config(path: Path, target: ModelSpec) -> Draft:
@@ -222,8 +223,6 @@ def model_draft(spec: ModelSpec, target: ModelSpec, heterogeneous_vocab: bool = 
                            "of the target's family, or --heterogeneous-vocab to price an engine that maps one to the "
                            "other (vLLM's heterogeneous-vocabulary mode)")
     d = Draft.of_model(spec)
-    from dataclasses import replace
-
     return replace(d, vocab_mapping_s=VOCAB_MAPPING_S,
                    source=f"{d.source}; its tokens mapped to {target.name}'s vocabulary on the host, assumed "
                           f"{VOCAB_MAPPING_S * 1e6:g} us per drafted token")

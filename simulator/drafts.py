@@ -76,6 +76,7 @@ class Draft:
     vocab_mapping_s: float = 0.0
     dtype: str = "bf16"
     source: str = ""
+    repo: str = ""  # where the published draft lives (a Hugging Face repository), for an engine's config
 
     def __post_init__(self) -> None:
         if self.kind not in DRAFT_KINDS:
@@ -87,7 +88,8 @@ class Draft:
 
     @classmethod
     def of_model(cls, spec: ModelSpec) -> Draft:
-        return cls("model", spec.name, spec, dtype=spec.dtype, source=spec.source)
+        repo = spec.source.split(" ")[0] if spec.source else ""  # a preset's source opens with its repository
+        return cls("model", spec.name, spec, dtype=spec.dtype, source=spec.source, repo=repo if "/" in repo else "")
 
     @property
     def on_device(self) -> bool:

@@ -277,8 +277,7 @@ def vllm_speculative_config(draft: Draft, ranges: Sequence[Sequence[int]]) -> di
     config: dict = {"method": method, "num_speculative_tokens": max(k for _, _, k in ranges) or 1,
                     "num_speculative_tokens_per_batch_size": [list(r) for r in ranges]}
     if draft.kind in ("model", "eagle3", "medusa"):
-        repo = draft.source.split(" ")[0]  # a preset's source opens with the Hugging Face repository it copies
-        config["model"] = repo if "/" in repo else draft.name
+        config["model"] = draft.repo or draft.name
     if draft.kind == "ngram":
         config.update(prompt_lookup_max=3, prompt_lookup_min=2)  # specsim's own lookup (engine.speculative.Ngram)
     return config
