@@ -340,7 +340,7 @@ def measure_heads(target: Any, device: torch.device, dtype: str, calib: Sequence
 
             with torch.inference_mode():
                 t = timer.measure(draft, warmup=2, min_reps=effort.min_samples, max_reps=effort.max_samples,
-                                  max_time_s=effort.per_point_s * 4)
+                                  max_time_s=effort.per_point_s * 2)
             records.append({"model": BUILTIN_HEADS, "batch": b, "new_tokens": 1, "context": 0, **t.to_dict()})
             bar.update(1)
     out["passes"] = records

@@ -175,14 +175,14 @@ def measure_head_acceptance(target: Decoder, heads: Any, prompts: Sequence[Seque
     at t and p_{t+i} its distribution i positions on (the token head i proposes). A chain from t accepts its first
     i drafts with probability prod_{j <= i} alpha_j(t) (each head's draw independent given t), so P(A >= i) =
     E_t[prod_{j <= i} alpha_j(t)]: a position hard for one head is hard for the rest, which the per-head means
-    would hide. Per head also the per-rank vector of its candidates (trees; averaged over the heads)."""
+    would hide. Per head also the per-rank vector of its candidates (trees: head d proposes depth d)."""
     device = target.device
     gen = torch.Generator(device=device).manual_seed(seed)
     run = RealEngine(target).generate(prompts, new_tokens, Decoding(k=0, temperature=temperature), gen)
     H = heads.n_heads
     t_eff = temperature if temperature > 0 else 1.0
     products: list[np.ndarray] = []  # per prompt: (positions, H) running products
-    per_head, ranks = np.zeros(H), np.zeros(N_RANKS)
+    per_head, ranks = np.zeros(H), np.zeros((H, N_RANKS))
     keep = target.keep_hidden
     target.keep_hidden = True
     try:
@@ -199,12 +199,13 @@ def measure_head_acceptance(target: Decoder, heads: Any, prompts: Sequence[Seque
                                   for i in range(1, H + 1)], 1).cpu().numpy().astype(float)  # (n, H)
             products.append(np.cumprod(alphas, axis=1))
             per_head += alphas.mean(0)
-            ranks += np.mean([rank_acceptance(p[first + i:first + i + n], q[first:first + n, i - 1], N_RANKS, sims,
-                                              gen) for i in range(1, H + 1)], axis=0)
+            ranks += np.array([rank_acceptance(p[first + i:first + i + n], q[first:first + n, i - 1], N_RANKS, sims,
+                                               gen) for i in range(1, H + 1)])
     finally:
         target.keep_hidden = keep
     survival = np.concatenate(products).mean(0)
     conditional = survival / np.concatenate([[1.0], survival[:-1]])
     return {"n_heads": H, "temperature": temperature, "prompts": len(prompts), "tokens_per_prompt": new_tokens,
             "alpha_by_head": (per_head / len(prompts)).tolist(), "survival": survival.tolist(),
-            "conditional_alpha": conditional.tolist(), "ranks": (ranks / len(prompts)).tolist()}
+            "conditional_alpha": conditional.tolist(), "ranks": (ranks / len(prompts)).mean(0).tolist(),
+            "ranks_by_head": (ranks / len(prompts)).tolist()}

@@ -53,7 +53,7 @@ def measure_host(texts: Sequence[Sequence[int]], timer: Timer, effort: Effort,
                     return [Ngram().propose(h, K_LOOKUP) for h in group]
 
                 t = timer.measure(step, warmup=1, min_reps=effort.min_samples, max_reps=effort.max_samples,
-                                  max_time_s=effort.per_point_s * 2 / len(groups))
+                                  max_time_s=effort.per_point_s / len(groups))
                 medians.append(t.median_s)
                 spreads.append(t.iqr_s)
             points.append({"batch": b, "context": c, "median_s": float(np.mean(medians)),

@@ -566,7 +566,7 @@ class WithRanks(Acceptance):
     """A chain model plus a measured per-rank vector, so that one measured acceptance serves chains and trees."""
 
     chain: Acceptance
-    ranks_: tuple[float, ...]
+    ranks_: tuple  # (r_1, r_2, ...), or one such vector per depth (prediction heads)
     label: str = ""
 
     @property
@@ -592,8 +592,11 @@ class WithRanks(Acceptance):
     def scaled(self, factor: float) -> Acceptance:
         if factor == 1.0:
             return self
-        return WithRanks(self.chain.scaled(factor), tuple(min(r * factor, 1.0) for r in self.ranks_),
-                         f"{self.spec}x{factor:.4g}")
+        if self.ranks_ and isinstance(self.ranks_[0], tuple):  # one vector per depth
+            ranks: tuple = tuple(tuple(min(r * factor, 1.0) for r in row) for row in self.ranks_)
+        else:
+            ranks = tuple(min(r * factor, 1.0) for r in self.ranks_)
+        return WithRanks(self.chain.scaled(factor), ranks, f"{self.spec}x{factor:.4g}")
 
 
 def iid_from_mean_length(tokens_per_step: float, k: int) -> IIDAcceptance:

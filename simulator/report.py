@@ -71,11 +71,19 @@ def describe_disable(value: int | None, batches: list[int], rows: Sequence[Sweep
     batch ranges that do not start at the smallest batch (an MoE target), the line gives the ranges."""
     fitting = [r.batch for r in rows if r.fits]
     if ranges and fitting and (len(ranges) > 1 or ranges[0][0] > min(fitting)):
-        last = ranges[-1][1]
-        above = (f", nor above {last}" if last < max(fitting) else
-                 f" and still at the largest batch {'that fits' if memory_capped else 'swept'} ({last})")
-        return (f"speculation pays only at batches {batch_ranges(ranges)}: keep it off at the others (not below "
-                f"{ranges[0][0]}{above})")
+        swept = sorted(set(fitting))
+        paying = {b for b in swept if any(lo <= b <= hi for lo, hi in ranges)}
+        off: list[tuple[int, int]] = []
+        for b in swept:  # the runs of swept batches where it does not pay
+            if b in paying:
+                continue
+            if off and swept.index(b) == swept.index(off[-1][1]) + 1:
+                off[-1] = (off[-1][0], b)
+            else:
+                off.append((b, b))
+        still = (f" (it still pays at the largest batch {'that fits' if memory_capped else 'swept'})"
+                 if ranges[-1][1] == max(swept) else "")
+        return f"speculation pays only at batches {batch_ranges(ranges)}: keep it off at {batch_ranges(off)}{still}"
     if value is None:
         if fitting and (memory_capped or max(fitting) < max(batches)):
             return f"speculation still pays at the largest batch that fits ({max(fitting)})"

@@ -32,7 +32,7 @@ from .acceptance import (
 from .context import ContextDependent
 from .replay import TraceAcceptance
 from .sweep import Candidate
-from .trees import Tree
+from .trees import Ranks, Tree, rank_acceptance
 
 
 class BatchSampler:
@@ -104,7 +104,7 @@ class BatchSampler:
 class _TreeTable:
     """Per node, its children ordered by rank with cumulative acceptance thresholds (padded with +inf)."""
 
-    def __init__(self, tree: Tree, ranks: tuple[float, ...]) -> None:
+    def __init__(self, tree: Tree, ranks: Ranks) -> None:
         n = tree.n_nodes + 1
         kids: list[list[tuple[int, int]]] = [[] for _ in range(n)]
         for i, (parent, rank) in enumerate(zip(tree.parents, tree.ranks), 1):
@@ -115,7 +115,7 @@ class _TreeTable:
         for node, children in enumerate(kids):
             total = 0.0
             for j, (rank, child) in enumerate(sorted(children)):
-                total += ranks[rank - 1] if rank <= len(ranks) else 0.0
+                total += rank_acceptance(ranks, tree.depths[child - 1], rank)
                 self.child[node, j], self.cum[node, j] = child, total
         self.depth = tree.depth
 

@@ -66,7 +66,7 @@ def candidates_from(ks: Iterable[int], trees: Iterable[str] = (), tree_budget: i
 
     cands = [Candidate(k) for k in ks] + [Candidate(None, parse_branching(t)) for t in trees if t.strip()]
     if tree_budget is not None:
-        if acceptance is None or acceptance.ranks is None:
+        if acceptance is None or acceptance.ranks is None or isinstance(acceptance.ranks[0], tuple):
             spec = acceptance.spec if acceptance is not None else "this acceptance"
             raise SpecsimError(f"--tree-budget needs per-rank acceptance: give --acceptance ranks:R1,R2,... ({spec} "
                                "has no per-rank information)")

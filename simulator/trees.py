@@ -20,6 +20,19 @@ import numpy as np
 from . import SpecsimError
 from .limits import MAX_TREE_NODES, WHY_TREE
 
+Ranks = Sequence[float] | Sequence[Sequence[float]]
+"""Per-rank acceptance: one vector for every depth (Sequoia's), or one per depth (prediction heads: head d proposes
+every node of depth d), the last repeating past its depth."""
+
+
+def rank_acceptance(ranks: Ranks, depth: int, rank: int) -> float:
+    """P(the rank-th candidate of a node at `depth` (1 = the root's children) is the one accepted)."""
+    if ranks and isinstance(ranks[0], Sequence):
+        row = ranks[min(depth, len(ranks)) - 1]
+    else:
+        row = ranks
+    return float(row[rank - 1]) if rank <= len(row) else 0.0
+
 
 @dataclass(frozen=True)
 class Tree:
@@ -97,20 +110,18 @@ class Tree:
         """Tokens of the single verification pass: every node plus the root."""
         return self.n_nodes + 1
 
-    def path_probabilities(self, ranks: Sequence[float]) -> np.ndarray:
-        """Per node, the product of the rank acceptances along its path from the root."""
-        r = np.asarray(ranks, dtype=float)
+    def path_probabilities(self, ranks: Ranks) -> np.ndarray:
+        """Per node, the product of the rank acceptances along its path from the root (`rank_acceptance`)."""
         prob = np.ones(self.n_nodes + 1)
         for i, (p, rank) in enumerate(zip(self.parents, self.ranks), 1):
-            prob[i] = prob[p] * (r[rank - 1] if rank <= len(r) else 0.0)
+            prob[i] = prob[p] * rank_acceptance(ranks, self.depths[i - 1], rank)
         return prob[1:]
 
     def expected_accepted(self, ranks: Sequence[float]) -> float:
         return float(self.path_probabilities(ranks).sum())
 
-    def sample_accepted(self, ranks: Sequence[float], rng: np.random.Generator, size: int) -> np.ndarray:
+    def sample_accepted(self, ranks: Ranks, rng: np.random.Generator, size: int) -> np.ndarray:
         """Accepted path lengths: at each node, child of rank j is accepted with probability r_j (exclusive)."""
-        r = np.asarray(ranks, dtype=float)
         children: dict[int, list[tuple[int, int]]] = {}
         for i, (p, rank) in enumerate(zip(self.parents, self.ranks), 1):
             children.setdefault(p, []).append((rank, i))
@@ -120,7 +131,7 @@ class Tree:
             while node in children:
                 cum, nxt = 0.0, None
                 for rank, child in sorted(children[node]):
-                    cum += r[rank - 1] if rank <= len(r) else 0.0
+                    cum += rank_acceptance(ranks, self.depths[child - 1], rank)
                     if u < cum:
                         nxt = child
                         break

@@ -77,3 +77,32 @@ def test_dp_respects_depth_limit_and_beats_chains():
 def test_malformed_trees_refused(text):
     with pytest.raises(SpecsimError):
         parse_branching(text)
+
+
+def test_ranks_by_depth_in_closed_form_and_by_monte_carlo(rng):
+    """Prediction heads rank their candidates per depth (head d proposes depth d): the expected accepted length with
+    one rank vector per depth against sampling the same tree, and a flat vector as the special case of every depth
+    alike; the serving simulator's per-node table draws the same distribution."""
+    from simulator.sampling import _TreeTable
+
+    tree = parse_branching("3,2,1")
+    by_depth = ((0.6, 0.15, 0.05), (0.45, 0.1), (0.35,))
+    draws = tree.sample_accepted(by_depth, rng, 40_000)
+    assert draws.mean() == pytest.approx(tree.expected_accepted(by_depth), rel=0.02)
+    assert tree.expected_accepted(((0.6, 0.15, 0.05),) * 3) == pytest.approx(tree.expected_accepted((0.6, 0.15, 0.05)))
+    # by hand: depth 1 has three candidates, each node's children ranked by the next depth's vector
+    d1, d2, d3 = by_depth
+    p1 = sum(d1)
+    p2 = sum(r * (d2[0] + d2[1]) for r in d1)
+    p3 = sum(r * s * d3[0] for r in d1 for s in d2)
+    assert tree.expected_accepted(by_depth) == pytest.approx(p1 + p2 + p3)
+    table_draws = _TreeTable(tree, by_depth).draw(40_000, rng)
+    assert table_draws.mean() == pytest.approx(tree.expected_accepted(by_depth), rel=0.02)
+
+
+def test_ranks_by_depth_scale_with_context():
+    from simulator.acceptance import IIDAcceptance, WithRanks
+
+    acc = WithRanks(IIDAcceptance(0.6), ((0.6, 0.1), (0.4, 0.2)))
+    half = acc.scaled(0.5)
+    assert half.ranks == ((0.3, 0.05), (0.2, 0.1))
