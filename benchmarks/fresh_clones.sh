@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # A newcomer's first try, N times: a fresh clone, a fresh venv, an empty HOME; the README's first calibration, then
 # validations of the draft model, the built-in heads and n-gram lookup. Prints one summary line per clone.
-#   bash benchmarks/fresh_clones.sh [N] [OUT_DIR]
+#   bash benchmarks/fresh_clones.sh [N] [OUT_DIR] [DRAFTERS]      (DRAFTERS: default "model heads ngram")
 # Minutes per clone on a 2-core machine; run nothing else meanwhile.
 set -euo pipefail
 N=${1:-5}
 OUT=${2:-$(mktemp -d /tmp/fresh-clones-XXXX)}
+DRAFTERS=${3:-model heads ngram}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$OUT"
 for i in $(seq 1 "$N"); do
@@ -20,19 +21,19 @@ for i in $(seq 1 "$N"); do
     start=$(date +%s)
     specsim calibrate --quick --out "$OUT/profile-$i.json" > "$OUT/calibrate-$i.txt" 2>&1
     cal=$(( $(date +%s) - start ))
-    specsim validate --profile "$OUT/profile-$i.json" --quick --json > "$OUT/validate-model-$i.json" 2>/dev/null
-    specsim validate --profile "$OUT/profile-$i.json" --quick --drafter heads --tree 2,2 --json \
-      > "$OUT/validate-heads-$i.json" 2>/dev/null
-    specsim validate --profile "$OUT/profile-$i.json" --quick --drafter ngram --tree '' --json \
-      > "$OUT/validate-ngram-$i.json" 2>/dev/null
-    python - "$OUT" "$i" "$cal" <<'PY'
+    for d in $DRAFTERS; do
+      tree=(); [ "$d" = heads ] && tree=(--tree 2,2); [ "$d" = ngram ] && tree=(--tree '')
+      specsim validate --profile "$OUT/profile-$i.json" --quick --drafter "$d" "${tree[@]}" --json \
+        > "$OUT/validate-$d-$i.json" 2>/dev/null
+    done
+    python - "$OUT" "$i" "$cal" $DRAFTERS <<'PY'
 import json, sys
-out, i, cal = sys.argv[1], sys.argv[2], sys.argv[3]
+out, i, cal, drafters = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 p = json.load(open(f"{out}/profile-{i}.json"))
 h = p["fit"]["heldout"]
 parts = [f"clone {i}: calibrate --quick {cal} s, held out {100 * h['median_abs_err']:.1f} / {100 * h['p90_abs_err']:.1f} %, "
          f"{'trusted' if p['trust']['trusted'] else 'UNTRUSTED (' + '; '.join(p['trust']['reasons']) + ')'}"]
-for kind in ("model", "heads", "ngram"):
+for kind in drafters:
     v = json.load(open(f"{out}/validate-{kind}-{i}.json"))["predictors"]["calibrated"]
     parts.append(f"validate {kind} {100 * v['median_abs_err_speedup']:.1f} / {100 * v['p90_abs_err_speedup']:.1f} %")
 print("; ".join(parts), flush=True)
