@@ -423,24 +423,7 @@ def plot_drafts(setup: opt.SetupOptions, pairs: tuple[str, ...], batches: list[i
     specsim plot drafts --hardware h100-sxm --target llama-3.1-8b --compare llama-3.2-1b=iid:0.7 \\
         --compare eagle3=iid:0.75 --compare ngram=iid:0.8@proposed:0.3 --out drafts.png
     """
-    import re
-    from dataclasses import replace
-
-    from plots.speedup import drafts_vs_batch
-    from simulator.sweep import chains, sweep
-
-    results = {}
-    caption = ""
-    for pair in pairs:
-        draft, eq, acceptance = pair.partition("=")
-        if not eq or not draft.strip() or not acceptance.strip():
-            raise click.UsageError(f"--compare {pair!r} is not DRAFT=ACCEPTANCE, e.g. eagle3=iid:0.75")
-        s = replace(setup, draft=draft.strip(), acceptance_spec=acceptance.strip()).resolve()
-        spec = re.sub(r"[^:=,@]*/", "", s.acceptance.spec if s.acceptance else acceptance)  # file names, not paths
-        results[f"{s.draft.name} ({spec})"] = sweep(
-            s.cost, s.target, s.draft, s.acceptance, batches, chains(sorted(set(ks) | {0})), [context])
-        caption = f"{s.target.name} on {s.where}"
-    return drafts_vs_batch(results, context, caption)
+    return cmd.plot_drafts(setup, pairs, batches, ks, context)
 
 
 @plot_group.command(name="best-k")
@@ -531,6 +514,20 @@ def sweep(spec_path: Path, executor: str, out_path: Path | None, plot_dir: Path 
     specsim sweep spec.toml --executor ray:auto      # on the Ray cluster this machine belongs to
     """
     cmd.run_sweep(spec_path, executor, out_path, plot_dir)
+
+
+@cli.command()
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder to write target/ and draft/ into.")
+@click.option("--format", "fmt", type=click.Choice(["hf"]), default="hf", show_default=True,
+              help="hf: Hugging Face LlamaForCausalLM folders (config.json, model.safetensors, tokenizer.json).")
+def export(out_dir: Path, fmt: str) -> None:
+    """Write the built-in pair (the expanded target, the draft) in another engine's format.
+
+    \b
+    specsim export --out pair/        # pair/target and pair/draft load with transformers' from_pretrained
+    """
+    cmd.run_export(out_dir, fmt)
 
 
 def main() -> None:

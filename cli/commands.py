@@ -4,7 +4,7 @@ its result: predict, validate (static and served), sweep, policy."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -232,3 +232,39 @@ def run_policy(setup: SetupOptions, fmt: str, batches: list[int], ks: list[int],
                 say(f"batch {r['batch_from']}..{r['batch_to']} at context {table['context']}: k = 0 because "
                         f"{r['why']} (a memory limit, not speculation that stopped paying)")
     echo_or_write(out_path, text + "\n", "policy")
+
+
+def plot_drafts(setup: SetupOptions, pairs: tuple[str, ...], batches: list[int], ks: list[int],
+                context: int) -> Any:
+    """`specsim plot drafts`: each DRAFT=ACCEPTANCE resolved and swept, each one's best speed-up drawn."""
+    import re
+    from dataclasses import replace
+
+    from plots.speedup import drafts_vs_batch
+    from simulator.sweep import chains, sweep
+
+    results = {}
+    caption = ""
+    for pair in pairs:
+        draft, eq, acceptance = pair.partition("=")
+        if not eq or not draft.strip() or not acceptance.strip():
+            raise click.UsageError(f"--compare {pair!r} is not DRAFT=ACCEPTANCE, e.g. eagle3=iid:0.75")
+        s = replace(setup, draft=draft.strip(), acceptance_spec=acceptance.strip()).resolve()
+        spec = re.sub(r"[^:=,@]*/", "", s.acceptance.spec if s.acceptance else acceptance)  # file names, not paths
+        results[f"{s.draft.name} ({spec})"] = sweep(s.cost, s.target, s.draft, s.acceptance, batches,
+                                                     chains(sorted(set(ks) | {0})), [context])
+        caption = f"{s.target.name} on {s.where}"
+    return drafts_vs_batch(results, context, caption)
+
+
+def run_export(out_dir: Path, fmt: str) -> None:
+    """`specsim export`: the built-in pair as Hugging Face folders, the output checked before any work."""
+    from engine.builtin import load_pair
+    from engine.export import export_hf
+    from scenarios.files import check_output
+
+    check_output(out_dir / "target" / "config.json", "--out")
+    target, draft = load_pair(expanded=True, dtype="fp32", max_seq_len=2048)
+    for name, model in (("target", target), ("draft", draft)):
+        path = export_hf(model, out_dir / name, f"specsim-{name}")
+        say(f"specsim-{name} written to {path}")
