@@ -101,9 +101,12 @@ def predict(alpha: float | None, setup: opt.SetupOptions, ks: list[int], cost_ra
 @click.option("--expert-sharing", type=float, default=None, metavar="S",
               help="An MoE target (e.g. specsim-moe): the probability that a sequence's tokens in one pass share the "
                    "experts of its first (0: routed independently) [default: 0.5].")
+@click.option("--engine", type=click.Choice(["specsim", "transformers"]), default="specsim", show_default=True,
+              help="Whose passes to time: specsim's own engine, or Hugging Face transformers' (with --target DIR "
+                   "--draft DIR: local model folders, e.g. from specsim export).")
 def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: list[int] | None,
               contexts: list[int] | None, quick: bool, eager: bool, busy: bool, out_path: Path | None, as_json: bool,
-              seed: int, source: str | None, hardware: str | None, expert_sharing: float | None) -> None:
+              seed: int, source: str | None, hardware: str | None, expert_sharing: float | None, engine: str) -> None:
     """Measure this device and real draft/verify passes (or import an engine's); fit the cost model; write a profile.
 
     \b
@@ -111,13 +114,16 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
     specsim calibrate --device cuda --target llama-3.1-8b --draft llama-3.2-1b --batch 1..256:x2 --context 128,1024
     specsim calibrate --from vllm:manifest.toml --hardware h100-sxm --target llama-3.1-8b --draft llama-3.2-1b
     specsim calibrate --quick --target specsim-moe --expert-sharing 0
+    specsim calibrate --quick --engine transformers --target pair/target --draft pair/draft --out hf.json
     """
     from calibrate.calibration import calibrate_device
     from calibrate.calibration_summary import format_summary
     from calibrate.step_import import calibrate_from
 
     command, options = out.invocation("specsim calibrate")
-    if source or hardware:
+    if engine == "transformers":
+        profile, path = cmd.run_calibrate_transformers(target, draft, quick, seed, out_path, command, options)
+    elif source or hardware:
         profile, path = calibrate_from(source or "", hardware, target, draft, dtype, seed, out_path, command, options)
     else:
         profile, path = calibrate_device(target, draft, dtype, device_name, batches, contexts, quick, eager, busy,
@@ -195,11 +201,14 @@ def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: i
 @click.option("--drafter", type=click.Choice(["model", "heads", "ngram"]), default="model", show_default=True,
               help="What drafts for the built-in target: its draft model, its trained prediction heads, or prompt "
                    "lookup (on held-out prompts made to repeat themselves; --tree '').")
+@click.option("--engine", type=click.Choice(["specsim", "transformers"]), default="specsim", show_default=True,
+              help="Whose runs to validate against: specsim's own engine, or transformers' assisted generation and "
+                   "prompt lookup (--target DIR --draft DIR, a profile from calibrate --engine transformers).")
 @opt.served_options
 def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int] | None, trees: tuple[str, ...],
              repeats: int | None, new_tokens: int | None, quick: bool, as_json: bool, plot_dir: Path | None,
              seed: int, acceptance_spec: str | None, target: str | None, draft: str | None, drafter: str,
-             served: opt.ServedOptions) -> None:
+             engine: str, served: opt.ServedOptions) -> None:
     """Predict every configuration from the profile, run it for real on held-out prompts, and show the error.
 
     \b
@@ -209,7 +218,11 @@ def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int]
     specsim validate --serving --quick --plot out/          # a served stream against its simulation
     specsim validate --quick --drafter heads --tree 2,2     # the built-in target's prediction heads
     specsim validate --quick --drafter ngram --tree ''      # prompt lookup on prompts that repeat themselves
+    specsim validate --quick --engine transformers --profile hf.json --target pair/target --draft pair/draft
     """
+    if engine == "transformers":
+        return cmd.run_validate_transformers(profile_path, target, draft, ks, repeats, new_tokens, quick, as_json,
+                                             seed, served)
     cmd.run_validate(profile_path, batches, ks, trees, repeats, new_tokens, quick, as_json, plot_dir, seed, target,
                     draft, acceptance_spec, served, drafter)
 

@@ -22,6 +22,13 @@ def _device_lines(profile: Profile) -> list[str]:
     came from (the ceilings are then the preset's datasheet)."""
     micro, dev = profile.micro, profile.device
     raw = micro.raw
+    if profile.origin.startswith("transformers:"):
+        n = {m: sum(1 for p in profile.timed if p.model == m) for m in (profile.target.name, profile.draft.name)}
+        return [f"device: {dev.name} ({dev.kind}, {dev.details.get('engine', 'transformers')}); "
+                f"{sum(n.values())} of transformers' own passes timed "
+                f"({', '.join(f'{v} of {m}' for m, v in n.items())})",
+                f"memory bandwidth: read {micro.read_bytes_per_s / 1e9:.1f} GB/s, copy "
+                f"{micro.copy_bytes_per_s / 1e9:.1f} GB/s"]
     if profile.origin != "specsim":
         phases: dict[str, int] = {}
         for p in profile.timed:
@@ -86,8 +93,18 @@ def format_summary(profile: Profile, path: Path) -> str:
             f"{_noise(v, 'switch', 'steady steps stray up to')}" for b, v in by.items()))
     if profile.acceptance is not None:
         a = profile.acceptance
-        lines.append(f"acceptance (built-in pair, {a.prompts} calibration prompts): alpha {a.alpha:.3f}, "
+        lines.append(f"acceptance ({'greedy, ' if a.temperature == 0 else 'built-in pair, '}{a.prompts} calibration "
+                     f"prompts): alpha {a.alpha:.3f}, P(A >= i) {', '.join(f'{v:.2f}' for v in a.survival[:4])}, "
                      f"measured = measured:{a.chosen}")
+        loop, lookup = a.raw.get("transformers_loop"), a.raw.get("lookup")
+        if loop:
+            lines.append(f"transformers' generate(): {1e3 * loop['target_loop_s']:.2f} ms a step around the "
+                         f"target's pass; the assistant's call {1e3 * loop['draft_call_s']:.2f} ms + "
+                         f"{1e3 * loop['draft_loop_s']:.2f} ms a drafted token")
+        if lookup:
+            by = lookup["by_k"]
+            lines.append("prompt lookup (prompts that repeat themselves), accepted of proposed by K: " + ", ".join(
+                f"{k}: {v['accepted_mean']:.2f}/{v['proposed_mean']:.2f}" for k, v in by.items()))
         bc = a.by_context
         if bc:
             d, loo = bc["decay"], bc["leave_one_out"]

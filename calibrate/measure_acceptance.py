@@ -92,7 +92,14 @@ def measure_acceptance(target: Decoder, draft: Decoder, prompts: Sequence[Sequen
         ranks_acc += rank_acceptance(p, q, N_RANKS, sims, gen)
         if tick:
             tick()
-    ranks = ranks_acc / len(prompts)
+    return summarize_acceptance(alphas, matches, ranks_acc / len(prompts), prompts, new_tokens, temperature, seed)
+
+
+def summarize_acceptance(alphas: Sequence[np.ndarray], matches: Sequence[np.ndarray], ranks: np.ndarray,
+                         prompts: Sequence[Sequence[int]], new_tokens: int, temperature: float, seed: int
+                         ) -> dict[str, Any]:
+    """The measurement as a profile keeps it, from per-prompt traces along the target's text: alpha_t, the greedy
+    matches, the per-rank vector; every acceptance variant fitted and judged on held-out prompts."""
     a_all = np.concatenate(alphas)
     mean = float(a_all.mean())
     pairs = np.concatenate([a[:-1] * a[1:] for a in alphas])

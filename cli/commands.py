@@ -268,3 +268,44 @@ def run_export(out_dir: Path, fmt: str) -> None:
     for name, model in (("target", target), ("draft", draft)):
         path = export_hf(model, out_dir / name, f"specsim-{name}")
         say(f"specsim-{name} written to {path}")
+
+
+def run_calibrate_transformers(target: str, draft: str, quick: bool, seed: int, out_path: Path | None, command: str,
+                               options: dict[str, Any]) -> tuple[Profile, Path]:
+    """`specsim calibrate --engine transformers`: the output checked first, transformers' passes timed and fitted."""
+    from calibrate.transformers_engine import hf_profile, require_transformers
+    from scenarios.profile import save_profile
+
+    require_transformers()
+    if target == "specsim-target" or draft == "specsim-draft":
+        raise click.UsageError("--engine transformers times local model folders: --target DIR --draft DIR (write "
+                               "the built-in pair as such with: specsim export --out pair/)")
+    if out_path is not None:
+        check_out(out_path)
+    profile = hf_profile(target, draft, quick, seed, command, options, progress)
+    return profile, save_profile(profile, out_path)
+
+
+def run_validate_transformers(profile_path: Path | None, target: str | None, draft: str | None,
+                              ks: list[int] | None, repeats: int | None, new_tokens: int | None, quick: bool,
+                              as_json: bool, seed: int, served: ServedOptions) -> None:
+    """`specsim validate --engine transformers`: assisted generation and prompt lookup against their predictions."""
+    import json
+
+    from calibrate.transformers_engine import HFRun, check_profile, default_runs, format_validation, validate_hf
+    from scenarios.setup import resolve_profile
+
+    if served.on or served.given:
+        raise click.UsageError("transformers decodes one sequence at a time: --engine transformers validates "
+                               "static runs, not a served stream")
+    if not target or not draft or profile_path is None:
+        raise click.UsageError("--engine transformers needs --profile (from calibrate --engine transformers), "
+                               "--target DIR and --draft DIR")
+    profile, _ = resolve_profile(profile_path)
+    check_profile(profile)
+    runs = default_runs(quick)
+    if ks:
+        runs = [HFRun("assisted", k) for k in ks] + [r for r in runs if r.kind == "lookup"]
+    report = validate_hf(profile, target, draft, runs, 4 if quick else 8, new_tokens or 64,
+                         repeats or (2 if quick else 3), seed, progress)
+    click.echo(json.dumps(report, indent=1) if as_json else format_validation(report))

@@ -1,0 +1,535 @@
+"""Hugging Face transformers as the engine: a profile fitted to *its* plain passes and plain `generate()` calls, and
+its assisted generation predicted from that profile and checked against it.
+
+transformers decodes one sequence at a time (batch 1) and speculates two ways: ``generate(assistant_model=DRAFT)``
+(a draft model proposes ``num_assistant_tokens`` tokens, the target verifies them in one pass) and
+``generate(prompt_lookup_num_tokens=K)`` (the draft is the prompt itself: the continuation of the latest earlier
+occurrence of the last one or two tokens). No speculative run enters the calibration; it measures:
+
+- forward passes of each model through transformers' own ``forward`` with its ``DynamicCache`` (cropped back to
+  the context between calls), over new tokens x context, and prefills; the cost model is fitted to them as to
+  specsim's own passes (`simulator.rate_fit`), on this machine's measured bandwidth and FLOP/s;
+- what ``generate()`` costs around its passes: a target's plain ``generate`` of N tokens against N passes gives
+  the per-token work of its loop (logits processors, stopping criteria, bookkeeping); the draft's ``generate`` of
+  1..8 tokens gives the fixed cost of one call (an assisted step calls the assistant's ``generate`` once) and the
+  per-token work of its loop;
+- acceptance along the target's greedy text from the calibration prompts: the draft model's greedy matches, and
+  the candidates transformers' own `PromptLookupCandidateGenerator` proposes there (and its host time).
+
+A speculative step of transformers is then: one call of the draft's ``generate`` (its fixed cost, then k draft
+passes each with its loop's work), one verification pass of k + 1 tokens, and the target loop's work: the
+profile's engine terms ``verify`` (loop + the call's fixed cost), ``draft`` (per draft pass) and ``plain``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from calibrate.timing import Effort, Timer, interleaved
+from scenarios.profile import (
+    DeviceInfo,
+    Fit,
+    HeldoutErrors,
+    MeasuredAcceptance,
+    Microbenchmarks,
+    PassRecord,
+    Profile,
+    assess_trust,
+)
+from simulator import SpecsimError, __version__
+from simulator.cost import CostModel
+from simulator.rate_fit import PassPoint, errors, fit_cost_model, heldout_split
+from simulator.specs import EngineOverheads, ModelSpec, PerStep
+
+INSTALL = ("pip install 'transformers>=4.46' (and write the built-in pair for it with: specsim export --out pair/; "
+           "then --target pair/target --draft pair/draft)")
+K_MAX = 8
+DRAFT_CALL_KS = (1, 2, 3, 4, 6, 8)
+
+
+def require_transformers() -> Any:
+    try:
+        import transformers
+    except ImportError:
+        raise SpecsimError(f"--engine transformers needs Hugging Face transformers: {INSTALL}") from None
+    transformers.logging.set_verbosity_error()  # its deprecation notices are not the user's to act on
+    transformers.logging.disable_progress_bar()
+    return transformers
+
+
+@dataclass
+class HFModel:
+    """A local Hugging Face checkpoint loaded by transformers (fp32, eval) and its shape as specsim reads it."""
+
+    folder: Path
+    model: Any
+    spec: ModelSpec
+
+    @property
+    def cache_kw(self) -> str:
+        """The keyword `forward` takes its cache by (``past_key_values``, renamed ``cache`` in transformers 5.x)."""
+        return "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+
+
+def load_hf(folder: str | Path, role: str) -> HFModel:
+    """A local checkpoint folder (config.json + safetensors); nothing is downloaded."""
+    from scenarios import model_from_config_json
+
+    transformers = require_transformers()
+    folder = Path(folder)
+    if not (folder / "config.json").is_file():
+        raise SpecsimError(f"--{role} {folder}: not a Hugging Face model folder (no config.json); write the "
+                           "built-in pair as one with: specsim export --out pair/")
+    spec = model_from_config_json(folder / "config.json", "fp32")
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
+                                                             local_files_only=True).eval()
+    return HFModel(folder, model, spec)
+
+
+def new_cache(m: HFModel) -> Any:
+    from transformers import DynamicCache
+
+    try:
+        return DynamicCache(config=m.model.config)
+    except TypeError:  # transformers < 4.56
+        return DynamicCache()
+
+
+def crop(cache: Any, length: int) -> None:
+    """Drop the cache's entries past `length` (a negative count removes that many, in every version)."""
+    extra = cache.get_seq_length() - length
+    if extra > 0:
+        cache.crop(-extra)
+
+
+@torch.inference_mode()
+def forward(m: HFModel, tokens: torch.Tensor, cache: Any) -> torch.Tensor:
+    return m.model(tokens, use_cache=True, **{m.cache_kw: cache}).logits
+
+
+def pass_step(m: HFModel, n: int, context: int, gen: torch.Generator) -> Callable[[], object]:
+    """A decoding pass of `n` new tokens on `context` cached ones, as transformers runs it (its forward, its cache);
+    a prefill (context 0) starts a new cache each time."""
+    tokens = torch.randint(0, m.spec.vocab_size, (1, n), generator=gen)
+    if context == 0:
+        return lambda: forward(m, tokens, new_cache(m))
+    cache = new_cache(m)
+    forward(m, torch.randint(0, m.spec.vocab_size, (1, context), generator=gen), cache)
+
+    def step() -> object:
+        crop(cache, context)
+        return forward(m, tokens, cache)
+
+    return step
+
+
+@dataclass(frozen=True)
+class Grid:
+    target_new_tokens: tuple[int, ...]
+    draft_new_tokens: tuple[int, ...]
+    contexts: tuple[int, ...]
+    prefill_tokens: tuple[int, ...]
+
+    @classmethod
+    def of(cls, quick: bool) -> Grid:
+        """Every verification length of k = 1..8 (on a CPU a pass of 2-3 tokens can cost more than one of 5:
+        transformers does not pad to the cheaper shape, so none is inferred), and prefills as long as the prompts
+        made to repeat themselves plus a proposal."""
+        if quick:
+            return cls(tuple(range(1, K_MAX + 2)), (1, 2), (32, 192, 352), (16, 64, 128, 192))
+        return cls(tuple(range(1, K_MAX + 2)), (1, 2, 3), (32, 128, 256, 416), (16, 48, 96, 160, 224))
+
+
+def time_hf_passes(target: HFModel, draft: HFModel, grid: Grid, timer: Timer, effort: Effort, seed: int,
+                   tick: Callable[[], None]) -> list[dict[str, Any]]:
+    """Every grid point of both models, timed in interleaved rounds (`calibrate.timing.interleaved`)."""
+    gen = torch.Generator().manual_seed(seed)
+    points: dict[tuple[str, int, int], Callable[[], object]] = {}
+    for m, ns in ((target, grid.target_new_tokens), (draft, grid.draft_new_tokens)):
+        for c in grid.contexts:
+            for n in ns:
+                points[(m.spec.name, n, c)] = pass_step(m, n, c, gen)
+        for n in grid.prefill_tokens:
+            points[(m.spec.name, n, 0)] = pass_step(m, n, 0, gen)
+    timings = interleaved(points, timer, effort, np.random.default_rng(seed), group=lambda key: key[0])
+    records = []
+    for (name, n, c), t in timings.items():
+        records.append({"model": name, "batch": 1, "new_tokens": n, "context": c, **t.to_dict()})
+        tick()
+    return records
+
+
+@torch.inference_mode()
+def generate(m: HFModel, prompt: Sequence[int], new_tokens: int, **kw: Any) -> tuple[list[int], float]:
+    """transformers' own `generate`, greedy, exactly `new_tokens` tokens: (the new tokens, seconds)."""
+    ids = torch.tensor([list(prompt)])
+    t0 = time.perf_counter()
+    out = m.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
+                           min_new_tokens=new_tokens, do_sample=False, pad_token_id=0, **kw)
+    return out[0, ids.shape[1]:].tolist(), time.perf_counter() - t0
+
+
+def median_time(fn: Callable[[], float], repeats: int) -> float:
+    return float(np.median([fn() for _ in range(repeats)]))
+
+
+def generate_overheads(target: HFModel, draft: HFModel, cost: CostModel, prompts: Sequence[Sequence[int]],
+                       repeats: int, tick: Callable[[], None]) -> dict[str, Any]:
+    """What `generate()` does around its passes, from plain calls only:
+
+    - the target's loop: generate(N2) - generate(N1) over N2 - N1 tokens, less the fitted passes of those tokens;
+    - the draft's call: generate(k) for k in DRAFT_CALL_KS fitted as a + b k; the fixed cost a, less the fitted
+      prefill, is what one call of the assistant costs an assisted step; b less a fitted draft pass is its loop's
+      per-token work."""
+    n1, n2 = 4, 36
+    steps, loop = [], []
+    for p in prompts:
+        pairs = [(generate(target, p, n1)[1], generate(target, p, n2)[1]) for _ in range(repeats)]  # in turns
+        d1, d2 = (float(np.median(x)) for x in zip(*pairs))
+        passes = sum(cost.pass_time_s(target.spec, 1, 1, len(p) + i) for i in range(n1 - 1, n2 - 1))
+        steps.append((d2 - d1) / (n2 - n1))
+        loop.append((d2 - d1 - passes) / (n2 - n1))
+        tick()
+    short = list(prompts[0][:16])
+    calls = {k: median_time(lambda k=k: generate(draft, short, k)[1], repeats) for k in DRAFT_CALL_KS}
+    tick()
+    ks = np.array(DRAFT_CALL_KS, dtype=float)
+    slope, intercept = np.polyfit(ks, np.array([calls[k] for k in DRAFT_CALL_KS]), 1)
+    # generate(k) = call + prefill(16 tokens; its logits give the first token) + (k - 1) x (pass + per-token loop)
+    prefill = cost.pass_time_s(draft.spec, 1, len(short), 0)
+    draft_pass = cost.pass_time_s(draft.spec, 1, 1, len(short) + 4)
+    return {"target_step_s": float(np.median(steps)), "target_loop_s": max(float(np.median(loop)), 0.0),
+            "draft_call_s": max(float(intercept + slope - prefill), 0.0),
+            "draft_loop_s": max(float(slope - draft_pass), 0.0),
+            "draft_generate_s_by_k": {str(k): v for k, v in calls.items()},
+            "tokens": [n1, n2], "prompts": len(prompts), "repeats": repeats}
+
+
+@torch.inference_mode()
+def logits_of(m: HFModel, seq: Sequence[int]) -> torch.Tensor:
+    return m.model(torch.tensor([list(seq)])).logits[0].float()
+
+
+def measure_hf_acceptance(target: HFModel, draft: HFModel, prompts: Sequence[Sequence[int]], new_tokens: int,
+                          seed: int, tick: Callable[[], None]) -> tuple[dict[str, Any], list[list[int]]]:
+    """The draft's acceptance along the target's greedy text from each prompt (as `measure_acceptance` does for
+    specsim's engine, through transformers' passes); and that text, for the lookup."""
+    from calibrate.measure_acceptance import N_RANKS, rank_acceptance, summarize_acceptance
+    from engine.rejection import distribution
+
+    gen = torch.Generator().manual_seed(seed)
+    alphas, matches, ranks, texts = [], [], np.zeros(N_RANKS), []
+    for prompt in prompts:
+        out, _ = generate(target, prompt, new_tokens)
+        seq = list(prompt) + out
+        texts.append(out)
+        sl = slice(len(prompt) - 1, len(prompt) - 1 + new_tokens)
+        lp, lq = logits_of(target, seq)[sl], logits_of(draft, seq)[sl]
+        p, q = distribution(lp, 1.0), distribution(lq, 1.0)
+        alphas.append(torch.minimum(p, q).sum(-1).numpy().astype(float))
+        matches.append((lp.argmax(-1) == lq.argmax(-1)).numpy())
+        ranks += rank_acceptance(p, q, N_RANKS, 4, gen)
+        tick()
+    return summarize_acceptance(alphas, matches, ranks / len(prompts), prompts, new_tokens, 0.0, seed), texts
+
+
+def lookup_candidates(K: int) -> Any:
+    from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
+
+    return PromptLookupCandidateGenerator(num_output_tokens=K, max_matching_ngram_size=2, max_length=1 << 20)
+
+
+def measure_lookup(target: HFModel, prompts: Sequence[Sequence[int]], new_tokens: int, ks: Sequence[int],
+                   tick: Callable[[], None]) -> dict[str, Any]:
+    """transformers' prompt lookup along the target's greedy text from prompts that repeat themselves: at every
+    position, how many tokens its `PromptLookupCandidateGenerator` proposes and how many of them the target's own
+    next tokens match (greedy: the accepted run), and its host time per call."""
+    from calibrate.ngram import repeating
+
+    by_k: dict[str, dict[str, Any]] = {}
+    texts = []
+    for p in prompts:
+        rp = repeating(p)
+        texts.append((rp, generate(target, rp, new_tokens)[0]))
+        tick()
+    for K in ks:
+        finder = lookup_candidates(K)
+        proposed, accepted, host = [], [], []
+        for rp, out in texts:
+            seq = torch.tensor([rp + out])
+            for t in range(new_tokens - 1):
+                ids = seq[:, :len(rp) + t]
+                t0 = time.perf_counter()
+                cand, _ = finder.get_candidates(ids)
+                host.append(time.perf_counter() - t0)
+                drafted = cand[0, ids.shape[1]:].tolist()
+                truth = out[t:t + len(drafted)]
+                run = 0
+                while run < len(drafted) and run < len(truth) and drafted[run] == truth[run]:
+                    run += 1
+                proposed.append(len(drafted))
+                accepted.append(run)
+        n = new_tokens - 1
+        by_k[str(K)] = {"proposed_mean": float(np.mean(proposed)), "accepted_mean": float(np.mean(accepted)),
+                        "proposal_rate": float(np.mean(np.array(proposed) > 0)),
+                        "host_s": float(np.median(host)),
+                        "proposed": [proposed[i:i + n] for i in range(0, len(proposed), n)],
+                        "accepted": [accepted[i:i + n] for i in range(0, len(accepted), n)]}
+    return {"prompt_form": "repeating", "prompts": len(prompts), "tokens_per_prompt": new_tokens, "by_k": by_k}
+
+
+def hf_profile(target_dir: str | Path, draft_dir: str | Path, quick: bool, seed: int, command: str,
+               options: Mapping[str, Any], progress: Any) -> Profile:
+    """`specsim calibrate --engine transformers`: see the module docstring."""
+    from calibrate.microbench import n_microbenchmarks, run_microbenchmarks
+    from engine.builtin import encode, prompts
+    from engine.device import device_identity, device_state
+    from scenarios.host import host_summary
+
+    transformers = require_transformers()
+    target, draft = load_hf(target_dir, "target"), load_hf(draft_dir, "draft")
+    if target.spec.vocab_size != draft.spec.vocab_size:
+        raise SpecsimError(f"the target's vocabulary ({target.spec.vocab_size}) is not the draft's "
+                           f"({draft.spec.vocab_size}); transformers' assisted generation needs one tokenizer")
+    if target.spec.name == draft.spec.name:
+        draft.spec = replace(draft.spec, name=draft.spec.name + "-draft")
+    device = torch.device("cpu")
+    timer, effort = Timer(device), Effort.of(quick, False)
+    created = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    state_start = device_state(device)
+    with progress("micro-benchmarks", n_microbenchmarks(device)) as bar:
+        micro = run_microbenchmarks(timer, quick, lambda: bar.update(1))
+    grid = Grid.of(quick)
+    n_points = (len(grid.contexts) * (len(grid.target_new_tokens) + len(grid.draft_new_tokens))
+                + 2 * len(grid.prefill_tokens))
+    with progress(f"transformers' passes ({target.folder.name}, {draft.folder.name})", n_points) as bar:
+        passes = time_hf_passes(target, draft, grid, timer, effort, seed, lambda: bar.update(1))
+
+    specs = {target.spec.name: target.spec, draft.spec.name: draft.spec}
+    points = [PassPoint(r["model"], r["batch"], r["new_tokens"], r["context"], r["median_s"]) for r in passes]
+    train, test = heldout_split(points, 0.25, np.random.default_rng(seed))
+    hw = Microbenchmarks.from_dict(micro).hardware(device_identity(device)["name"], None)
+    gemm = micro["matmul"].get("fp32")["flops_per_s"]
+    with progress("fit", 1) as bar:
+        fit = fit_cost_model(train, specs, hw, gemm, micro["bandwidth"]["read_bytes_per_s"], "fp32")
+        bar.update(1)
+    cost = fit.cost
+
+    n_prompts, n_tokens, repeats = (12, 64, 3) if quick else (24, 96, 5)
+    calib = [encode(p) for p in prompts("calibration")[:n_prompts]]
+    with progress("generate() around its passes (plain calls)", min(3, n_prompts) + 1) as bar:
+        loop = generate_overheads(target, draft, cost, calib[:3], repeats, lambda: bar.update(1))
+    with progress("acceptance (the target's greedy text)", n_prompts) as bar:
+        acc, _ = measure_hf_acceptance(target, draft, calib, n_tokens, seed, lambda: bar.update(1))
+    with progress("prompt lookup (prompts that repeat themselves)", n_prompts) as bar:
+        acc["lookup"] = measure_lookup(target, calib, n_tokens, range(1, K_MAX + 1), lambda: bar.update(1))
+    acc["transformers_loop"] = loop
+
+    engine = EngineOverheads(plain=PerStep(loop["target_loop_s"]), draft=PerStep(loop["draft_loop_s"]),
+                             verify=PerStep(loop["target_loop_s"] + loop["draft_call_s"]), draft_catchup_tokens=2)
+    overheads = replace(cost.overheads, engine=engine)
+    heldout = HeldoutErrors.from_dict(errors(cost, test, specs))
+    datasheet = CostModel.from_hardware(hw, "fp32", datasheet=True)
+    records = tuple(PassRecord.from_dict(r) for r in passes)
+    identity = {**device_identity(device), "engine": f"transformers {transformers.__version__}"}
+    return Profile(
+        command=command, created=created, device=DeviceInfo.from_dict(identity), dtype="fp32",
+        target=target.spec, draft=draft.spec, micro=Microbenchmarks.from_dict(micro), passes=records,
+        fit=Fit(cost.linear_rates, cost.attention_rates, overheads, heldout,
+                HeldoutErrors.from_dict(errors(datasheet, test, specs)), len(train), cost.attention_overlap, (),
+                {"method": "non-negative least squares on relative error, to transformers' own passes; see "
+                           "calibrate/transformers_engine.py",
+                 "seconds_per_linear_byte": {"rows": list(fit.knots), "values": list(fit.seconds_per_linear_byte)},
+                 "bounds": list(fit.bounds),
+                 "assumed": ["an assisted step's loop costs what a plain step's does, plus one call of the "
+                             "assistant's generate(); both measured on plain calls"]}),
+        acceptance=MeasuredAcceptance.from_dict(acc), options=dict(options), engine_mode="eager", quick=quick,
+        origin=f"transformers:{target.folder}", trust=assess_trust(heldout, records), specsim_version=__version__,
+        device_state={"start": state_start, "end": device_state(device)}, host=host_summary())
+
+
+# -- prediction ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HFRun:
+    """What one transformers call does: assisted generation with k drafts, or prompt lookup with K."""
+
+    kind: str  # "assisted" | "lookup"
+    k: int
+
+    @property
+    def label(self) -> str:
+        return f"{'assistant' if self.kind == 'assisted' else 'lookup'} k={self.k}"
+
+    def kwargs(self, draft: HFModel | None) -> dict[str, Any]:
+        if self.kind == "lookup":
+            return {"prompt_lookup_num_tokens": self.k}
+        assert draft is not None
+        g = draft.model.generation_config
+        g.num_assistant_tokens, g.num_assistant_tokens_schedule = self.k, "constant"
+        g.assistant_confidence_threshold = 0.0
+        return {"assistant_model": draft.model}
+
+
+def replay(proposed: Sequence[Sequence[int]], accepted: Sequence[Sequence[int]], new_tokens: int
+           ) -> list[tuple[int, int]]:
+    """The steps greedy decoding takes along each calibration text: at position t a step proposes proposed[t] tokens
+    and keeps accepted[t] + 1, and the next step starts where it stopped. Steps, not positions: averaging over every
+    position would weigh a long copied stretch once per token where decoding crosses it in a few steps."""
+    steps = []
+    for m, a in zip(proposed, accepted):
+        t, n = 0, min(len(m), new_tokens)
+        while t < n:
+            steps.append((int(m[t]), int(a[t])))
+            t += int(a[t]) + 1
+    return steps
+
+
+def measured_pass_s(profile: Profile, model: ModelSpec, new_tokens: int, context: int) -> float:
+    """A pass as transformers ran it in the calibration: the measured times of these new tokens, linear in the
+    context between (and beyond) the measured contexts; the fitted cost model where none was measured."""
+    pts = sorted((p.context, p.median_s) for p in profile.passes
+                 if p.model == model.name and p.batch == 1 and p.median_s and
+                 (p.new_tokens == new_tokens if context > 0 else p.context == 0))
+    if context == 0:  # a prefill: linear in its tokens between the measured ones
+        pre = sorted((p.new_tokens, p.median_s) for p in profile.passes
+                     if p.model == model.name and p.context == 0 and p.median_s)
+        if len(pre) >= 2:
+            n, t = np.array(pre, dtype=float).T
+            if new_tokens <= n[-1]:
+                return float(np.interp(new_tokens, n, t))
+            slope = (t[-1] - t[-2]) / (n[-1] - n[-2])
+            return float(t[-1] + slope * (new_tokens - n[-1]))
+        return profile.cost_model().pass_time_s(model, 1, new_tokens, 0)
+    if len(pts) >= 2:
+        c, t = np.array(pts, dtype=float).T
+        slope, intercept = np.polyfit(c, t, 1)
+        return float(intercept + slope * context)
+    return profile.cost_model().pass_time_s(model, 1, new_tokens, context)
+
+
+def predict_call(profile: Profile, run: HFRun | None, prompt_tokens: int, new_tokens: int) -> float:
+    """Seconds transformers takes to generate `new_tokens` greedy tokens after a prompt (None: plain), from the
+    profile alone: the passes as calibrated, the loop's measured work, and the steps greedy decoding took along the
+    calibration texts (`replay`: the draft model's greedy matches, or the lookup's proposals and their matches at
+    this K). The speculative call's first verification pass also reads the prompt (transformers does not prefill
+    it apart), and the assistant prefills it in its first call."""
+    acc = profile.acceptance
+    assert acc is not None
+    eng = profile.fit.overheads.engine
+    target, draft = profile.target, profile.draft
+    c = prompt_tokens + new_tokens // 2  # passes are linear in the context: the middle one is their mean
+    if run is None:
+        return (measured_pass_s(profile, target, prompt_tokens, 0)
+                + (new_tokens - 1) * (measured_pass_s(profile, target, 1, c) + eng.plain.fixed_s))
+    if run.kind == "assisted":
+        k = run.k
+        yields = [np.asarray(y) for y in acc.greedy_yields]
+        steps = replay([np.full(len(y), k) for y in yields], [np.minimum(y - 1, k) for y in yields], new_tokens)
+        drafting = (measured_pass_s(profile, draft, eng.draft_catchup_tokens, c)
+                    + (k - 1) * measured_pass_s(profile, draft, 1, c) + k * eng.draft.fixed_s)
+        first = measured_pass_s(profile, target, prompt_tokens + k, 0) + measured_pass_s(profile, draft,
+                                                                                        prompt_tokens, 0)
+        cost = [drafting + measured_pass_s(profile, target, m + 1, c) + eng.verify.fixed_s for m, _ in steps]
+    else:
+        lk = acc.raw["lookup"]["by_k"][str(run.k)]
+        steps = replay(lk["proposed"], lk["accepted"], new_tokens)
+        first = measured_pass_s(profile, target, prompt_tokens + run.k, 0)
+        cost = [measured_pass_s(profile, target, m + 1, c) + eng.plain.fixed_s + lk["host_s"] for m, _ in steps]
+    tokens = np.mean([a + 1 for _, a in steps])
+    per_step = float(np.mean(cost))
+    return first + max(new_tokens - tokens, 0.0) / tokens * per_step
+
+
+def check_profile(profile: Profile) -> None:
+    if not str(profile.origin or "").startswith("transformers:") or profile.acceptance is None:
+        raise SpecsimError("validate --engine transformers needs a profile from specsim calibrate --engine "
+                           "transformers --target DIR --draft DIR")
+
+
+# -- validation ------------------------------------------------------------------------------------------------------
+
+
+def default_runs(quick: bool) -> list[HFRun]:
+    ks = (1, 2, 4, 8) if quick else (1, 2, 3, 4, 6, 8)
+    lookups = (2, 4) if quick else (2, 4, 6, 8)
+    return [HFRun("assisted", k) for k in ks] + [HFRun("lookup", k) for k in lookups]
+
+
+def validate_hf(profile: Profile, target_dir: str | Path, draft_dir: str | Path, runs: Sequence[HFRun],
+                n_prompts: int, new_tokens: int, repeats: int, seed: int, progress: Any) -> dict[str, Any]:
+    """Each run of transformers' assisted generation and prompt lookup on held-out prompts (lookup: made to repeat
+    themselves), each paired with a plain `generate` of the same prompt in the same round, the order shuffled every
+    round; the measured speed-up (plain time over speculative time, medians over rounds) against `predict_call`'s.
+    Greedy decoding: every speculative output must equal the plain one, token for token."""
+    from calibrate.ngram import repeating
+    from engine.builtin import encode, prompts
+
+    check_profile(profile)
+    target, draft = load_hf(target_dir, "target"), load_hf(draft_dir, "draft")
+    rng = np.random.default_rng(seed)
+    held = [encode(p) for p in prompts("heldout")[:n_prompts]]
+    forms = {"assisted": held, "lookup": [repeating(p) for p in held]}
+    times: dict[tuple[str, int, int], list[float]] = {}  # (run label | "plain <kind>", prompt) -> seconds
+    mismatched: list[str] = []
+    jobs = [(run, i) for run in runs for i in range(len(held))]
+    with progress("transformers: speculative runs, each paired with a plain run", repeats * len(jobs)) as bar:
+        for _ in range(repeats):
+            for j in rng.permutation(len(jobs)):
+                run, i = jobs[j]
+                p = forms[run.kind][i]
+                order = [None, run] if rng.random() < 0.5 else [run, None]
+                outs = {}
+                for r in order:
+                    kw = r.kwargs(draft) if r is not None else {}
+                    outs[r], t = generate(target, p, new_tokens, **kw)
+                    times.setdefault((r.label if r else f"plain {run.label}", i, 0), []).append(t)
+                if outs[run] != outs[None] and run.label not in mismatched:
+                    mismatched.append(run.label)
+                bar.update(1)
+    rows = []
+    for run in runs:
+        per_prompt = []
+        for i in range(len(held)):
+            plain = float(np.median(times[(f"plain {run.label}", i, 0)]))
+            spec = float(np.median(times[(run.label, i, 0)]))
+            L = len(forms[run.kind][i])
+            predicted = predict_call(profile, None, L, new_tokens) / predict_call(profile, run, L, new_tokens)
+            per_prompt.append((plain / spec, predicted, plain, spec))
+        a = np.array(per_prompt)
+        measured, predicted = float(np.median(a[:, 0])), float(np.median(a[:, 1]))
+        rows.append({"run": run.label, "kind": run.kind, "k": run.k, "measured_speedup": measured,
+                     "predicted_speedup": predicted, "rel_error": predicted / measured - 1,
+                     "measured_spread": [float(np.percentile(a[:, 0], 25)), float(np.percentile(a[:, 0], 75))],
+                     "plain_s": float(np.median(a[:, 2])), "speculative_s": float(np.median(a[:, 3]))})
+    err = np.abs([r["rel_error"] for r in rows])
+    return {"engine": f"transformers {require_transformers().__version__}", "target": str(target.folder),
+            "draft": str(draft.folder), "prompts": len(held), "tokens": new_tokens, "repeats": repeats,
+            "decoding": "greedy", "rows": rows, "median_abs_err_speedup": float(np.median(err)),
+            "p90_abs_err_speedup": float(np.percentile(err, 90)), "outputs_differ": mismatched}
+
+
+def format_validation(report: Mapping[str, Any]) -> str:
+    lines = [f"{report['engine']}: {report['target']} with {report['draft']}, batch 1, greedy, "
+             f"{report['prompts']} held-out prompts x {report['repeats']} rounds, {report['tokens']} tokens",
+             f"{'run':<16}{'measured':>10}{'predicted':>11}{'error':>9}   plain -> speculative (median s)"]
+    for r in report["rows"]:
+        lo, hi = r["measured_spread"]
+        lines.append(f"{r['run']:<16}{r['measured_speedup']:>9.2f}x{r['predicted_speedup']:>10.2f}x"
+                     f"{100 * r['rel_error']:>+8.1f}%   {r['plain_s']:.2f} -> {r['speculative_s']:.2f} "
+                     f"(IQR of prompts {lo:.2f}-{hi:.2f}x)")
+    lines.append(f"speed-up |error|: median {100 * report['median_abs_err_speedup']:.1f} %, p90 "
+                 f"{100 * report['p90_abs_err_speedup']:.1f} %")
+    lines.append("every speculative output equalled the plain one" if not report["outputs_differ"] else
+                 f"outputs differ from plain generate for: {', '.join(report['outputs_differ'])}")
+    return "\n".join(lines)
