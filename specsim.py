@@ -101,9 +101,10 @@ def predict(alpha: float | None, setup: opt.SetupOptions, ks: list[int], cost_ra
 @click.option("--expert-sharing", type=float, default=None, metavar="S",
               help="An MoE target (e.g. specsim-moe): the probability that a sequence's tokens in one pass share the "
                    "experts of its first (0: routed independently) [default: 0.5].")
-@click.option("--engine", type=click.Choice(["specsim", "transformers"]), default="specsim", show_default=True,
-              help="Whose passes to time: specsim's own engine, or Hugging Face transformers' (with --target DIR "
-                   "--draft DIR: local model folders, e.g. from specsim export).")
+@click.option("--engine", type=click.Choice(["specsim", "transformers", "llama.cpp"]), default="specsim",
+              show_default=True,
+              help="Whose passes to time: specsim's own engine, Hugging Face transformers' or llama.cpp's llama-bench "
+                   "(with --target DIR --draft DIR: model folders as specsim export writes them).")
 def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: list[int] | None,
               contexts: list[int] | None, quick: bool, eager: bool, busy: bool, out_path: Path | None, as_json: bool,
               seed: int, source: str | None, hardware: str | None, expert_sharing: float | None, engine: str) -> None:
@@ -115,14 +116,15 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
     specsim calibrate --from vllm:manifest.toml --hardware h100-sxm --target llama-3.1-8b --draft llama-3.2-1b
     specsim calibrate --quick --target specsim-moe --expert-sharing 0
     specsim calibrate --quick --engine transformers --target pair/target --draft pair/draft --out hf.json
+    specsim calibrate --quick --engine llama.cpp --target pair/target --draft pair/draft --out llama.json
     """
     from calibrate.calibration import calibrate_device
     from calibrate.calibration_summary import format_summary
     from calibrate.step_import import calibrate_from
 
     command, options = out.invocation("specsim calibrate")
-    if engine == "transformers":
-        profile, path = cmd.run_calibrate_transformers(target, draft, quick, seed, out_path, command, options)
+    if engine != "specsim":
+        profile, path = cmd.run_calibrate_engine(engine, target, draft, quick, seed, out_path, command, options)
     elif source or hardware:
         profile, path = calibrate_from(source or "", hardware, target, draft, dtype, seed, out_path, command, options)
     else:
@@ -201,9 +203,11 @@ def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: i
 @click.option("--drafter", type=click.Choice(["model", "heads", "ngram"]), default="model", show_default=True,
               help="What drafts for the built-in target: its draft model, its trained prediction heads, or prompt "
                    "lookup (on held-out prompts made to repeat themselves; --tree '').")
-@click.option("--engine", type=click.Choice(["specsim", "transformers"]), default="specsim", show_default=True,
-              help="Whose runs to validate against: specsim's own engine, or transformers' assisted generation and "
-                   "prompt lookup (--target DIR --draft DIR, a profile from calibrate --engine transformers).")
+@click.option("--engine", type=click.Choice(["specsim", "transformers", "llama.cpp"]), default="specsim",
+              show_default=True,
+              help="Whose runs to validate against: specsim's own engine, transformers' assisted generation and "
+                   "prompt lookup, or llama-server with a draft (--target DIR --draft DIR and a profile from "
+                   "calibrate --engine of the same engine).")
 @opt.served_options
 def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int] | None, trees: tuple[str, ...],
              repeats: int | None, new_tokens: int | None, quick: bool, as_json: bool, plot_dir: Path | None,
@@ -219,10 +223,11 @@ def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int]
     specsim validate --quick --drafter heads --tree 2,2     # the built-in target's prediction heads
     specsim validate --quick --drafter ngram --tree ''      # prompt lookup on prompts that repeat themselves
     specsim validate --quick --engine transformers --profile hf.json --target pair/target --draft pair/draft
+    specsim validate --quick --engine llama.cpp --profile llama.json --target pair/target --draft pair/draft
     """
-    if engine == "transformers":
-        return cmd.run_validate_transformers(profile_path, target, draft, ks, repeats, new_tokens, quick, as_json,
-                                             seed, served)
+    if engine != "specsim":
+        return cmd.run_validate_engine(engine, profile_path, target, draft, ks, repeats, new_tokens, quick, as_json,
+                                       seed, served)
     cmd.run_validate(profile_path, batches, ks, trees, repeats, new_tokens, quick, as_json, plot_dir, seed, target,
                     draft, acceptance_spec, served, drafter)
 
@@ -532,13 +537,14 @@ def sweep(spec_path: Path, executor: str, out_path: Path | None, plot_dir: Path 
 @cli.command()
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Folder to write target/ and draft/ into.")
-@click.option("--format", "fmt", type=click.Choice(["hf"]), default="hf", show_default=True,
-              help="hf: Hugging Face LlamaForCausalLM folders (config.json, model.safetensors, tokenizer.json).")
+@click.option("--format", "fmt", type=click.Choice(["hf", "gguf", "both"]), default="both", show_default=True,
+              help="hf: Hugging Face LlamaForCausalLM folders (config.json, model.safetensors, tokenizer.json); "
+                   "gguf: model.gguf for llama.cpp beside config.json; both.")
 def export(out_dir: Path, fmt: str) -> None:
     """Write the built-in pair (the expanded target, the draft) in another engine's format.
 
     \b
-    specsim export --out pair/        # pair/target and pair/draft load with transformers' from_pretrained
+    specsim export --out pair/        # pair/target, pair/draft: transformers' from_pretrained, llama.cpp's -m
     """
     cmd.run_export(out_dir, fmt)
 

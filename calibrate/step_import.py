@@ -194,18 +194,59 @@ def read_sglang(path: str | Path) -> list[StepTime]:
     return out
 
 
-READERS = {"csv": read_csv, "vllm": read_vllm, "sglang": read_sglang}
+def read_llama_bench(path: str | Path) -> list[StepTime]:
+    """The tests of ``llama-bench -o json`` (or ``-o jsonl``), one sequence each: a prompt test (``n_prompt`` > 0,
+    ``n_gen`` 0) is one pass of n_prompt tokens on ``n_depth`` cached ones (a prefill at depth 0; at depth d with
+    n_prompt = k + 1 exactly a verification pass); a generation test is n_gen one-token passes from depth d, each
+    at the mean context. Its time: the median of ``samples_ns`` (else ``avg_ns``). Two models in one file: the
+    smaller (``model_n_params``) is the draft."""
+    text = read_text(path, "llama-bench JSON")
+    try:
+        records = parse_json(text, str(path))
+    except SpecsimError:
+        records = read_records(path, "llama-bench JSON lines")
+    if not isinstance(records, list) or not records:
+        raise SpecsimError(f"{path}: not the output of llama-bench -o json (a list of test results)")
+    params = {r.get("model_n_params") for r in records if isinstance(r, dict)}
+    if len(params) > 2:
+        raise SpecsimError(f"{path}: tests of {len(params)} models; give one target and at most one draft")
+    draft_params = min(params, key=lambda v: v or 0) if len(params) == 2 else None
+    out = []
+    for i, r in enumerate(records, 1):
+        where = f"{path} test {i}"
+        if not isinstance(r, dict) or "n_prompt" not in r or "n_gen" not in r:
+            raise SpecsimError(f"{where}: not a llama-bench test (no n_prompt, n_gen)")
+        n_prompt, n_gen = _int(r["n_prompt"], where, "n_prompt", 0), _int(r["n_gen"], where, "n_gen", 0)
+        depth = _int(r.get("n_depth", 0), where, "n_depth", 0)
+        samples = r.get("samples_ns")
+        t = (_time(float(np.median(samples)), where, "samples_ns", 1e-9) if isinstance(samples, list) and samples
+             else _time(r.get("avg_ns"), where, "avg_ns", 1e-9))
+        draft = draft_params is not None and r.get("model_n_params") == draft_params
+        if n_prompt and n_gen:
+            raise SpecsimError(f"{where}: a mixed prompt + generation test (-pg) cannot be split into passes; run "
+                               "llama-bench with -p and -n apart")
+        if n_prompt:
+            phase = "draft" if draft else ("prefill" if depth == 0 else "decode" if n_prompt == 1 else "verify")
+            out.append(StepTime(phase, 1, n_prompt, depth, t, where))
+        elif n_gen:
+            out.append(StepTime("draft" if draft else "decode", 1, 1, depth + n_gen // 2, t / n_gen, where))
+    if not out:
+        raise SpecsimError(f"{path}: no test with n_prompt or n_gen > 0")
+    return out
+
+
+READERS = {"csv": read_csv, "vllm": read_vllm, "sglang": read_sglang, "llama-bench": read_llama_bench}
 
 
 def read_source(source: str) -> tuple[str, list[StepTime]]:
-    """``KIND:PATH`` (csv, vllm, sglang) or a path ending in .csv -> (kind, steps)."""
+    """``KIND:PATH`` (csv, vllm, sglang, llama-bench) or a path ending in .csv -> (kind, steps)."""
     kind, sep, path = source.partition(":")
     if not sep or kind.lower() not in READERS:
         if source.lower().endswith(".csv"):
             kind, path = "csv", source
         else:
             raise SpecsimError(f"--from {source!r}: say which engine measured it: vllm:MANIFEST.toml, "
-                               "sglang:RESULTS.jsonl or csv:STEPS.csv")
+                               "sglang:RESULTS.jsonl, llama-bench:RESULTS.json or csv:STEPS.csv")
     return kind.lower(), READERS[kind.lower()](path)
 
 
@@ -223,11 +264,32 @@ def _ceilings(hw: HardwareSpec, dtype: str) -> dict[str, Any]:
             "matmul": {dtype: {"flops_per_s": hw.peak_flops(dtype)}}}
 
 
+def this_cpu(source: str) -> tuple[HardwareSpec, dict[str, Any], dict[str, Any]]:
+    """This machine's CPU as its quick micro-benchmarks see it (a CPU has no datasheet here): an engine's step
+    times measured on it are fitted under its measured bandwidth and FLOP/s."""
+    import torch
+
+    from calibrate.microbench import run_microbenchmarks
+    from calibrate.timing import Timer
+    from engine.device import device_identity
+
+    identity = device_identity(torch.device("cpu"))
+    micro = run_microbenchmarks(Timer(torch.device("cpu")), True, lambda: None)
+    micro["source"] = "micro-benchmarks of this CPU (quick), run by the import"
+    hw = Microbenchmarks.from_dict(micro).hardware(identity["name"], None)
+    return hw, micro, {**identity, "imported_from": source}
+
+
 def import_profile(source: str, hardware: str, target_name: str, draft_name: str, dtype: str, seed: int,
                    command: str, options: Mapping[str, Any]) -> Profile:
     """The profile fitted to an engine's step times (see the module docstring)."""
     kind, steps = read_source(source)
-    hw = load_hardware(hardware)
+    if hardware.lower() == "cpu":
+        hw, micro, device = this_cpu(source)
+    else:
+        hw = load_hardware(hardware)
+        micro = _ceilings(hw, dtype)
+        device = {"kind": "cuda", "name": hw.name, "memory_bytes": hw.mem_capacity_bytes, "imported_from": source}
     target, draft = load_model(target_name, dtype), load_model(draft_name, dtype)
     specs = {target.name: target, draft.name: draft}
     points = to_points(steps, target, draft)
@@ -239,18 +301,25 @@ def import_profile(source: str, hardware: str, target_name: str, draft_name: str
     achieved = hw.mem_bw_bytes_per_s * hw.bw_efficiency
     drafts_measured = any(s.phase == "draft" for s in steps)
 
+    # A CPU has no datasheet here, and a quick read benchmark on a shared machine can fall below what the engine
+    # reaches: its measured rates seed the fit but bound nothing (the sample's steps alone decide).
+    cpu = hardware.lower() == "cpu"
+
     def fitted(train: Sequence[PassPoint]) -> FitResult:
         return fit_cost_model(train, specs, hw, hw.peak_flops(dtype), hw.mem_bw_bytes_per_s, dtype,
-                              floor_s_per_byte=1.0 / achieved, per_row_term=drafts_measured, compute_term=True,
-                              ceiling_bw_bytes_per_s=hw.mem_bw_bytes_per_s, ceiling_flops_per_s=hw.peak_flops(dtype))
+                              floor_s_per_byte=0.0 if cpu else 1.0 / achieved, per_row_term=drafts_measured,
+                              compute_term=True, ceiling_bw_bytes_per_s=None if cpu else hw.mem_bw_bytes_per_s,
+                              ceiling_flops_per_s=None if cpu else hw.peak_flops(dtype))
 
     result = fitted(points)
     cost = result.cost
     heldout = cross_validated(points, lambda train: fitted(train).cost, specs, seed)
     datasheet = CostModel.from_hardware(hw, dtype, datasheet=True)
     overheads, assumed, step_s = split_step_costs(cost.overheads, kind, drafts_measured, draft)
-    assumed.insert(0, f"weights read at {achieved / 1e9:,.0f} GB/s at best, what engines achieve on this GPU "
-                      f"({100 * hw.bw_efficiency:.0f} % of its datasheet; scenarios/hardware.toml)")
+    assumed.insert(0, "no bound on the fitted rates: this CPU's measured read bandwidth "
+                      f"({achieved / 1e9:,.0f} GB/s) seeds the fit only" if cpu else
+                   f"weights read at {achieved / 1e9:,.0f} GB/s at best, what engines achieve on this GPU "
+                   f"({100 * hw.bw_efficiency:.0f} % of its datasheet; scenarios/hardware.toml)")
     # What the passes took: the steps' times less the engine's own cost of a step (charged once per step).
     net = [p.time_s - (0.0 if p.model == draft.name else step_s) for p in points]
     if min(net) <= 0:
@@ -268,9 +337,8 @@ def import_profile(source: str, hardware: str, target_name: str, draft_name: str
               linear_additive=True)
     return Profile(
         command=command, created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        device=DeviceInfo.from_dict({"kind": "cuda", "name": hw.name, "memory_bytes": hw.mem_capacity_bytes,
-                                     "imported_from": source}),
-        dtype=dtype, target=target, draft=draft, micro=Microbenchmarks.from_dict(_ceilings(hw, dtype)),
+        device=DeviceInfo.from_dict(device),
+        dtype=dtype, target=target, draft=draft, micro=Microbenchmarks.from_dict(micro),
         passes=passes, fit=fit, options=dict(options), engine_mode="graph",
         origin=source if ":" in source else f"{kind}:{source}", quick=False, trust=assess_trust(held, passes),
         specsim_version=__version__)
@@ -335,7 +403,8 @@ def calibrate_from(source: str, hardware: str | None, target: str, draft: str, d
                    out: Path | None, command: str, options: Mapping[str, Any]) -> tuple[Profile, Path]:
     """`specsim calibrate --from`: the output checked first, the profile fitted and written."""
     if not hardware:
-        raise SpecsimError("--from needs --hardware PRESET: the GPU the engine ran on (its datasheet ceilings)")
+        raise SpecsimError("--from needs --hardware PRESET: the GPU the engine ran on (its datasheet ceilings), or "
+                           "--hardware cpu: this machine's CPU, measured")
     if is_builtin_pair(target):
         raise SpecsimError("--from needs --target (and --draft): the models the engine served, e.g. --target "
                            "llama-3.1-8b --draft llama-3.2-1b")

@@ -412,9 +412,13 @@ def measured_pass_s(profile: Profile, model: ModelSpec, new_tokens: int, context
             return float(t[-1] + slope * (new_tokens - n[-1]))
         return profile.cost_model().pass_time_s(model, 1, new_tokens, 0)
     if len(pts) >= 2:
+        # Theil-Sen: the median of the pairwise slopes, so one slow measurement (a burst on a shared machine)
+        # cannot turn the line over; never below the fastest measured pass
         c, t = np.array(pts, dtype=float).T
-        slope, intercept = np.polyfit(c, t, 1)
-        return float(intercept + slope * context)
+        slope = max(float(np.median([(t[j] - t[i]) / (c[j] - c[i]) for i in range(len(c))
+                                     for j in range(i + 1, len(c)) if c[j] != c[i]])), 0.0)
+        intercept = float(np.median(t - slope * c))
+        return max(intercept + slope * context, float(t.min()) * 0.5)
     return profile.cost_model().pass_time_s(model, 1, new_tokens, context)
 
 

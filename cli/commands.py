@@ -258,50 +258,78 @@ def plot_drafts(setup: SetupOptions, pairs: tuple[str, ...], batches: list[int],
 
 
 def run_export(out_dir: Path, fmt: str) -> None:
-    """`specsim export`: the built-in pair as Hugging Face folders, the output checked before any work."""
+    """`specsim export`: the built-in pair as Hugging Face folders and GGUF files, the output checked first."""
+    import json
+
     from engine.builtin import load_pair
-    from engine.export import export_hf
-    from scenarios.files import check_output
+    from engine.export import export_gguf, export_hf, hf_config
+    from scenarios.files import atomic_write_text, check_output
 
     check_output(out_dir / "target" / "config.json", "--out")
     target, draft = load_pair(expanded=True, dtype="fp32", max_seq_len=2048)
     for name, model in (("target", target), ("draft", draft)):
-        path = export_hf(model, out_dir / name, f"specsim-{name}")
-        say(f"specsim-{name} written to {path}")
+        folder = out_dir / name
+        if fmt in ("hf", "both"):
+            export_hf(model, folder, f"specsim-{name}")
+        else:  # the shapes specsim reads beside the GGUF file
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(folder / "config.json", json.dumps(hf_config(model, f"specsim-{name}"), indent=1))
+        if fmt in ("gguf", "both"):
+            export_gguf(model, folder / "model.gguf", f"specsim-{name}")
+        say(f"specsim-{name} written to {folder}")
 
 
-def run_calibrate_transformers(target: str, draft: str, quick: bool, seed: int, out_path: Path | None, command: str,
-                               options: dict[str, Any]) -> tuple[Profile, Path]:
-    """`specsim calibrate --engine transformers`: the output checked first, transformers' passes timed and fitted."""
-    from calibrate.transformers_engine import hf_profile, require_transformers
+def run_calibrate_engine(engine: str, target: str, draft: str, quick: bool, seed: int, out_path: Path | None,
+                         command: str, options: dict[str, Any]) -> tuple[Profile, Path]:
+    """`specsim calibrate --engine transformers|llama.cpp`: the output and the engine checked first, then that
+    engine's own passes timed and fitted."""
     from scenarios.profile import save_profile
 
-    require_transformers()
     if target == "specsim-target" or draft == "specsim-draft":
-        raise click.UsageError("--engine transformers times local model folders: --target DIR --draft DIR (write "
-                               "the built-in pair as such with: specsim export --out pair/)")
-    if out_path is not None:
-        check_out(out_path)
-    profile = hf_profile(target, draft, quick, seed, command, options, progress)
+        raise click.UsageError(f"--engine {engine} times model folders: --target DIR --draft DIR (write the "
+                               "built-in pair as such with: specsim export --out pair/)")
+    check_out(out_path)
+    if engine == "transformers":
+        from calibrate.transformers_engine import hf_profile, require_transformers
+
+        require_transformers()
+        profile = hf_profile(target, draft, quick, seed, command, options, progress)
+    else:
+        from calibrate.llama_cpp import gguf_of, llama_cpp_bin, llama_profile
+
+        llama_cpp_bin("llama-bench")
+        gguf_of(target, "target"), gguf_of(draft, "draft")
+        profile = llama_profile(target, draft, quick, seed, out_path, command, options, progress)
     return profile, save_profile(profile, out_path)
 
 
-def run_validate_transformers(profile_path: Path | None, target: str | None, draft: str | None,
-                              ks: list[int] | None, repeats: int | None, new_tokens: int | None, quick: bool,
-                              as_json: bool, seed: int, served: ServedOptions) -> None:
-    """`specsim validate --engine transformers`: assisted generation and prompt lookup against their predictions."""
+def run_validate_engine(engine: str, profile_path: Path | None, target: str | None, draft: str | None,
+                        ks: list[int] | None, repeats: int | None, new_tokens: int | None, quick: bool,
+                        as_json: bool, seed: int, served: ServedOptions) -> None:
+    """`specsim validate --engine transformers|llama.cpp`: that engine's speculative runs against their predictions."""
     import json
 
-    from calibrate.transformers_engine import HFRun, check_profile, default_runs, format_validation, validate_hf
     from scenarios.setup import resolve_profile
 
     if served.on or served.given:
-        raise click.UsageError("transformers decodes one sequence at a time: --engine transformers validates "
-                               "static runs, not a served stream")
+        raise click.UsageError(f"--engine {engine} validates requests one at a time; a served stream through it is "
+                               "not built yet (specsim validate --serving runs specsim's own engine)")
     if not target or not draft or profile_path is None:
-        raise click.UsageError("--engine transformers needs --profile (from calibrate --engine transformers), "
-                               "--target DIR and --draft DIR")
+        raise click.UsageError(f"--engine {engine} needs --profile (from calibrate --engine {engine}), --target DIR "
+                               "and --draft DIR")
     profile, _ = resolve_profile(profile_path)
+    if engine == "llama.cpp":
+        from calibrate.llama_cpp import format_llama_validation, llama_cpp_bin, validate_llama_cpp
+
+        llama_cpp_bin("llama-server")
+        if not profile.origin.startswith("llama-bench:") or profile.acceptance is None:
+            raise SpecsimError("validate --engine llama.cpp needs a profile from specsim calibrate --engine llama.cpp")
+        report = validate_llama_cpp(profile, target, draft, ks or ([1, 2, 4] if quick else [1, 2, 3, 4, 6, 8]),
+                                    4 if quick else 8, new_tokens or 64, repeats or (2 if quick else 3), progress)
+        click.echo(json.dumps(report, indent=1) if as_json else format_llama_validation(report))
+        return
+    from calibrate.transformers_engine import HFRun, check_profile, default_runs, format_validation, validate_hf
+
     check_profile(profile)
     runs = default_runs(quick)
     if ks:

@@ -161,3 +161,42 @@ def test_no_imported_rate_passes_the_datasheet(source, hardware):
     assert max(fit.attention_rates.flops_per_s) <= hw.peak_flops("bf16") * (1 + 1e-9)
     assert max(fit.linear_rates.flops_per_s) <= hw.peak_flops("bf16") * (1 + 1e-9)
     assert all("ceiling" in b or "bound" in b for b in fit.extra["bounds"])
+
+
+def test_llama_bench_json_is_read_as_passes_of_two_models():
+    """The sample is a real `llama-bench -o json` run on this project's machine (calibrate --engine llama.cpp,
+    the built-in pair as GGUF): -p n -d d tests are passes of n tokens on d cached ones; the smaller model is the
+    draft."""
+    from calibrate.step_import import read_llama_bench
+
+    steps = read_llama_bench(SAMPLES / "llama-bench-specsim-pair.json")
+    assert len(steps) == 38
+    phases = {s.phase for s in steps}
+    assert phases == {"decode", "verify", "prefill", "draft"}
+    assert all(s.batch == 1 for s in steps)
+    assert {s.new_tokens for s in steps if s.phase == "verify"} == {2, 3, 5, 9}
+    assert {s.context for s in steps if s.phase == "prefill"} == {0}
+    draft = [s for s in steps if s.phase == "draft"]
+    target = [s for s in steps if s.phase != "draft"]
+    assert len(draft) == len(target) == 19 and max(s.time_s for s in draft) < min(s.time_s for s in target)
+
+
+def test_llama_bench_on_this_cpu_fits_without_a_gpu_preset():
+    profile = import_profile(f"llama-bench:{SAMPLES / 'llama-bench-specsim-pair.json'}", "cpu", "specsim-target",
+                             "specsim-draft", "fp32", 0, "test", {})
+    assert profile.device.kind == "cpu" and profile.fit.heldout.n == 38
+    assert profile.fit.heldout.median_abs_err < 0.15  # cross-validated on 38 passes; 6-8 % in the runs here
+    assert any("this CPU's measured read bandwidth" in a for a in profile.fit.extra["assumed"])
+
+
+def test_a_mixed_llama_bench_test_is_refused(tmp_path):
+    bad = tmp_path / "bench.json"
+    bad.write_text(json.dumps([{"n_prompt": 512, "n_gen": 128, "avg_ns": 1e9, "model_n_params": 1}]))
+    with pytest.raises(SpecsimError, match="-pg"):
+        read_llama_bench_path(bad)
+
+
+def read_llama_bench_path(path):
+    from calibrate.step_import import read_llama_bench
+
+    return read_llama_bench(path)

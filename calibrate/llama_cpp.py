@@ -1,0 +1,285 @@
+"""llama.cpp as the engine: a profile fitted to `llama-bench`'s own passes, and llama-server's speculative decoding
+(``--model-draft``) checked against it, one request at a time.
+
+- ``specsim calibrate --engine llama.cpp --target DIR --draft DIR``: DIR as `specsim export` writes it (config.json
+  for the shapes, model.gguf for llama.cpp). llama-bench times, for both models, a pass of n tokens on d cached ones
+  (``-p n -n 0 -d d``: n = 1 is a decode step, n = k + 1 a verification) and prefills; `calibrate.step_import`
+  reads its JSON and fits the cost model under this CPU's measured bandwidth and FLOP/s. The greedy acceptance is
+  the pair's own (the GGUF files compute the exported weights' logits), measured along the target's greedy text on
+  the calibration prompts by specsim's engine reading the exported safetensors.
+- ``specsim validate --engine llama.cpp``: llama-server started plain and with the draft (``-md DRAFT --spec-type
+  draft-simple --spec-draft-n-max k --spec-draft-n-min 0 --spec-draft-p-min 0``: k drafts every step), one request
+  at a time, greedy; the decode time its ``timings`` report, per prompt, against the time the profile predicts.
+
+llama.cpp is built from the source that the llama-cpp-python source package ships (`benchmarks/build_llama_cpp.sh`);
+without it these commands say so in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulator import SpecsimError
+
+BUILD = "bash benchmarks/build_llama_cpp.sh (builds llama.cpp from the llama-cpp-python source package, minutes)"
+
+
+def llama_cpp_bin(tool: str) -> Path:
+    """A llama.cpp binary: $SPECSIM_LLAMA_CPP/bin, the build script's default folder, or the PATH."""
+    roots = [os.environ.get("SPECSIM_LLAMA_CPP"),
+             str(Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "specsim" / "llama.cpp")]
+    for root in filter(None, roots):
+        p = Path(root) / "bin" / tool
+        if p.is_file() and os.access(p, os.X_OK):
+            return p
+    found = shutil.which(tool)
+    if found:
+        return Path(found)
+    raise SpecsimError(f"{tool} not found: build llama.cpp with {BUILD}, or point SPECSIM_LLAMA_CPP at a build")
+
+
+def gguf_of(folder: str | Path, role: str) -> Path:
+    p = Path(folder) / "model.gguf"
+    if not p.is_file() or not (Path(folder) / "config.json").is_file():
+        raise SpecsimError(f"--{role} {folder}: needs config.json and model.gguf (write the built-in pair so with: "
+                           "specsim export --out pair/ --format both)")
+    return p
+
+
+def threads() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def run_llama_bench(target: Path, draft: Path, quick: bool, out: Path) -> Path:
+    """llama-bench's passes of both models (-o json) written to `out`: n tokens on d cached ones, and prefills."""
+    bench = llama_cpp_bin("llama-bench")
+    ns, depths, prefills = (("1,2,3,5,9", "32,192,352", "16,64,128,192") if quick
+                            else ("1,2,3,4,5,7,9", "32,128,256,416", "16,48,96,160,224"))
+    reps = "5" if quick else "9"
+    # -lm none: weights read into memory at load, not paged in from the file by the first test's passes (a mapped
+    # file made the first test of a run 10x slower than the rest)
+    common = ["-m", str(target), "-m", str(draft), "-t", str(threads()), "-r", reps, "-lm", "none", "-o", "json"]
+    results = []
+    for args in (["-p", ns, "-n", "0", "-d", depths], ["-p", prefills, "-n", "0", "-d", "0"]):
+        proc = subprocess.run([str(bench), *common, *args], capture_output=True, text=True, timeout=1800)
+        if proc.returncode != 0:
+            raise SpecsimError(f"llama-bench failed ({proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}")
+        results += json.loads(proc.stdout)
+    from scenarios.files import atomic_write_text
+
+    atomic_write_text(out, json.dumps(results, indent=1))
+    return out
+
+
+# -- llama-server ----------------------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Server:
+    """A llama-server process on a free local port (plain, or with a draft drafting k tokens every step)."""
+
+    target: Path
+    draft: Path | None = None
+    k: int = 0
+    ctx: int = 1024
+    proc: subprocess.Popen | None = None
+    port: int = 0
+
+    def __enter__(self) -> Server:
+        self.port = _free_port()
+        cmd = [str(llama_cpp_bin("llama-server")), "-m", str(self.target), "--port", str(self.port), "--host",
+               "127.0.0.1", "-t", str(threads()), "-c", str(self.ctx), "-np", "1", "--no-webui"]
+        if self.draft is not None:
+            cmd += ["-md", str(self.draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(self.k),
+                    "--spec-draft-n-min", "0", "--spec-draft-p-min", "0", "-td", str(threads())]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise SpecsimError(f"llama-server exited ({self.proc.returncode}): "
+                                   f"{(self.proc.stderr.read() if self.proc.stderr else '').strip()[-300:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.3)
+        self.__exit__()
+        raise SpecsimError("llama-server did not come up within 120 s")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    def complete(self, prompt: Sequence[int], n: int) -> dict[str, Any]:
+        """One greedy completion of exactly `n` tokens from `prompt` (token ids: bytes): its tokens and timings."""
+        body = {"prompt": [list(prompt)], "n_predict": n, "temperature": 0.0, "top_k": 1, "cache_prompt": False,
+                "ignore_eos": True, "samplers": ["top_k"], "return_tokens": True, "seed": 0}
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/completion", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=600) as r:
+            d = json.loads(r.read())
+        d = d[0] if isinstance(d, list) else d
+        return {"tokens": d.get("tokens") or list(d.get("content", "").encode("latin-1", "replace")),
+                "timings": d.get("timings", {})}
+
+
+# -- prediction and validation ---------------------------------------------------------------------------------------
+
+
+def predict_decode_s(profile: Any, k: int, prompt_tokens: int, new_tokens: int) -> float:
+    """Seconds of llama-server's decoding of `new_tokens` greedy tokens after its prefill (k = 0: plain): the passes
+    as llama-bench measured them (`calibrate.transformers_engine.measured_pass_s`) and the steps greedy decoding
+    takes along the calibration texts (`replay` of the pair's measured greedy matches)."""
+    from calibrate.transformers_engine import measured_pass_s, replay
+
+    eng = profile.fit.overheads.engine
+    target, draft = profile.target, profile.draft
+    c = prompt_tokens + new_tokens // 2
+    if k == 0:
+        return (new_tokens - 1) * (measured_pass_s(profile, target, 1, c) + eng.plain.fixed_s)
+    yields = [np.asarray(y) for y in profile.acceptance.greedy_yields]
+    steps = replay([np.full(len(y), k) for y in yields], [np.minimum(y - 1, k) for y in yields], new_tokens)
+    tokens = float(np.mean([a + 1 for _, a in steps]))
+    step = (k * measured_pass_s(profile, draft, 1, c) + measured_pass_s(profile, target, k + 1, c)
+            + eng.verify.fixed_s)
+    return (new_tokens - 1) / tokens * step
+
+
+def validate_llama_cpp(profile: Any, target_dir: str | Path, draft_dir: str | Path, ks: Sequence[int],
+                       n_prompts: int, new_tokens: int, repeats: int, progress: Any) -> dict[str, Any]:
+    """Each k against plain decoding, llama-server one request at a time (see the module docstring)."""
+    from engine.builtin import encode, prompts
+
+    target, draft = gguf_of(target_dir, "target"), gguf_of(draft_dir, "draft")
+    held = [encode(p) for p in prompts("heldout")[:n_prompts]]
+    rng = np.random.default_rng(0)
+    runs: dict[tuple[int, int], dict[int, list[float]]] = {}  # (k, 0 plain | k speculative) -> prompt -> s
+    outputs: dict[tuple[int, int], dict[int, list[int]]] = {}
+    accepted: dict[int, list[float]] = {}
+    with progress("llama-server: each k against plain, request by request in turns", 2 * len(ks) * repeats
+                  * len(held)) as bar, Server(target) as plain:
+        plain.complete(held[0], 8)  # warm-up
+        for k in ks:
+            with Server(target, draft, k) as spec:
+                spec.complete(held[0], 8)
+                for _ in range(repeats):
+                    for i in rng.permutation(len(held)):
+                        p = held[int(i)]
+                        for key, server in sorted({(k, 0): plain, (k, k): spec}.items(),
+                                                  key=lambda _: rng.random()):
+                            r = server.complete(p, new_tokens)
+                            t = r["timings"]
+                            runs.setdefault(key, {}).setdefault(int(i), []).append(float(t["predicted_ms"]) * 1e-3)
+                            outputs.setdefault(key, {})[int(i)] = r["tokens"]
+                            if key[1] and t.get("draft_n"):
+                                accepted.setdefault(k, []).append(t["draft_n_accepted"] / t["draft_n"])
+                            bar.update(1)
+    rows = []
+    for k in ks:
+        plain_s, spec_s = runs[(k, 0)], runs[(k, k)]
+        meas = [np.median(plain_s[i]) / np.median(spec_s[i]) for i in range(len(held))]
+        pred = [predict_decode_s(profile, 0, len(p), new_tokens) / predict_decode_s(profile, k, len(p), new_tokens)
+                for p in held]
+        m, q = float(np.median(meas)), float(np.median(pred))
+        rows.append({"k": k, "measured_speedup": m, "predicted_speedup": q, "rel_error": q / m - 1,
+                     "decode_s_plain": float(np.median([np.median(v) for v in plain_s.values()])),
+                     "decode_s_speculative": float(np.median([np.median(v) for v in spec_s.values()])),
+                     "draft_acceptance": float(np.mean(accepted.get(k, [float("nan")]))),
+                     "outputs_equal_plain": all(outputs[(k, k)][i] == outputs[(k, 0)][i] for i in range(len(held)))})
+    err = np.abs([r["rel_error"] for r in rows])
+    return {"engine": "llama.cpp llama-server", "prompts": len(held), "tokens": new_tokens, "repeats": repeats,
+            "rows": rows, "median_abs_err_speedup": float(np.median(err)),
+            "p90_abs_err_speedup": float(np.percentile(err, 90))}
+
+
+def format_llama_validation(report: Mapping[str, Any]) -> str:
+    lines = [f"{report['engine']}, one request at a time, greedy, {report['prompts']} held-out prompts x "
+             f"{report['repeats']} rounds, {report['tokens']} tokens; decode time from its timings",
+             f"{'k':>3}{'measured':>10}{'predicted':>11}{'error':>9}   plain -> speculative (s)   accepted"]
+    for r in report["rows"]:
+        lines.append(f"{r['k']:>3}{r['measured_speedup']:>9.2f}x{r['predicted_speedup']:>10.2f}x"
+                     f"{100 * r['rel_error']:>+8.1f}%   {r['decode_s_plain']:.2f} -> {r['decode_s_speculative']:.2f}"
+                     f"{'':>12}{100 * r['draft_acceptance']:.0f} %"
+                     f"{'' if r['outputs_equal_plain'] else '   (output differs from plain)'}")
+    lines.append(f"speed-up |error|: median {100 * report['median_abs_err_speedup']:.1f} %, p90 "
+                 f"{100 * report['p90_abs_err_speedup']:.1f} %")
+    return "\n".join(lines)
+
+
+def llama_profile(target_dir: str | Path, draft_dir: str | Path, quick: bool, seed: int, out: Path | None,
+                  command: str, options: Mapping[str, Any], progress: Callable[..., Any]) -> Any:
+    """`specsim calibrate --engine llama.cpp` (see the module docstring)."""
+    import tempfile
+    from dataclasses import replace
+
+    from calibrate.measure_acceptance import measure_acceptance
+    from calibrate.step_import import import_profile
+    from engine.builtin import encode, prompts
+    from engine.model import load_hf_checkpoint
+    from scenarios.profile import MeasuredAcceptance
+    from simulator.specs import PerStep
+
+    target, draft = gguf_of(target_dir, "target"), gguf_of(draft_dir, "draft")
+    bench_out = (out.with_name(out.stem + ".llama-bench.json") if out is not None
+                 else Path(tempfile.mkdtemp()) / "llama-bench.json")
+    with progress("llama-bench: both models' passes", 1) as bar:
+        run_llama_bench(target, draft, quick, bench_out)
+        bar.update(1)
+    profile = import_profile(f"llama-bench:{bench_out}", "cpu", str(target_dir), str(draft_dir), "fp32", seed,
+                             command, options)
+    n_prompts, n_tokens = (12, 64) if quick else (24, 96)
+    calib = [encode(p) for p in prompts("calibration")[:n_prompts]]
+    t = load_hf_checkpoint(target_dir, dtype="fp32", max_seq_len=512)
+    d = load_hf_checkpoint(draft_dir, dtype="fp32", max_seq_len=512)
+    with progress("acceptance (greedy, the exported weights)", n_prompts + 1) as bar:
+        acc = measure_acceptance(t, d, calib, n_tokens, 0.0, seed, tick=lambda: bar.update(1))
+    with progress("llama-server around its passes (plain requests)", 3 * 2) as bar:
+        loop_s = server_loop_s(profile, target, calib[:3], 2, n_tokens, lambda: bar.update(1))
+    engine = replace(profile.fit.overheads.engine, plain=PerStep(loop_s), verify=PerStep(loop_s))
+    acc["llama_server_loop_s"] = loop_s
+    fit = replace(profile.fit, overheads=replace(profile.fit.overheads, engine=engine),
+                  extra={**profile.fit.extra, "assumed": [*profile.fit.extra.get("assumed", []),
+                         f"llama-server's own work, {loop_s * 1e3:.2f} ms a step (plain requests less "
+                         "llama-bench's passes), the same in a speculative step"]})
+    return replace(profile, acceptance=MeasuredAcceptance.from_dict(acc), fit=fit)
+
+
+def server_loop_s(profile: Any, target: Path, prompts: Sequence[Sequence[int]], repeats: int, new_tokens: int,
+                  tick: Callable[[], None]) -> float:
+    """What llama-server does in a decoding step beyond llama-bench's pass (sampling, its slot loop, the HTTP side):
+    plain requests' decode time less the passes, per step."""
+    from calibrate.transformers_engine import measured_pass_s
+
+    per_step = []
+    with Server(target) as server:
+        server.complete(prompts[0], 8)
+        for _ in range(repeats):
+            for p in prompts:
+                t = float(server.complete(p, new_tokens)["timings"]["predicted_ms"]) * 1e-3
+                passes = (new_tokens - 1) * measured_pass_s(profile, profile.target, 1, len(p) + new_tokens // 2)
+                per_step.append((t - passes) / (new_tokens - 1))
+                tick()
+    return max(float(np.median(per_step)), 0.0)
