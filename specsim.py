@@ -95,9 +95,11 @@ def predict(alpha: float | None, setup: opt.SetupOptions, ks: list[int], cost_ra
               help="Profile file [default: $XDG_CACHE_HOME/specsim/profile-<device>-<time>.json].")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole profile as JSON instead of the summary.")
 @click.option("--seed", type=opt.SEED, default=0, show_default=True, help="Seed of the random weights and the split.")
-@click.option("--from", "source", metavar="vllm:MANIFEST.toml|sglang:FILE.jsonl|csv:FILE.csv", default=None,
+@click.option("--from", "source", metavar="vllm:MANIFEST.toml|sglang:FILE.jsonl|llama-bench:FILE.json|csv:FILE.csv",
+              default=None,
               help="Fit an engine's measured step times instead of timing passes here (needs --hardware, --target).")
-@click.option("--hardware", default=None, metavar="PRESET", help="With --from: the GPU the engine ran on.")
+@click.option("--hardware", default=None, metavar="PRESET|cpu",
+              help="With --from: the GPU the engine ran on, or cpu: this machine's CPU (measured).")
 @click.option("--expert-sharing", type=float, default=None, metavar="S",
               help="An MoE target (e.g. specsim-moe): the probability that a sequence's tokens in one pass share the "
                    "experts of its first (0: routed independently) [default: 0.5].")

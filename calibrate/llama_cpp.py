@@ -33,7 +33,8 @@ import numpy as np
 
 from simulator import SpecsimError
 
-BUILD = "bash benchmarks/build_llama_cpp.sh (builds llama.cpp from the llama-cpp-python source package, minutes)"
+BUILD = ("bash benchmarks/build_llama_cpp.sh (builds llama.cpp from the llama-cpp-python source package; ~35 min on "
+         "2 cores)")
 
 
 def llama_cpp_bin(tool: str) -> Path:

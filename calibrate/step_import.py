@@ -407,7 +407,8 @@ def calibrate_from(source: str, hardware: str | None, target: str, draft: str, d
                            "--hardware cpu: this machine's CPU, measured")
     if is_builtin_pair(target):
         raise SpecsimError("--from needs --target (and --draft): the models the engine served, e.g. --target "
-                           "llama-3.1-8b --draft llama-3.2-1b")
+                           "llama-3.1-8b --draft llama-3.2-1b, or model folders (as specsim export --out pair/ "
+                           "writes them: --target pair/target --draft pair/draft)")
     if out is not None:
         check_output(out, "profile", (".json",))
     profile = import_profile(source, hardware, target, draft, dtype, seed, command, options)
