@@ -101,13 +101,14 @@ class Server:
     draft: Path | None = None
     k: int = 0
     ctx: int = 1024
+    slots: int = 1
     proc: subprocess.Popen | None = None
     port: int = 0
 
     def __enter__(self) -> Server:
         self.port = _free_port()
         cmd = [str(llama_cpp_bin("llama-server")), "-m", str(self.target), "--port", str(self.port), "--host",
-               "127.0.0.1", "-t", str(threads()), "-c", str(self.ctx), "-np", "1", "--no-webui"]
+               "127.0.0.1", "-t", str(threads()), "-c", str(self.ctx), "-np", str(self.slots), "--no-webui"]
         if self.draft is not None:
             cmd += ["-md", str(self.draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(self.k),
                     "--spec-draft-n-min", "0", "--spec-draft-p-min", "0", "-td", str(threads())]

@@ -311,13 +311,17 @@ def run_validate_engine(engine: str, profile_path: Path | None, target: str | No
 
     from scenarios.setup import resolve_profile
 
-    if served.on or served.given:
-        raise click.UsageError(f"--engine {engine} validates requests one at a time; a served stream through it is "
-                               "not built yet (specsim validate --serving runs specsim's own engine)")
+    if engine == "transformers" and (served.on or served.given):
+        raise click.UsageError("transformers decodes one request at a time: --engine transformers validates static "
+                               "runs; a served stream runs through --engine llama.cpp (or specsim's own engine)")
     if not target or not draft or profile_path is None:
         raise click.UsageError(f"--engine {engine} needs --profile (from calibrate --engine {engine}), --target DIR "
                                "and --draft DIR")
     profile, _ = resolve_profile(profile_path)
+    if engine == "llama.cpp" and served.on:
+        return run_llama_serving(profile, target, draft, ks, quick, as_json, seed, served)
+    if served.given:
+        raise click.UsageError(f"{', '.join(served.given)} describe a served stream: add --serving")
     if engine == "llama.cpp":
         from calibrate.llama_cpp import format_llama_validation, llama_cpp_bin, validate_llama_cpp
 
@@ -337,3 +341,33 @@ def run_validate_engine(engine: str, profile_path: Path | None, target: str | No
     report = validate_hf(profile, target, draft, runs, 4 if quick else 8, new_tokens or 64,
                          repeats or (2 if quick else 3), seed, progress)
     click.echo(json.dumps(report, indent=1) if as_json else format_validation(report))
+
+
+def run_llama_serving(profile: Profile, target: str, draft: str, ks: list[int] | None, quick: bool, as_json: bool,
+                      seed: int, served: ServedOptions) -> None:
+    """`specsim validate --engine llama.cpp --serving`: a Poisson stream through llama-server, plain and with a
+    draft of k, against its simulation."""
+    import json
+
+    from calibrate.llama_cpp import llama_cpp_bin
+    from calibrate.llama_served import format_llama_serving, validate_llama_serving
+
+    other = [flag for flag, v in (("--policy", served.policy_text), ("--arrivals", served.arrivals),
+                                  ("--prompt-tokens", served.prompt_tokens), ("--time-cap-s", served.time_cap_s),
+                                  ("--passes", served.passes)) if v is not None]
+    if other:
+        raise click.UsageError(f"{', '.join(other)}: a llama-server stream takes --rate, --requests, "
+                               "--output-tokens, --max-batch (its slots) and --k (one draft length)")
+    if ks and len(ks) > 1:
+        raise click.UsageError("a llama-server stream compares plain decoding with one draft length: --k K")
+    out_text = served.output_tokens or "48"
+    if not out_text.isdigit() or int(out_text) < 2:
+        raise click.UsageError(f"--output-tokens {out_text!r}: a llama-server stream asks every request for one "
+                               "length, a whole number >= 2")
+    llama_cpp_bin("llama-server")
+    if not profile.origin.startswith("llama-bench:") or profile.acceptance is None:
+        raise SpecsimError("validate --engine llama.cpp needs a profile from specsim calibrate --engine llama.cpp")
+    report = validate_llama_serving(profile, target, draft, ks[0] if ks else 4, served.max_batch or 4,
+                                    served.n_requests or (24 if quick else 48), int(out_text), served.rates, seed,
+                                    progress)
+    click.echo(json.dumps(report, indent=1) if as_json else format_llama_serving(report))

@@ -1,0 +1,136 @@
+"""A served stream through llama-server (continuous batching over `slots` sequences, with or without a draft), next
+to the simpy simulation of the same stream from a profile fitted to llama.cpp's own passes
+(`specsim validate --engine llama.cpp --serving`).
+
+Requests arrive as a Poisson stream (seeded), each a held-out prompt asking for a fixed number of greedy tokens; a
+client in this module sends each at its arrival time on its own thread and reads the streamed response, so the
+first token's and the last token's times are the client's own clock. The simulator gets the same arrivals, lengths
+and number of slots, the profile's cost model and measured greedy acceptance; its metrics are averaged over
+acceptance seeds (`calibrate.served_validation.predict_run`). What the simulator does not know of llama-server: it
+puts a new prompt's prefill in the same `llama_decode` as the running sequences' tokens (the simulator prefills in a
+step of its own), and it drafts for each slot in turn (the simulator drafts the batch at once; the pair's draft pass
+is 0.06 ms).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from calibrate.llama_cpp import Server, gguf_of
+from simulator.metrics import ServingMetrics, summarize
+from simulator.serving import EngineConfig, ServingRun
+from simulator.workload import Workload
+
+
+def stream_one(port: int, prompt: Sequence[int], n: int, start: float, out: dict[str, float]) -> None:
+    """Send one greedy completion at `start` (perf_counter) and note when its first and last tokens came back."""
+    time.sleep(max(0.0, start - time.perf_counter()))
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    body = {"prompt": [list(prompt)], "n_predict": n, "temperature": 0.0, "top_k": 1, "cache_prompt": False,
+            "ignore_eos": True, "samplers": ["top_k"], "stream": True}
+    conn.request("POST", "/completion", json.dumps(body), {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    while True:
+        line = resp.readline()
+        if not line:
+            break
+        if not line.startswith(b"data: "):
+            continue
+        now = time.perf_counter()
+        d = json.loads(line[6:])
+        if "first" not in out and (d.get("content") or d.get("tokens")):
+            out["first"] = now
+        if d.get("stop"):
+            out["finish"] = now
+            break
+    conn.close()
+
+
+def serve_stream(server: Server, workload: Workload, prompts: Sequence[Sequence[int]]) -> ServingRun:
+    """The stream served for real: per request its first-token and finish times on the arrivals' clock."""
+    t0 = time.perf_counter() + 0.5
+    outs: list[dict[str, float]] = [{} for _ in range(len(workload))]
+    threads = [threading.Thread(target=stream_one, args=(server.port, prompts[i], int(workload.output_tokens[i]),
+                                                         t0 + float(workload.arrival_s[i]), outs[i]))
+               for i in range(len(workload))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    first = np.array([o.get("first", np.nan) - t0 for o in outs])
+    finish = np.array([o.get("finish", np.nan) - t0 for o in outs])
+    empty = np.zeros(0)
+    return ServingRun(workload, "measured", 1, "-", first, finish, np.zeros(len(workload), dtype=int), empty, empty,
+                      empty, empty.astype(int), empty.astype(int), empty.astype(int), empty, {}, 0, 0)
+
+
+def validate_llama_serving(profile: Any, target_dir: str | Path, draft_dir: str | Path, k: int, slots: int,
+                           n_requests: int, output_tokens: int, rates: Sequence[float] | None, seed: int,
+                           progress: Any) -> dict[str, Any]:
+    """Each rate, plain and a draft of k, served for real and simulated (see the module docstring)."""
+    from calibrate.served_validation import predict_run
+    from engine.builtin import encode, prompts
+    from simulator.policies import PLAIN, parse_policy
+    from simulator.step_costs import StepCosts
+
+    target, draft = gguf_of(target_dir, "target"), gguf_of(draft_dir, "draft")
+    acceptance = profile.acceptance.model()
+    costs = StepCosts(profile.cost_model(), profile.target, profile.draft)
+    held = [encode(p) for p in prompts("heldout")]
+    rng = np.random.default_rng(seed)
+    pick = [held[int(i)] for i in rng.integers(0, len(held), n_requests)]
+    ctx = 512
+    config = EngineConfig(max_batch=slots, kv_capacity_tokens=slots * ctx)
+    policies = {"off": parse_policy("off", acceptance), f"fixed:{k}": parse_policy(f"fixed:{k}", acceptance)}
+    if not rates:  # from light load to past saturation of plain decoding, as the profile predicts it
+        mean_ctx = float(np.mean([len(p) for p in pick]) + output_tokens / 2)
+        saturation = slots / costs.decode_s(slots, mean_ctx, PLAIN) / output_tokens
+        rates = [float(f"{saturation * f:.3g}") for f in (0.2, 0.5, 0.9, 1.5)]
+    gaps = rng.exponential(1.0, n_requests)
+    rows = []
+    with progress("llama-server: a served stream per rate and policy", len(rates) * 2) as bar:
+        for rate in rates:
+            workload = Workload(np.cumsum(gaps) / rate - gaps[0] / rate, np.array([len(p) for p in pick]),
+                                np.full(n_requests, output_tokens), f"poisson {rate:g}/s")
+            for name, policy in policies.items():
+                with Server(target, draft if name != "off" else None, k, ctx=slots * ctx,
+                            slots=slots) as server:
+                    server.complete(pick[0], 8)
+                    measured = summarize(serve_stream(server, workload, pick), rate_per_s=rate)
+                predicted = predict_run(workload, costs, policy, acceptance, config, seed).mean
+                rows.append(row(rate, name, measured, predicted))
+                bar.update(1)
+    med = sorted(rows, key=lambda r: r["rate_per_s"])[len(rows) // 2]
+    return {"engine": "llama.cpp llama-server", "slots": slots, "requests": n_requests, "tokens": output_tokens,
+            "k": k, "rows": rows, "median_row": {"rate_per_s": med["rate_per_s"], "policy": med["policy"]}}
+
+
+def row(rate: float, policy: str, m: ServingMetrics, p: ServingMetrics) -> dict[str, Any]:
+    def rel(a: float, b: float) -> float:
+        return b / a - 1 if a and np.isfinite(a) and np.isfinite(b) else float("nan")
+
+    return {"rate_per_s": rate, "policy": policy,
+            "throughput": [m.throughput_tokens_per_s, p.throughput_tokens_per_s,
+                           rel(m.throughput_tokens_per_s, p.throughput_tokens_per_s)],
+            "tpot_p50_s": [m.tpot_s[0], p.tpot_s[0], rel(m.tpot_s[0], p.tpot_s[0])],
+            "ttft_p50_s": [m.ttft_s[0], p.ttft_s[0], rel(m.ttft_s[0], p.ttft_s[0])]}
+
+
+def format_llama_serving(report: dict[str, Any]) -> str:
+    lines = [f"{report['engine']}, {report['slots']} slots, {report['requests']} requests x {report['tokens']} "
+             f"greedy tokens, Poisson arrivals; measured -> simulated (error)",
+             f"{'rate/s':>7} {'policy':<9}{'throughput tok/s':>28}{'TPOT p50 ms':>26}{'TTFT p50 ms':>28}"]
+    for r in report["rows"]:
+        th, tp, tt = r["throughput"], r["tpot_p50_s"], r["ttft_p50_s"]
+        lines.append(f"{r['rate_per_s']:>7.3g} {r['policy']:<9}{th[0]:>9.1f} -> {th[1]:>6.1f} ({100 * th[2]:+5.1f} %)"
+                     f"{1e3 * tp[0]:>8.1f} -> {1e3 * tp[1]:>5.1f} ({100 * tp[2]:+5.1f} %)"
+                     f"{1e3 * tt[0]:>8.0f} -> {1e3 * tt[1]:>5.0f} ({100 * tt[2]:+6.1f} %)")
+    return "\n".join(lines)
