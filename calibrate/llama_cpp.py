@@ -155,7 +155,7 @@ def predict_decode_s(profile: Any, k: int, prompt_tokens: int, new_tokens: int) 
     """Seconds of llama-server's decoding of `new_tokens` greedy tokens after its prefill (k = 0: plain): the passes
     as llama-bench measured them (`calibrate.transformers_engine.measured_pass_s`) and the steps greedy decoding
     takes along the calibration texts (`replay` of the pair's measured greedy matches)."""
-    from calibrate.transformers_engine import measured_pass_s, replay
+    from calibrate.engine_steps import measured_pass_s, replay
 
     eng = profile.fit.overheads.engine
     target, draft = profile.target, profile.draft
@@ -273,7 +273,7 @@ def server_loop_s(profile: Any, target: Path, prompts: Sequence[Sequence[int]], 
                   tick: Callable[[], None]) -> float:
     """What llama-server does in a decoding step beyond llama-bench's pass (sampling, its slot loop, the HTTP side):
     plain requests' decode time less the passes, per step."""
-    from calibrate.transformers_engine import measured_pass_s
+    from calibrate.engine_steps import measured_pass_s
 
     per_step = []
     with Server(target) as server:

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from calibrate.engine_steps import measured_pass_s, replay
 from calibrate.timing import Effort, Timer, interleaved
 from scenarios.profile import (
     DeviceInfo,
@@ -379,47 +380,6 @@ class HFRun:
         g.num_assistant_tokens, g.num_assistant_tokens_schedule = self.k, "constant"
         g.assistant_confidence_threshold = 0.0
         return {"assistant_model": draft.model}
-
-
-def replay(proposed: Sequence[Sequence[int]], accepted: Sequence[Sequence[int]], new_tokens: int
-           ) -> list[tuple[int, int]]:
-    """The steps greedy decoding takes along each calibration text: at position t a step proposes proposed[t] tokens
-    and keeps accepted[t] + 1, and the next step starts where it stopped. Steps, not positions: averaging over every
-    position would weigh a long copied stretch once per token where decoding crosses it in a few steps."""
-    steps = []
-    for m, a in zip(proposed, accepted):
-        t, n = 0, min(len(m), new_tokens)
-        while t < n:
-            steps.append((int(m[t]), int(a[t])))
-            t += int(a[t]) + 1
-    return steps
-
-
-def measured_pass_s(profile: Profile, model: ModelSpec, new_tokens: int, context: int) -> float:
-    """A pass as transformers ran it in the calibration: the measured times of these new tokens, linear in the
-    context between (and beyond) the measured contexts; the fitted cost model where none was measured."""
-    pts = sorted((p.context, p.median_s) for p in profile.passes
-                 if p.model == model.name and p.batch == 1 and p.median_s and
-                 (p.new_tokens == new_tokens if context > 0 else p.context == 0))
-    if context == 0:  # a prefill: linear in its tokens between the measured ones
-        pre = sorted((p.new_tokens, p.median_s) for p in profile.passes
-                     if p.model == model.name and p.context == 0 and p.median_s)
-        if len(pre) >= 2:
-            n, t = np.array(pre, dtype=float).T
-            if new_tokens <= n[-1]:
-                return float(np.interp(new_tokens, n, t))
-            slope = (t[-1] - t[-2]) / (n[-1] - n[-2])
-            return float(t[-1] + slope * (new_tokens - n[-1]))
-        return profile.cost_model().pass_time_s(model, 1, new_tokens, 0)
-    if len(pts) >= 2:
-        # Theil-Sen: the median of the pairwise slopes, so one slow measurement (a burst on a shared machine)
-        # cannot turn the line over; never below the fastest measured pass
-        c, t = np.array(pts, dtype=float).T
-        slope = max(float(np.median([(t[j] - t[i]) / (c[j] - c[i]) for i in range(len(c))
-                                     for j in range(i + 1, len(c)) if c[j] != c[i]])), 0.0)
-        intercept = float(np.median(t - slope * c))
-        return max(intercept + slope * context, float(t.min()) * 0.5)
-    return profile.cost_model().pass_time_s(model, 1, new_tokens, context)
 
 
 def predict_call(profile: Profile, run: HFRun | None, prompt_tokens: int, new_tokens: int) -> float:

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from calibrate.transformers_engine import replay, require_transformers
+from calibrate.engine_steps import replay
+from calibrate.transformers_engine import require_transformers
 from simulator import SpecsimError
 
 
