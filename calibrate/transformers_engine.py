@@ -1,5 +1,6 @@
 """Hugging Face transformers as the engine: a profile fitted to *its* plain passes and plain `generate()` calls, and
-its assisted generation predicted from that profile and checked against it.
+its assisted generation predicted from that profile and checked against it. On this machine's CPU (fp32): the models
+are loaded there and every tensor made here lives there; transformers on a GPU is not timed by this module.
 
 transformers decodes one sequence at a time (batch 1) and speculates two ways: ``generate(assistant_model=DRAFT)``
 (a draft model proposes ``num_assistant_tokens`` tokens, the target verifies them in one pass) and
