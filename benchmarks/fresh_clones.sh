@@ -1,32 +1,34 @@
 #!/usr/bin/env bash
-# A newcomer's first try, N times: a fresh clone, a fresh venv, an empty HOME; the README's first calibration, then
-# validations of the draft model, the built-in heads and n-gram lookup. Prints one summary line per clone.
-#   bash benchmarks/fresh_clones.sh [N] [OUT_DIR] [DRAFTERS]      (DRAFTERS: default "model heads ngram")
-# Minutes per clone on a 2-core machine; run nothing else meanwhile.
+# A newcomer's first try, N times: a fresh clone, a fresh venv, an empty HOME, then one of two jobs.
+#   bash benchmarks/fresh_clones.sh [N] [OUT_DIR] [DRAFTERS]     the README's first calibration, then validations of
+#                                                                the draft model, the built-in heads and n-gram lookup
+#                                                                (DRAFTERS: default "model heads ngram")
+#   ENGINE=transformers bash benchmarks/fresh_clones.sh [N] [OUT_DIR]
+#                                                                the pair exported, transformers' own passes
+#                                                                calibrated, its assisted generation and prompt lookup
+#                                                                validated (about 9 minutes a clone)
+# Minutes per clone on a 2-core machine; run nothing else meanwhile. One summary line per clone.
 set -euo pipefail
 N=${1:-5}
 OUT=${2:-$(mktemp -d /tmp/fresh-clones-XXXX)}
 DRAFTERS=${3:-model heads ngram}
+ENGINE=${ENGINE:-specsim}
+case "$ENGINE" in specsim|transformers) ;; *) echo "fresh_clones.sh: ENGINE must be specsim or transformers, not '$ENGINE'" >&2; exit 2;; esac
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$OUT"
-for i in $(seq 1 "$N"); do
-  dir=$(mktemp -d /tmp/fresh-clone-XXXX)
-  git clone -q "$REPO" "$dir/specsim"
-  (
-    cd "$dir/specsim"
-    export HOME="$dir/home" XDG_CACHE_HOME="$dir/home/.cache"
-    mkdir -p "$HOME"
-    python3 -m venv .venv && . .venv/bin/activate
-    pip install -q torch==2.13.0 >/dev/null 2>&1 && pip install -q -e . >/dev/null 2>&1
-    start=$(date +%s)
-    specsim calibrate --quick --out "$OUT/profile-$i.json" > "$OUT/calibrate-$i.txt" 2>&1
-    cal=$(( $(date +%s) - start ))
-    for d in $DRAFTERS; do
-      tree=(); [ "$d" = heads ] && tree=(--tree 2,2); [ "$d" = ngram ] && tree=(--tree '')
-      specsim validate --profile "$OUT/profile-$i.json" --quick --drafter "$d" "${tree[@]}" --json \
-        > "$OUT/validate-$d-$i.json" 2>/dev/null
-    done
-    python - "$OUT" "$i" "$cal" $DRAFTERS <<'PY'
+
+specsim_clone() {  # $1: clone number
+  local i=$1 start cal tree d
+  pip install -q -e . >/dev/null 2>&1
+  start=$(date +%s)
+  specsim calibrate --quick --out "$OUT/profile-$i.json" > "$OUT/calibrate-$i.txt" 2>&1
+  cal=$(( $(date +%s) - start ))
+  for d in $DRAFTERS; do
+    tree=(); [ "$d" = heads ] && tree=(--tree 2,2); [ "$d" = ngram ] && tree=(--tree '')
+    specsim validate --profile "$OUT/profile-$i.json" --quick --drafter "$d" "${tree[@]}" --json \
+      > "$OUT/validate-$d-$i.json" 2>/dev/null
+  done
+  python - "$OUT" "$i" "$cal" $DRAFTERS <<'PY'
 import json, sys
 out, i, cal, drafters = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 p = json.load(open(f"{out}/profile-{i}.json"))
@@ -38,6 +40,38 @@ for kind in drafters:
     parts.append(f"validate {kind} {100 * v['median_abs_err_speedup']:.1f} / {100 * v['p90_abs_err_speedup']:.1f} %")
 print("; ".join(parts), flush=True)
 PY
+}
+
+transformers_clone() {  # $1: clone number
+  local i=$1 start cal
+  pip install -q -e '.[hf]' transformers==5.24.0 >/dev/null 2>&1
+  specsim export --out pair/ --format hf >/dev/null 2>&1
+  start=$(date +%s)
+  specsim calibrate --quick --engine transformers --target pair/target --draft pair/draft \
+    --out "$OUT/hf-profile-$i.json" > "$OUT/calibrate-$i.txt" 2>&1
+  cal=$(( $(date +%s) - start ))
+  specsim validate --quick --engine transformers --profile "$OUT/hf-profile-$i.json" --target pair/target \
+    --draft pair/draft --json > "$OUT/validate-$i.json" 2>/dev/null
+  python - "$OUT" "$i" "$cal" <<'PY'
+import json, sys
+out, i, cal = sys.argv[1:]
+v = json.load(open(f"{out}/validate-{i}.json"))
+rows = ", ".join(f"{r['run']} {100 * r['rel_error']:+.1f} %" for r in v["rows"])
+print(f"clone {i}: calibrate {cal} s; validate median {100 * v['median_abs_err_speedup']:.1f} %, p90 "
+      f"{100 * v['p90_abs_err_speedup']:.1f} %; {rows}; outputs differ: {v['outputs_differ'] or 'none'}", flush=True)
+PY
+}
+
+for i in $(seq 1 "$N"); do
+  dir=$(mktemp -d /tmp/fresh-clone-XXXX)
+  git clone -q "$REPO" "$dir/specsim"
+  (
+    cd "$dir/specsim"
+    export HOME="$dir/home" XDG_CACHE_HOME="$dir/home/.cache"
+    mkdir -p "$HOME"
+    python3 -m venv .venv && . .venv/bin/activate
+    pip install -q torch==2.13.0 >/dev/null 2>&1
+    "${ENGINE}_clone" "$i"
   ) | tee -a "$OUT/summary.txt"
   rm -rf "$dir"
 done
