@@ -108,7 +108,8 @@ class Server:
     def __enter__(self) -> Server:
         self.port = _free_port()
         cmd = [str(llama_cpp_bin("llama-server")), "-m", str(self.target), "--port", str(self.port), "--host",
-               "127.0.0.1", "-t", str(threads()), "-c", str(self.ctx), "-np", str(self.slots), "--no-webui"]
+               "127.0.0.1", "-t", str(threads()), "-c", str(self.ctx), "-np", str(self.slots), "--no-webui",
+               "--metrics"]
         if self.draft is not None:
             cmd += ["-md", str(self.draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(self.k),
                     "--spec-draft-n-min", "0", "--spec-draft-p-min", "0", "-td", str(threads())]
@@ -135,6 +136,14 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
 
+    def metrics(self) -> dict[str, float]:
+        """llama-server's Prometheus counters and gauges (``/metrics``), without the ``llamacpp:`` prefix: e.g.
+        ``n_decode_total`` (its ``llama_decode`` calls: one per step, speculative ones included in this version's
+        single batch), ``n_busy_slots_per_decode``, ``spec_decode_num_draft_tokens_total``,
+        ``spec_decode_num_accepted_tokens_total``, ``prompt_seconds_total``."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as r:
+            return parse_metrics(r.read().decode())
+
     def complete(self, prompt: Sequence[int], n: int) -> dict[str, Any]:
         """One greedy completion of exactly `n` tokens from `prompt` (token ids: bytes): its tokens and timings."""
         body = {"prompt": [list(prompt)], "n_predict": n, "temperature": 0.0, "top_k": 1, "cache_prompt": False,
@@ -146,6 +155,19 @@ class Server:
         d = d[0] if isinstance(d, list) else d
         return {"tokens": d.get("tokens") or list(d.get("content", "").encode("latin-1", "replace")),
                 "timings": d.get("timings", {})}
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text exposition -> {name: value} for llama-server's unlabelled ``llamacpp:`` samples."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("llamacpp:") and "{" not in line:
+            name, _, value = line[len("llamacpp:"):].partition(" ")
+            try:
+                out[name] = float(value)
+            except ValueError:
+                continue
+    return out
 
 
 # -- prediction and validation ---------------------------------------------------------------------------------------

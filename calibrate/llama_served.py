@@ -5,17 +5,21 @@ to the simpy simulation of the same stream from a profile fitted to llama.cpp's 
 Requests arrive as a Poisson stream (seeded), each a held-out prompt asking for a fixed number of greedy tokens; a
 client in this module sends each at its arrival time on its own thread and reads the streamed response, so the
 first token's and the last token's times are the client's own clock. The simulator gets the same arrivals, lengths
-and number of slots, the profile's cost model and measured greedy acceptance; its metrics are averaged over
-acceptance seeds (`calibrate.served_validation.predict_run`). What the simulator does not know of llama-server: it
-puts a new prompt's prefill in the same `llama_decode` as the running sequences' tokens (the simulator prefills in a
-step of its own), and it drafts for each slot in turn (the simulator drafts the batch at once; the pair's draft pass
-is 0.06 ms).
+and number of slots, the profile's cost model and measured greedy acceptance, and llama-server's schedule: one
+``llama_decode`` per step over every generating slot's tokens (drafts included: the draft model drafts all slots at
+once) with any pending prompt in the same batch (`EngineConfig.prefill_mixed`); its metrics are averaged over
+acceptance seeds (`calibrate.served_validation.predict_run`).
+
+Each row's miss is attributed from llama-server's own counters (``--metrics``: its ``llama_decode`` calls, busy slots
+per call, drafted and accepted tokens) against the simulation's: the number of steps, the batch they ran at, the
+acceptance, and the busy time per step (the time any request was in flight, over the steps).
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -88,7 +92,7 @@ def validate_llama_serving(profile: Any, target_dir: str | Path, draft_dir: str 
     rng = np.random.default_rng(seed)
     pick = [held[int(i)] for i in rng.integers(0, len(held), n_requests)]
     ctx = 512
-    config = EngineConfig(max_batch=slots, kv_capacity_tokens=slots * ctx)
+    config = EngineConfig(max_batch=slots, kv_capacity_tokens=slots * ctx, prefill_mixed=True)
     policies = {"off": parse_policy("off", acceptance), f"fixed:{k}": parse_policy(f"fixed:{k}", acceptance)}
     if not rates:  # from light load to past saturation of plain decoding, as the profile predicts it
         mean_ctx = float(np.mean([len(p) for p in pick]) + output_tokens / 2)
@@ -104,24 +108,72 @@ def validate_llama_serving(profile: Any, target_dir: str | Path, draft_dir: str 
                 with Server(target, draft if name != "off" else None, k, ctx=slots * ctx,
                             slots=slots) as server:
                     server.complete(pick[0], 8)
-                    measured = summarize(serve_stream(server, workload, pick), rate_per_s=rate)
-                predicted = predict_run(workload, costs, policy, acceptance, config, seed).mean
-                rows.append(row(rate, name, measured, predicted))
+                    before = server.metrics()
+                    run = serve_stream(server, workload, pick)
+                    counters = counted(before, server.metrics(), run)
+                measured = summarize(run, rate_per_s=rate)
+                simulated = predict_run(workload, costs, policy, acceptance, config, seed)
+                rows.append(row(rate, name, measured, simulated.mean, counters, simulated_counts(simulated.runs)))
                 bar.update(1)
     med = sorted(rows, key=lambda r: r["rate_per_s"])[len(rows) // 2]
     return {"engine": "llama.cpp llama-server", "slots": slots, "requests": n_requests, "tokens": output_tokens,
             "k": k, "rows": rows, "median_row": {"rate_per_s": med["rate_per_s"], "policy": med["policy"]}}
 
 
-def row(rate: float, policy: str, m: ServingMetrics, p: ServingMetrics) -> dict[str, Any]:
-    def rel(a: float, b: float) -> float:
-        return b / a - 1 if a and np.isfinite(a) and np.isfinite(b) else float("nan")
+def busy_s(run: ServingRun) -> float:
+    """Seconds during which at least one request was in flight (the union of its arrival-to-finish intervals)."""
+    ok = ~np.isnan(run.finish_s)
+    spans = sorted(zip(run.workload.arrival_s[ok].tolist(), run.finish_s[ok].tolist()))
+    total, end = 0.0, -math.inf
+    for a, f in spans:
+        if f > end:
+            total += f - max(a, end)
+            end = f
+    return total
 
+
+def counted(before: dict[str, float], after: dict[str, float], run: ServingRun) -> dict[str, float]:
+    """What llama-server's counters say of one served stream: steps (its ``llama_decode`` calls), busy slots per
+    step, accepted per drafted token, busy seconds per step."""
+    def delta(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    steps = delta("n_decode_total")
+    slot_steps = (after.get("n_busy_slots_per_decode", 0.0) * after.get("n_decode_total", 0.0)
+                  - before.get("n_busy_slots_per_decode", 0.0) * before.get("n_decode_total", 0.0))
+    drafted = delta("spec_decode_num_draft_tokens_total")
+    return {"steps": steps, "batch": slot_steps / steps if steps else math.nan,
+            "acceptance": delta("spec_decode_num_accepted_tokens_total") / drafted if drafted else math.nan,
+            "s_per_step": busy_s(run) / steps if steps else math.nan}
+
+
+def simulated_counts(runs: Sequence[ServingRun]) -> dict[str, float]:
+    """The same figures from the simulation (steps: decode steps and prefill steps of their own), seeds averaged."""
+    out = []
+    for r in runs:
+        steps = len(r.step_time_s) + len(r.prefill_duration_s)
+        spec = r.step_drafted > 0
+        drafted = float((r.step_batch[spec] * r.step_drafted[spec]).sum())
+        accepted = float((r.step_tokens[spec] - r.step_batch[spec]).sum())
+        out.append({"steps": steps,
+                    "batch": (float(r.step_batch.sum()) + len(r.prefill_duration_s)) / steps if steps else math.nan,
+                    "acceptance": accepted / drafted if drafted else math.nan,
+                    "s_per_step": busy_s(r) / steps if steps else math.nan})
+    return {k: float(np.mean([o[k] for o in out])) for k in out[0]}
+
+
+def _rel(a: float, b: float) -> float:
+    return b / a - 1 if a and np.isfinite(a) and np.isfinite(b) else float("nan")
+
+
+def row(rate: float, policy: str, m: ServingMetrics, p: ServingMetrics, counts: dict[str, float],
+        sim_counts: dict[str, float]) -> dict[str, Any]:
     return {"rate_per_s": rate, "policy": policy,
             "throughput": [m.throughput_tokens_per_s, p.throughput_tokens_per_s,
-                           rel(m.throughput_tokens_per_s, p.throughput_tokens_per_s)],
-            "tpot_p50_s": [m.tpot_s[0], p.tpot_s[0], rel(m.tpot_s[0], p.tpot_s[0])],
-            "ttft_p50_s": [m.ttft_s[0], p.ttft_s[0], rel(m.ttft_s[0], p.ttft_s[0])]}
+                           _rel(m.throughput_tokens_per_s, p.throughput_tokens_per_s)],
+            "tpot_p50_s": [m.tpot_s[0], p.tpot_s[0], _rel(m.tpot_s[0], p.tpot_s[0])],
+            "ttft_p50_s": [m.ttft_s[0], p.ttft_s[0], _rel(m.ttft_s[0], p.ttft_s[0])],
+            "causes": {k: [counts[k], sim_counts[k], _rel(counts[k], sim_counts[k])] for k in counts}}
 
 
 def format_llama_serving(report: dict[str, Any]) -> str:
@@ -133,4 +185,16 @@ def format_llama_serving(report: dict[str, Any]) -> str:
         lines.append(f"{r['rate_per_s']:>7.3g} {r['policy']:<9}{th[0]:>9.1f} -> {th[1]:>6.1f} ({100 * th[2]:+5.1f} %)"
                      f"{1e3 * tp[0]:>8.1f} -> {1e3 * tp[1]:>5.1f} ({100 * tp[2]:+5.1f} %)"
                      f"{1e3 * tt[0]:>8.0f} -> {1e3 * tt[1]:>5.0f} ({100 * tt[2]:+6.1f} %)")
+    lines += ["", "where each row's miss comes from (llama-server's counters -> the simulation's):",
+              f"{'rate/s':>7} {'policy':<9}{'steps':>22}{'slots per step':>22}{'accepted/drafted':>22}"
+              f"{'busy ms per step':>24}"]
+    for r in report["rows"]:
+        c = r.get("causes", {})
+        cells = []
+        for key, scale, fmt in (("steps", 1, ".0f"), ("batch", 1, ".2f"), ("acceptance", 1, ".2f"),
+                                ("s_per_step", 1e3, ".2f")):
+            a, b, e = c.get(key, [math.nan] * 3)
+            cells.append(f"{scale * a:{fmt}} -> {scale * b:{fmt}} ({100 * e:+.0f} %)" if np.isfinite(a) else "-")
+        lines.append(f"{r['rate_per_s']:>7.3g} {r['policy']:<9}{cells[0]:>22}{cells[1]:>22}{cells[2]:>22}"
+                     f"{cells[3]:>24}")
     return "\n".join(lines)

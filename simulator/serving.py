@@ -9,6 +9,10 @@ Scenario: requests arrive (Poisson, bursty gamma gaps, or a trace) at a fleet of
   request's first token. Every running request holds lookahead slots: the policy's largest verification pass, k + 1
   tokens (vLLM's ``num_lookahead_slots``), and counts that many tokens against the step's token budget
   (``max_prefill_tokens``, vLLM's ``max_num_batched_tokens``), which caps the batch at budget // (k + 1).
+  With ``prefill_mixed`` (llama-server, which builds one ``llama_decode`` batch per step from the running slots'
+  tokens and any pending prompt) a prefill admitted while a batch runs is no step of its own: its prompt rides in
+  the running batch's next decode step, which costs what the prompt's rows add to the target pass
+  (`StepCosts.riding_prefill_s`), and the new requests join with their first token when that step ends.
 - **the KV cache** (``kv_allocation``): ``reserve`` (default) - a request is admitted only when its whole life fits
   (prompt + output + lookahead), so nothing is ever preempted (TensorRT-LLM's guaranteed-no-evict scheduling);
   ``on-demand`` - as vLLM does: admitted when its prompt and lookahead fit, the cache grows as tokens are kept, and
@@ -73,6 +77,8 @@ class EngineConfig:
     #                               engine); False: the prompts' tokens are packed, as vLLM does
     attention_padded: bool = False  # every sequence's attention reads as many cache slots as the batch's longest
     #                                 (static shapes, specsim's own engine); False: its own (paged attention, vLLM)
+    prefill_mixed: bool = False  # new prompts ride in the running batch's decode pass (llama-server's one
+    #                              llama_decode per step); False: a prefill is a step of its own
 
     def __post_init__(self) -> None:
         if self.max_batch < 1 or self.max_prefill_tokens < 1:
@@ -142,6 +148,9 @@ class Engine(Scheduler):
             if not admitted:
                 yield from self._decode()
                 continue
+            if self.config.prefill_mixed and len(self.active):
+                yield from self._decode_step(riding=admitted)
+                continue
             end = self._prefill(admitted)
             if self.config.bulk and not self.waiting and self.arrivals.next_s > end and self.remaining.min() > 0:
                 yield from self._decode_run(end)  # nothing to admit when the prefill ends: decode straight on
@@ -158,12 +167,16 @@ class Engine(Scheduler):
         duration = self.costs.prefill_s(len(computed), per_request, self.with_draft and self.eager)
         end = self.env.now + duration
         self.log.prefill_duration_s.append(duration)
+        self._first_tokens(admission, end)
+        return end
+
+    def _first_tokens(self, admission: Admission, end: float) -> None:
+        """The admitted requests' prefill ends at `end`: their first token then (a readmitted one's is kept)."""
         reqs = np.asarray(admission.requests, dtype=np.int64)
         new = np.isnan(self.log.first_token_s[reqs])
         self.log.first_token_s[reqs[new]] = end
         self.log.engine_of[reqs] = self.index
         self.sampler.admit(np.asarray(admission.slots, dtype=np.int64))  # a readmitted sequence starts afresh
-        return end
 
     def _decode(self):  # noqa: ANN202
         if self.config.bulk:
@@ -171,8 +184,10 @@ class Engine(Scheduler):
         else:
             yield from self._decode_step()
 
-    def _decode_step(self):  # noqa: ANN202
-        """One decode step (the reference mode: every step a simpy event)."""
+    def _decode_step(self, riding: Admission | None = None):  # noqa: ANN202
+        """One decode step (the reference mode: every step a simpy event). With `riding` (``prefill_mixed``): the
+        admitted requests' prompts ride in its target pass, and they join the batch with their first token when it
+        ends."""
         if self.on_demand:
             self.preempt_until_fits()
         state = self.state()
@@ -184,6 +199,9 @@ class Engine(Scheduler):
         priced = context_mean + self._padding()  # the context the step's attention reads per sequence
         draft = (self.config.draft_sync if self.with_draft else None)
         duration = self.costs.step_s(batch, priced, cand, self.last_cand, draft, missing_mean)
+        if riding is not None:
+            prompts = sum(self.prefill_tokens(r) for r in riding.requests)
+            duration += self.costs.riding_prefill_s(batch * cand.shape.verify_tokens, prompts)
         self.last_cand = cand
         if self.with_draft and not plain and missing_mean > 0:
             self.draft_missing[:] = 0
@@ -208,6 +226,9 @@ class Engine(Scheduler):
         self._log_steps(cand, np.array([self.env.now]), np.array([duration]), np.array([context_mean]), batch,
                         np.array([tokens]), None if plain else accepted)
         self._retire()
+        if riding is not None:
+            self.join(riding)
+            self._first_tokens(riding, self.env.now)
 
     def _padding(self) -> float:
         """What attention reads per sequence beyond the batch's mean context: the longest's lead when attention is

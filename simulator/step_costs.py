@@ -122,6 +122,19 @@ class StepCosts(StepDurations):
         """``draft_sync_s`` of one token per sequence at each of `context_means`."""
         return np.array([self.draft_sync_s(batch, 1, c) for c in context_means.tolist()])
 
+    def riding_prefill_s(self, decode_rows: int, prompt_tokens: int) -> float:
+        """What `prompt_tokens` new prompt tokens add to a target pass that already computes `decode_rows` rows
+        (an engine that puts new prompts into the running batch's pass): the pass's time over the rows it grows to
+        less its time over the rows it had, both as one packed sequence at context 0 (the decode rows' own
+        attention over their caches is in the decode step already)."""
+        tokens = self.prompt_step * math.ceil(prompt_tokens / self.prompt_step)
+        key = (-decode_rows, tokens, False)  # negative: apart from prefill_s's (n_requests, tokens) keys
+        t = self._prefill.get(key)
+        if t is None:
+            t = self._prefill[key] = max(0.0, self.cost.pass_time_s(self.target, 1, decode_rows + tokens, 0)
+                                         - self.cost.pass_time_s(self.target, 1, decode_rows, 0))
+        return t
+
     def prefill_s(self, n_requests: int, prompt_tokens_mean: float, with_draft: bool) -> float:
         """One pass of the target (and the draft) over `n_requests` prompts."""
         tokens = self.prompt_step * math.ceil(prompt_tokens_mean / self.prompt_step)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import one_line_error, run
 
@@ -200,3 +201,33 @@ def read_llama_bench_path(path):
     from calibrate.step_import import read_llama_bench
 
     return read_llama_bench(path)
+
+
+def test_llama_server_counters_attribute_a_served_stream():
+    """llama-server's /metrics text is read into its counters; the busy time is the union of the requests' in-flight
+    spans; steps, slots per step, acceptance and busy time per step come from the counters' differences."""
+    from calibrate.llama_cpp import parse_metrics
+    from calibrate.llama_served import busy_s, counted
+    from simulator.serving import ServingRun
+    from simulator.workload import Workload
+
+    text = ("# HELP llamacpp:n_decode_total Total number of llama_decode() calls\n"
+            "# TYPE llamacpp:n_decode_total counter\nllamacpp:n_decode_total 150\n"
+            "llamacpp:n_busy_slots_per_decode 2\nllamacpp:spec_decode_num_draft_tokens_total 400\n"
+            "llamacpp:spec_decode_num_accepted_tokens_total 300\n"
+            'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 90\n')
+    after = parse_metrics(text)
+    assert after == {"n_decode_total": 150, "n_busy_slots_per_decode": 2, "spec_decode_num_draft_tokens_total": 400,
+                     "spec_decode_num_accepted_tokens_total": 300}
+    before = {"n_decode_total": 50, "n_busy_slots_per_decode": 1, "spec_decode_num_draft_tokens_total": 0,
+              "spec_decode_num_accepted_tokens_total": 0}
+    w = Workload(np.array([0.0, 0.5, 3.0]), np.array([8, 8, 8]), np.array([4, 4, 4]))
+    e = np.zeros(0)
+    run = ServingRun(w, "measured", 1, "-", np.array([0.1, 0.6, 3.1]), np.array([1.0, 2.0, 3.5]),
+                     np.zeros(3, dtype=int), e, e, e, e.astype(int), e.astype(int), e.astype(int), e, {}, 0, 0)
+    assert busy_s(run) == pytest.approx(2.0 + 0.5)  # [0, 2] and [3, 3.5]
+    c = counted(before, after, run)
+    assert c["steps"] == 100
+    assert c["batch"] == pytest.approx((2 * 150 - 50) / 100)
+    assert c["acceptance"] == pytest.approx(0.75)
+    assert c["s_per_step"] == pytest.approx(0.025)

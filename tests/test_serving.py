@@ -158,6 +158,9 @@ class FixedCosts(StepCosts):
     def draft_sync_s(self, batch, tokens_mean, context_mean):
         return 0.001
 
+    def riding_prefill_s(self, decode_rows, prompt_tokens):
+        return 0.002
+
 
 @pytest.mark.parametrize("bulk", [True, False])
 def test_engine_event_trace_is_exact(h100, bulk):
@@ -180,6 +183,38 @@ def test_engine_event_trace_is_exact(h100, bulk):
     # TPOT of req 0: (0.036 - 0.005) / 5; of req 1: (0.048 - 0.023) / 5
     assert m.tpot_s[0] == pytest.approx(np.median([0.031 / 5, 0.025 / 5]))
     assert m.ttft_s[0] == pytest.approx(np.median([0.005, 0.011]))
+
+
+@pytest.mark.parametrize("bulk", [True, False])
+def test_mixed_prefill_rides_in_the_running_batch_step(h100, bulk):
+    """llama-server's schedule (``prefill_mixed``): the same two requests as above, by hand.
+    t=0 req 0 prefills alone (nothing runs) -> first token 0.005; decode with catch-up: 13 ms -> 0.018, 2 left
+    (req 1 arrived at 0.012, mid-step); req 1's prompt rides in the next step: 12 ms + 2 ms -> 0.032, req 0 emits
+    its last 2 and finishes, req 1 joins with its first token at 0.032; catch-up of req 1's prompt: 13 ms -> 0.045;
+    12 ms -> 0.057, req 1 finishes. No prefill step of its own for req 1."""
+    cost, target, draft = h100
+    costs = FixedCosts(cost, target, draft)
+    workload = Workload(np.array([0.0, 0.012]), np.array([4, 4]), np.array([6, 6]))
+    acc = parse_acceptance("iid:1")
+    run = simulate(workload, costs, parse_policy("fixed:2", acc), acc, np.random.default_rng(0),
+                   EngineConfig(bulk=bulk, prefill_mixed=True))
+    np.testing.assert_allclose(run.first_token_s, [0.005, 0.032])
+    np.testing.assert_allclose(run.finish_s, [0.032, 0.057])
+    np.testing.assert_allclose(run.step_time_s, [0.018, 0.032, 0.045, 0.057])
+    assert run.step_batch.tolist() == [1, 1, 1, 1]
+    assert run.step_tokens.tolist() == [3, 2, 3, 2]
+    assert run.prefill_duration_s.tolist() == [0.005]
+
+
+def test_riding_prefill_costs_the_rows_it_adds_not_a_pass(h100):
+    """A prompt riding in a decode pass costs the pass over the grown rows less the pass over the decode rows: more
+    than nothing, less than a pass of its own (which also reads the weights), and it grows with the prompt."""
+    cost, target, draft = h100
+    costs = StepCosts(cost, target, draft)
+    ride = costs.riding_prefill_s(8 * 5, 256)
+    assert ride == pytest.approx(cost.pass_time_s(target, 1, 40 + 256, 0) - cost.pass_time_s(target, 1, 40, 0))
+    assert 0 < ride < costs.prefill_s(1, 256, False)
+    assert costs.riding_prefill_s(40, 1024) > ride
 
 
 def test_eager_draft_sync_pays_in_prefill_and_plain_steps(h100):
