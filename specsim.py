@@ -16,8 +16,8 @@ import click
 import cli.commands as cmd
 import cli.options as opt
 import cli.output as out
-from scenarios.serving_scenario import ServingOptions
 from cli.plot_commands import plot_group
+from scenarios.serving_scenario import ServingOptions
 from simulator import __version__
 
 
