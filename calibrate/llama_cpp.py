@@ -284,10 +284,17 @@ def llama_profile(target_dir: str | Path, draft_dir: str | Path, quick: bool, se
         loop_s = server_loop_s(profile, target, calib[:3], 2, n_tokens, lambda: bar.update(1))
     engine = replace(profile.fit.overheads.engine, plain=PerStep(loop_s), verify=PerStep(loop_s))
     acc["llama_server_loop_s"] = loop_s
+    batches = (2, 4)
+    with progress("llama-server's batched plain steps (its slots together)", len(batches) * 2) as bar:
+        batched = server_batched_passes(profile, target, calib, batches, 2, n_tokens, loop_s, lambda: bar.update(1))
+    profile = replace(profile, passes=profile.passes + tuple(batched))
     fit = replace(profile.fit, overheads=replace(profile.fit.overheads, engine=engine),
                   extra={**profile.fit.extra, "assumed": [*profile.fit.extra.get("assumed", []),
                          f"llama-server's own work, {loop_s * 1e3:.2f} ms a step (plain requests less "
-                         "llama-bench's passes), the same in a speculative step"]})
+                         "llama-bench's passes), the same in a speculative step",
+                         "the target's batched passes of one token (batch " + ", ".join(map(str, batches))
+                         + "): llama-server's plain steps with its slots decoding together, less that work; a "
+                         "batched verification is llama-bench's single-sequence pass scaled by the same ratio"]})
     return replace(profile, acceptance=MeasuredAcceptance.from_dict(acc), fit=fit)
 
 
@@ -307,3 +314,43 @@ def server_loop_s(profile: Any, target: Path, prompts: Sequence[Sequence[int]], 
                 per_step.append((t - passes) / (new_tokens - 1))
                 tick()
     return max(float(np.median(per_step)), 0.0)
+
+
+def server_batched_passes(profile: Any, target: Path, prompts: Sequence[Sequence[int]], batches: Sequence[int],
+                          repeats: int, new_tokens: int, loop_s: float,
+                          tick: Callable[[], None]) -> list[Any]:
+    """The target's pass over B sequences x one new token, which llama-bench (one sequence) never runs: B plain
+    requests sent together to a llama-server with B slots decode in the same steps; a request's decode time over
+    its steps, less the server's own work per step (`loop_s`), is the batched pass at the mean context. Prompts
+    are cut to one length so that the requests start and end together. Plain requests only: no speculative run
+    enters the profile."""
+    import threading
+
+    from scenarios.profile import PassRecord
+
+    length = min(len(p) for p in prompts)
+    cut = [list(p[:length]) for p in prompts]
+    records = []
+    for b in batches:
+        samples = []
+        with Server(target, ctx=b * (length + new_tokens + 64), slots=b) as server:
+            server.complete(cut[0], 8)
+            for r in range(repeats):
+                batch = [cut[(r * b + j) % len(cut)] for j in range(b)]
+                results: list[dict[str, Any]] = [{} for _ in range(b)]
+
+                def one(j: int, batch: list[list[int]] = batch, results: list[dict[str, Any]] = results) -> None:
+                    results[j] = server.complete(batch[j], new_tokens)
+
+                threads = [threading.Thread(target=one, args=(j,)) for j in range(b)]
+                for th in threads:
+                    th.start()
+                for th in threads:
+                    th.join()
+                samples += [float(x["timings"]["predicted_ms"]) * 1e-3 / (new_tokens - 1) - loop_s for x in results]
+                tick()
+        records.append(PassRecord(profile.target.name, b, 1, length + new_tokens // 2,
+                                  median_s=max(float(np.median(samples)), 1e-6),
+                                  iqr_s=float(np.subtract(*np.percentile(samples, [75, 25]))),
+                                  samples_s=tuple(max(s, 1e-6) for s in samples)))
+    return records
