@@ -117,7 +117,9 @@ def validate_llama_serving(profile: Any, target_dir: str | Path, draft_dir: str 
                 bar.update(1)
     med = sorted(rows, key=lambda r: r["rate_per_s"])[len(rows) // 2]
     return {"engine": "llama.cpp llama-server", "slots": slots, "requests": n_requests, "tokens": output_tokens,
-            "k": k, "rows": rows, "median_row": {"rate_per_s": med["rate_per_s"], "policy": med["policy"]}}
+            "k": k, "rows": rows, "median_row": {"rate_per_s": med["rate_per_s"], "policy": med["policy"]},
+            "median_abs_err": {m: float(np.nanmedian([abs(r[m][2]) for r in rows]))
+                               for m in ("throughput", "tpot_p50_s", "ttft_p50_s")}}
 
 
 def busy_s(run: ServingRun) -> float:
@@ -185,6 +187,11 @@ def format_llama_serving(report: dict[str, Any]) -> str:
         lines.append(f"{r['rate_per_s']:>7.3g} {r['policy']:<9}{th[0]:>9.1f} -> {th[1]:>6.1f} ({100 * th[2]:+5.1f} %)"
                      f"{1e3 * tp[0]:>8.1f} -> {1e3 * tp[1]:>5.1f} ({100 * tp[2]:+5.1f} %)"
                      f"{1e3 * tt[0]:>8.0f} -> {1e3 * tt[1]:>5.0f} ({100 * tt[2]:+6.1f} %)")
+    e, m = report.get("median_abs_err"), report.get("median_row")
+    if e and m:
+        lines.append(f"median |error| over the rows: throughput {100 * e['throughput']:.1f} %, TPOT p50 "
+                     f"{100 * e['tpot_p50_s']:.1f} %, TTFT p50 {100 * e['ttft_p50_s']:.1f} % (the median row: "
+                     f"{m['rate_per_s']:g}/s {m['policy']})")
     lines += ["", "where each row's miss comes from (llama-server's counters -> the simulation's):",
               f"{'rate/s':>7} {'policy':<9}{'steps':>22}{'slots per step':>22}{'accepted/drafted':>22}"
               f"{'busy ms per step':>24}"]
