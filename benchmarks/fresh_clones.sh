@@ -6,7 +6,9 @@
 #   ENGINE=transformers bash benchmarks/fresh_clones.sh [N] [OUT_DIR]
 #                                                                the pair exported, transformers' own passes
 #                                                                calibrated, its assisted generation and prompt lookup
-#                                                                validated (about 9 minutes a clone)
+#                                                                validated (about 9 minutes a clone; VALIDATE
+#                                                                replaces --quick, e.g. VALIDATE="--k 1..8
+#                                                                --repeats 2" for every k and K 2..8 on 8 prompts)
 # Minutes per clone on a 2-core machine; run nothing else meanwhile. One summary line per clone.
 set -euo pipefail
 N=${1:-5}
@@ -50,8 +52,8 @@ transformers_clone() {  # $1: clone number
   specsim calibrate --quick --engine transformers --target pair/target --draft pair/draft \
     --out "$OUT/hf-profile-$i.json" > "$OUT/calibrate-$i.txt" 2>&1
   cal=$(( $(date +%s) - start ))
-  specsim validate --quick --engine transformers --profile "$OUT/hf-profile-$i.json" --target pair/target \
-    --draft pair/draft --json > "$OUT/validate-$i.json" 2>/dev/null
+  specsim validate ${VALIDATE:---quick} --engine transformers --profile "$OUT/hf-profile-$i.json" \
+    --target pair/target --draft pair/draft --json > "$OUT/validate-$i.json" 2>/dev/null
   python - "$OUT" "$i" "$cal" <<'PY'
 import json, sys
 out, i, cal = sys.argv[1:]
