@@ -8,7 +8,10 @@ first token's and the last token's times are the client's own clock. The simulat
 and number of slots, the profile's cost model and measured greedy acceptance, and llama-server's schedule: one
 ``llama_decode`` per step over every generating slot's tokens (drafts included: the draft model drafts all slots at
 once) with any pending prompt in the same batch (`EngineConfig.prefill_mixed`); its metrics are averaged over
-acceptance seeds (`calibrate.served_validation.predict_run`).
+acceptance seeds (`calibrate.served_validation.predict_run`). Before each rate a plain spot check (one request at
+a time, `spot_drift`) says how much slower or faster the machine runs llama-server's plain step than the profile
+priced it minutes earlier; the simulation is re-anchored by it (`CostModel.drift`), and the figures as profiled are
+reported beside.
 
 Each row's miss is attributed from llama-server's own counters (``--metrics``: its ``llama_decode`` calls, busy slots
 per call, drafted and accepted tokens) against the simulation's: the number of steps, the batch they ran at, the
@@ -23,6 +26,7 @@ import math
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +35,7 @@ import numpy as np
 from calibrate.llama_cpp import Server, gguf_of
 from simulator.metrics import ServingMetrics, summarize
 from simulator.serving import EngineConfig, ServingRun
+from simulator.step_costs import StepCosts
 from simulator.workload import Workload
 
 
@@ -83,7 +88,6 @@ def validate_llama_serving(profile: Any, target_dir: str | Path, draft_dir: str 
     from calibrate.served_validation import predict_run
     from engine.builtin import encode, prompts
     from simulator.policies import PLAIN, parse_policy
-    from simulator.step_costs import StepCosts
 
     target, draft = gguf_of(target_dir, "target"), gguf_of(draft_dir, "draft")
     acceptance = profile.acceptance.model()
@@ -99,27 +103,64 @@ def validate_llama_serving(profile: Any, target_dir: str | Path, draft_dir: str 
         saturation = slots / costs.decode_s(slots, mean_ctx, PLAIN) / output_tokens
         rates = [float(f"{saturation * f:.3g}") for f in (0.2, 0.5, 0.9, 1.5)]
     gaps = rng.exponential(1.0, n_requests)
+    base = profile.cost_model()
     rows = []
+    drifts: dict[float, float] = {}
     with progress("llama-server: a served stream per rate and policy", len(rates) * 2) as bar:
         for rate in rates:
             workload = Workload(np.cumsum(gaps) / rate - gaps[0] / rate, np.array([len(p) for p in pick]),
                                 np.full(n_requests, output_tokens), f"poisson {rate:g}/s")
-            for name, policy in policies.items():
+            for name, policy in policies.items():  # "off" first: its server takes the rate's spot check
                 with Server(target, draft if name != "off" else None, k, ctx=slots * ctx,
                             slots=slots) as server:
                     server.complete(pick[0], 8)
+                    if name == "off":
+                        drifts[rate] = spot_drift(server, costs, pick[0])
                     before = server.metrics()
                     run = serve_stream(server, workload, pick)
                     counters = counted(before, server.metrics(), run)
                 measured = summarize(run, rate_per_s=rate)
-                simulated = predict_run(workload, costs, policy, acceptance, config, seed)
-                rows.append(row(rate, name, measured, simulated.mean, counters, simulated_counts(simulated.runs)))
+                f = drifts[rate]
+                anchored = StepCosts(replace(base, drift={m.name: ((1, f),) for m in (profile.target, profile.draft)}),
+                                     profile.target, profile.draft)
+                simulated = predict_run(workload, anchored, policy, acceptance, config, seed)
+                profiled = predict_run(workload, costs, policy, acceptance, config, seed).mean
+                r = row(rate, name, measured, simulated.mean, counters, simulated_counts(simulated.runs))
+                r["drift"] = f
+                r["as_profiled"] = {"throughput": _rel(measured.throughput_tokens_per_s,
+                                                       profiled.throughput_tokens_per_s),
+                                    "tpot_p50_s": _rel(measured.tpot_s[0], profiled.tpot_s[0])}
+                rows.append(r)
                 bar.update(1)
     med = sorted(rows, key=lambda r: r["rate_per_s"])[len(rows) // 2]
     return {"engine": "llama.cpp llama-server", "slots": slots, "requests": n_requests, "tokens": output_tokens,
             "k": k, "rows": rows, "median_row": {"rate_per_s": med["rate_per_s"], "policy": med["policy"]},
             "median_abs_err": {m: float(np.nanmedian([abs(r[m][2]) for r in rows]))
-                               for m in ("throughput", "tpot_p50_s", "ttft_p50_s")}}
+                               for m in ("throughput", "tpot_p50_s", "ttft_p50_s")},
+            "median_abs_err_as_profiled": {m: float(np.nanmedian([abs(r["as_profiled"][m]) for r in rows]))
+                                           for m in ("throughput", "tpot_p50_s")}}
+
+
+SPOT_TOKENS = 32
+
+
+def spot_drift(server: Server, costs: Any, prompt: Sequence[int]) -> float:
+    """How much slower (> 1) this machine runs llama-server's passes now than the profile prices them: one request
+    at a time, its decode time per step less the step's priced work outside the pass, over the priced plain pass at
+    batch 1 (median of three). Plain requests only, taken before each rate's runs: every pass of both models is
+    re-anchored by it (`CostModel.drift`), as `validate --serving` re-anchors specsim's own engine by its spot
+    checks."""
+    from simulator.policies import PLAIN
+
+    context = len(prompt) + SPOT_TOKENS / 2
+    passed = costs.cost.pass_time_s(costs.target, 1, 1, int(context))
+    outside = costs.decode_s(1, context, PLAIN) - passed
+    ratios = []
+    for _ in range(3):
+        t = server.complete(prompt, SPOT_TOKENS)["timings"]
+        steps = max(int(t.get("predicted_n", SPOT_TOKENS)) - 1, 1)
+        ratios.append((float(t["predicted_ms"]) * 1e-3 / steps - outside) / passed)
+    return max(float(np.median(ratios)), 0.1)
 
 
 def busy_s(run: ServingRun) -> float:
@@ -187,11 +228,16 @@ def format_llama_serving(report: dict[str, Any]) -> str:
         lines.append(f"{r['rate_per_s']:>7.3g} {r['policy']:<9}{th[0]:>9.1f} -> {th[1]:>6.1f} ({100 * th[2]:+5.1f} %)"
                      f"{1e3 * tp[0]:>8.1f} -> {1e3 * tp[1]:>5.1f} ({100 * tp[2]:+5.1f} %)"
                      f"{1e3 * tt[0]:>8.0f} -> {1e3 * tt[1]:>5.0f} ({100 * tt[2]:+6.1f} %)")
-    e, m = report.get("median_abs_err"), report.get("median_row")
+    e, m, p = report.get("median_abs_err"), report.get("median_row"), report.get("median_abs_err_as_profiled")
     if e and m:
         lines.append(f"median |error| over the rows: throughput {100 * e['throughput']:.1f} %, TPOT p50 "
                      f"{100 * e['tpot_p50_s']:.1f} %, TTFT p50 {100 * e['ttft_p50_s']:.1f} % (the median row: "
                      f"{m['rate_per_s']:g}/s {m['policy']})")
+    if p:
+        drifts = sorted({r["drift"] for r in report["rows"] if "drift" in r})
+        lines.append(f"re-anchored by a plain spot check before each rate (the machine ran {drifts[0]:.2f}-"
+                     f"{drifts[-1]:.2f}x the profile's plain step); as profiled: throughput "
+                     f"{100 * p['throughput']:.1f} %, TPOT p50 {100 * p['tpot_p50_s']:.1f} %")
     lines += ["", "where each row's miss comes from (llama-server's counters -> the simulation's):",
               f"{'rate/s':>7} {'policy':<9}{'steps':>22}{'slots per step':>22}{'accepted/drafted':>22}"
               f"{'busy ms per step':>24}"]

@@ -231,3 +231,33 @@ def test_llama_server_counters_attribute_a_served_stream():
     assert c["batch"] == pytest.approx((2 * 150 - 50) / 100)
     assert c["acceptance"] == pytest.approx(0.75)
     assert c["s_per_step"] == pytest.approx(0.025)
+
+
+def test_a_plain_spot_check_re_anchors_the_served_simulation():
+    """`spot_drift`: a server whose plain steps take twice what the profile prices reads as a drift of 2; the drift
+    scales both models' passes (`CostModel.drift`)."""
+    from dataclasses import replace
+
+    from calibrate.llama_served import SPOT_TOKENS, spot_drift
+    from scenarios import load_hardware, load_model
+    from simulator.cost import CostModel
+    from simulator.policies import PLAIN
+    from simulator.step_costs import StepCosts
+
+    target, draft = load_model("llama-3.1-8b"), load_model("llama-3.2-1b")
+    cost = CostModel.from_hardware(load_hardware("h100-sxm"))
+    costs = StepCosts(cost, target, draft)
+    prompt = list(range(40))
+    context = len(prompt) + SPOT_TOKENS // 2
+    passed = cost.pass_time_s(target, 1, 1, context)
+    step = costs.decode_s(1, context, PLAIN) + passed  # the pass took twice its price, the rest as priced
+
+    class Twice:
+        def complete(self, p, n):
+            return {"timings": {"predicted_n": n, "predicted_ms": step * (n - 1) * 1e3}}
+
+    f = spot_drift(Twice(), costs, prompt)
+    assert f == pytest.approx(2.0)
+    drifted = StepCosts(replace(cost, drift={m.name: ((1, f),) for m in (target, draft)}), target, draft)
+    assert drifted.decode_s(1, context, PLAIN) == pytest.approx(step, rel=1e-9)
+    assert drifted.cost.pass_time_s(draft, 4, 5, 512) == pytest.approx(2 * cost.pass_time_s(draft, 4, 5, 512))
