@@ -8,10 +8,10 @@ first token's and the last token's times are the client's own clock. The simulat
 and number of slots, the profile's cost model and measured greedy acceptance, and llama-server's schedule: one
 ``llama_decode`` per step over every generating slot's tokens (drafts included: the draft model drafts all slots at
 once) with any pending prompt in the same batch (`EngineConfig.prefill_mixed`); its metrics are averaged over
-acceptance seeds (`calibrate.served_validation.predict_run`). Before each rate a plain spot check (one request at
-a time, `spot_drift`) says how much slower or faster the machine runs llama-server's plain step than the profile
-priced it minutes earlier; the simulation is re-anchored by it (`CostModel.drift`), and the figures as profiled are
-reported beside.
+acceptance seeds (`calibrate.served_validation.predict_run`). Before each rate plain spot checks (one request, then as
+many as the slots together: `spot_drift`) say how much slower or faster the machine runs llama-server's passes than
+the profile priced them minutes earlier; the simulation is re-anchored by them (`CostModel.drift`), and the figures
+as profiled are reported beside.
 
 Each row's miss is attributed from llama-server's own counters (``--metrics``: its ``llama_decode`` calls, busy slots
 per call, drafted and accepted tokens) against the simulation's: the number of steps, the batch they ran at, the
@@ -105,7 +105,7 @@ def validate_llama_serving(profile: Any, target_dir: str | Path, draft_dir: str 
     gaps = rng.exponential(1.0, n_requests)
     base = profile.cost_model()
     rows = []
-    drifts: dict[float, float] = {}
+    drifts: dict[float, tuple[tuple[int, float], ...]] = {}
     with progress("llama-server: a served stream per rate and policy", len(rates) * 2) as bar:
         for rate in rates:
             workload = Workload(np.cumsum(gaps) / rate - gaps[0] / rate, np.array([len(p) for p in pick]),
@@ -115,18 +115,18 @@ def validate_llama_serving(profile: Any, target_dir: str | Path, draft_dir: str 
                             slots=slots) as server:
                     server.complete(pick[0], 8)
                     if name == "off":
-                        drifts[rate] = spot_drift(server, costs, pick[0])
+                        drifts[rate] = spot_drift(server, costs, pick[0], slots)
                     before = server.metrics()
                     run = serve_stream(server, workload, pick)
                     counters = counted(before, server.metrics(), run)
                 measured = summarize(run, rate_per_s=rate)
                 f = drifts[rate]
-                anchored = StepCosts(replace(base, drift={m.name: ((1, f),) for m in (profile.target, profile.draft)}),
+                anchored = StepCosts(replace(base, drift={m.name: f for m in (profile.target, profile.draft)}),
                                      profile.target, profile.draft)
                 simulated = predict_run(workload, anchored, policy, acceptance, config, seed)
                 profiled = predict_run(workload, costs, policy, acceptance, config, seed).mean
                 r = row(rate, name, measured, simulated.mean, counters, simulated_counts(simulated.runs))
-                r["drift"] = f
+                r["drift"] = [list(knot) for knot in f]
                 r["as_profiled"] = {"throughput": _rel(measured.throughput_tokens_per_s,
                                                        profiled.throughput_tokens_per_s),
                                     "tpot_p50_s": _rel(measured.tpot_s[0], profiled.tpot_s[0])}
@@ -144,23 +144,43 @@ def validate_llama_serving(profile: Any, target_dir: str | Path, draft_dir: str 
 SPOT_TOKENS = 32
 
 
-def spot_drift(server: Server, costs: Any, prompt: Sequence[int]) -> float:
-    """How much slower (> 1) this machine runs llama-server's passes now than the profile prices them: one request
-    at a time, its decode time per step less the step's priced work outside the pass, over the priced plain pass at
-    batch 1 (median of three). Plain requests only, taken before each rate's runs: every pass of both models is
-    re-anchored by it (`CostModel.drift`), as `validate --serving` re-anchors specsim's own engine by its spot
-    checks."""
+def spot_drift(server: Server, costs: Any, prompt: Sequence[int], slots: int) -> tuple[tuple[int, float], ...]:
+    """How much slower (> 1) this machine runs llama-server's passes now than the profile prices them, at batch 1
+    and at `slots` (plain requests sent together, decoding in the same steps): each batch's decode time per step
+    less the step's priced work outside the pass, over the priced plain pass (median over the requests, three
+    rounds at batch 1). Plain requests only, taken before each rate's runs; the knots re-anchor every pass of both
+    models, log-linear in batch (`CostModel.drift`), as `validate --serving` re-anchors specsim's own engine by
+    single passes timed at its smallest and largest batch."""
     from simulator.policies import PLAIN
 
     context = len(prompt) + SPOT_TOKENS / 2
-    passed = costs.cost.pass_time_s(costs.target, 1, 1, int(context))
-    outside = costs.decode_s(1, context, PLAIN) - passed
-    ratios = []
-    for _ in range(3):
-        t = server.complete(prompt, SPOT_TOKENS)["timings"]
-        steps = max(int(t.get("predicted_n", SPOT_TOKENS)) - 1, 1)
-        ratios.append((float(t["predicted_ms"]) * 1e-3 / steps - outside) / passed)
-    return max(float(np.median(ratios)), 0.1)
+    knots = []
+    for b in sorted({1, slots}):
+        passed = costs.cost.pass_time_s(costs.target, b, 1, int(context))
+        outside = costs.decode_s(b, context, PLAIN) - passed
+        ratios = [(step - outside) / passed for _ in range(3 if b == 1 else 1)
+                  for step in steps_s(server, [prompt] * b, SPOT_TOKENS)]
+        knots.append((b, max(float(np.median(ratios)), 0.1)))
+    return tuple(knots)
+
+
+def steps_s(server: Server, prompts: Sequence[Sequence[int]], n: int) -> list[float]:
+    """Each request's decode time per step when `prompts` are sent together (one thread each)."""
+    results: list[dict[str, Any]] = [{} for _ in prompts]
+
+    def one(j: int) -> None:
+        results[j] = server.complete(prompts[j], n)
+
+    threads = [threading.Thread(target=one, args=(j,)) for j in range(len(prompts))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    out = []
+    for r in results:
+        t = r["timings"]
+        out.append(float(t["predicted_ms"]) * 1e-3 / max(int(t.get("predicted_n", n)) - 1, 1))
+    return out
 
 
 def busy_s(run: ServingRun) -> float:
@@ -234,9 +254,9 @@ def format_llama_serving(report: dict[str, Any]) -> str:
                      f"{100 * e['tpot_p50_s']:.1f} %, TTFT p50 {100 * e['ttft_p50_s']:.1f} % (the median row: "
                      f"{m['rate_per_s']:g}/s {m['policy']})")
     if p:
-        drifts = sorted({r["drift"] for r in report["rows"] if "drift" in r})
-        lines.append(f"re-anchored by a plain spot check before each rate (the machine ran {drifts[0]:.2f}-"
-                     f"{drifts[-1]:.2f}x the profile's plain step); as profiled: throughput "
+        fs = sorted(f for r in report["rows"] for _, f in r.get("drift", []))
+        lines.append(f"re-anchored by plain spot checks before each rate (the passes ran {fs[0]:.2f}-{fs[-1]:.2f}x "
+                     f"their profiled time at batch 1 and {report['slots']}); as profiled: throughput "
                      f"{100 * p['throughput']:.1f} %, TPOT p50 {100 * p['tpot_p50_s']:.1f} %")
     lines += ["", "where each row's miss comes from (llama-server's counters -> the simulation's):",
               f"{'rate/s':>7} {'policy':<9}{'steps':>22}{'slots per step':>22}{'accepted/drafted':>22}"

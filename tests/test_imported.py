@@ -234,8 +234,8 @@ def test_llama_server_counters_attribute_a_served_stream():
 
 
 def test_a_plain_spot_check_re_anchors_the_served_simulation():
-    """`spot_drift`: a server whose plain steps take twice what the profile prices reads as a drift of 2; the drift
-    scales both models' passes (`CostModel.drift`)."""
+    """`spot_drift`: a server whose plain passes take twice what the profile prices reads as a drift of 2 (at batch
+    1, with one slot); the drift scales both models' passes (`CostModel.drift`)."""
     from dataclasses import replace
 
     from calibrate.llama_served import SPOT_TOKENS, spot_drift
@@ -256,8 +256,8 @@ def test_a_plain_spot_check_re_anchors_the_served_simulation():
         def complete(self, p, n):
             return {"timings": {"predicted_n": n, "predicted_ms": step * (n - 1) * 1e3}}
 
-    f = spot_drift(Twice(), costs, prompt)
-    assert f == pytest.approx(2.0)
-    drifted = StepCosts(replace(cost, drift={m.name: ((1, f),) for m in (target, draft)}), target, draft)
+    f = spot_drift(Twice(), costs, prompt, 1)
+    assert len(f) == 1 and f[0][0] == 1 and f[0][1] == pytest.approx(2.0)
+    drifted = StepCosts(replace(cost, drift={m.name: f for m in (target, draft)}), target, draft)
     assert drifted.decode_s(1, context, PLAIN) == pytest.approx(step, rel=1e-9)
     assert drifted.cost.pass_time_s(draft, 4, 5, 512) == pytest.approx(2 * cost.pass_time_s(draft, 4, 5, 512))
