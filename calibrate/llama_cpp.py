@@ -144,6 +144,24 @@ class Server:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as r:
             return parse_metrics(r.read().decode())
 
+    def steps_s(self, prompts: Sequence[Sequence[int]], n: int) -> list[float]:
+        """Each request's decode time per step when `prompts` are sent together (one thread each), so that they
+        decode in the same steps of this server's slots."""
+        import threading
+
+        results: list[dict[str, Any]] = [{} for _ in prompts]
+
+        def one(j: int) -> None:
+            results[j] = self.complete(prompts[j], n)
+
+        threads = [threading.Thread(target=one, args=(j,)) for j in range(len(prompts))]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        return [float(r["timings"]["predicted_ms"]) * 1e-3 / max(int(r["timings"].get("predicted_n", n)) - 1, 1)
+                for r in results]
+
     def complete(self, prompt: Sequence[int], n: int) -> dict[str, Any]:
         """One greedy completion of exactly `n` tokens from `prompt` (token ids: bytes): its tokens and timings."""
         body = {"prompt": [list(prompt)], "n_predict": n, "temperature": 0.0, "top_k": 1, "cache_prompt": False,
@@ -324,8 +342,6 @@ def server_batched_passes(profile: Any, target: Path, prompts: Sequence[Sequence
     its steps, less the server's own work per step (`loop_s`), is the batched pass at the mean context. Prompts
     are cut to one length so that the requests start and end together. Plain requests only: no speculative run
     enters the profile."""
-    import threading
-
     from scenarios.profile import PassRecord
 
     length = min(len(p) for p in prompts)
@@ -337,17 +353,7 @@ def server_batched_passes(profile: Any, target: Path, prompts: Sequence[Sequence
             server.complete(cut[0], 8)
             for r in range(repeats):
                 batch = [cut[(r * b + j) % len(cut)] for j in range(b)]
-                results: list[dict[str, Any]] = [{} for _ in range(b)]
-
-                def one(j: int, batch: list[list[int]] = batch, results: list[dict[str, Any]] = results) -> None:
-                    results[j] = server.complete(batch[j], new_tokens)
-
-                threads = [threading.Thread(target=one, args=(j,)) for j in range(b)]
-                for th in threads:
-                    th.start()
-                for th in threads:
-                    th.join()
-                samples += [float(x["timings"]["predicted_ms"]) * 1e-3 / (new_tokens - 1) - loop_s for x in results]
+                samples += [step - loop_s for step in server.steps_s(batch, new_tokens)]
                 tick()
         records.append(PassRecord(profile.target.name, b, 1, length + new_tokens // 2,
                                   median_s=max(float(np.median(samples)), 1e-6),

@@ -161,28 +161,10 @@ def spot_drift(server: Server, costs: Any, prompt: Sequence[int], slots: int) ->
         passed = costs.cost.pass_time_s(costs.target, b, 1, int(context))
         outside = costs.decode_s(b, context, PLAIN) - passed
         ratios = [(step - outside) / passed for _ in range(3 if b == 1 else 1)
-                  for step in steps_s(server, [prompt] * b, SPOT_TOKENS)]
+                  for step in server.steps_s([prompt] * b, SPOT_TOKENS)]
         knots.append((b, max(float(np.median(ratios)), 0.1)))
     return tuple(knots)
 
-
-def steps_s(server: Server, prompts: Sequence[Sequence[int]], n: int) -> list[float]:
-    """Each request's decode time per step when `prompts` are sent together (one thread each)."""
-    results: list[dict[str, Any]] = [{} for _ in prompts]
-
-    def one(j: int) -> None:
-        results[j] = server.complete(prompts[j], n)
-
-    threads = [threading.Thread(target=one, args=(j,)) for j in range(len(prompts))]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    out = []
-    for r in results:
-        t = r["timings"]
-        out.append(float(t["predicted_ms"]) * 1e-3 / max(int(t.get("predicted_n", n)) - 1, 1))
-    return out
 
 
 def busy_s(run: ServingRun) -> float:

@@ -252,7 +252,11 @@ def test_a_plain_spot_check_re_anchors_the_served_simulation():
     passed = cost.pass_time_s(target, 1, 1, context)
     step = costs.decode_s(1, context, PLAIN) + passed  # the pass took twice its price, the rest as priced
 
+    from calibrate.llama_cpp import Server
+
     class Twice:
+        steps_s = Server.steps_s  # the real way of sending requests together, over this fake's completions
+
         def complete(self, p, n):
             return {"timings": {"predicted_n": n, "predicted_ms": step * (n - 1) * 1e3}}
 
