@@ -126,7 +126,7 @@ def time_passes(spec: ModelSpec, device: torch.device, timer: Timer, runner: Pas
 
 def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, runner: PassRunner,
                   batches: Sequence[int], contexts: Sequence[int], bar: Bar, effort: Effort,
-                  seed: int = 0) -> list[dict[str, Any]]:
+                  seed: int = 0, decoders: dict[tuple, Any] | None = None) -> list[dict[str, Any]]:
     """Time one decoding pass per grid point of each model, with random weights drawn on the device, as the runner
     runs it (a CUDA graph replayed, on a GPU): the pass over B sequences x n new tokens on c cached ones, the
     probabilities at its last position and one sample. Each model is built once and its cache once per batch, and
@@ -135,7 +135,8 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
     minutes apart on a machine that drifts 10-30 % in that time carried the drift into every ratio (a validation at
     TinyLlama's shapes found a quick calibration's draft passes 5-28 % dearer than they ran while its target passes
     were 7-16 % cheaper). An out-of-memory point is recorded and skipped. Records come model by model, batch by
-    batch."""
+    batch. `decoders` keeps the random-weight models between calls that time the same shapes again (a spot check's
+    takes: building the built-in target costs as much as timing it)."""
     gen = torch.Generator(device=device).manual_seed(seed)
     rng = np.random.default_rng(seed)
     records: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(models))}
@@ -147,9 +148,14 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
     built: dict[int, tuple[Any, int]] = {}
     for i, m in enumerate(models):
         max_len = m.max_len or max(contexts) + max(m.new_tokens) + 1
+        key = (m.spec, max_len, str(device), m.expert_sharing)  # the first call's weights serve the later ones
         try:
-            built[i] = build_decoder(m.spec, max_len, device=device, seed=seed,
-                                     expert_sharing=m.expert_sharing), max_len
+            model = decoders.get(key) if decoders is not None else None
+            if model is None:
+                model = build_decoder(m.spec, max_len, device=device, seed=seed, expert_sharing=m.expert_sharing)
+            if decoders is not None:
+                decoders[key] = model
+            built[i] = model, max_len
         except Exception as e:  # noqa: BLE001 - any failure to even build the model is an OOM candidate
             if not _is_oom(e):
                 raise

@@ -187,9 +187,10 @@ def time_spot(profile: Profile, device: Any, runner: Any, batches: Sequence[int]
     models = [Timed(spec, (1,), max(calibrated_cache_len(profile, spec), context + 2))
               for spec in (profile.target, profile.draft)]
     samples: dict[tuple[str, int], list[float]] = {}
+    decoders: dict[tuple, Any] = {}  # built once for the takes (each take draws its own inputs)
     for i in range(takes):
         for r in time_together(models, device, Timer(device), runner, shown, [context], _Quiet(),
-                               Effort.of(quick=True, busy=False), seed + i):
+                               Effort.of(quick=True, busy=False), seed + i, decoders):
             if r.get("median_s"):
                 samples.setdefault((r["model"], r["batch"]), []).append(float(r["median_s"]))
     return {key: float(np.median(v)) for key, v in samples.items()}

@@ -84,9 +84,13 @@ def builtin_profile():
     t, d = load_model("specsim-target", "fp32"), load_model("specsim-draft", "fp32")
     grid = Grid(batches=(1, 2), target_new_tokens=(1, 3, 4), draft_new_tokens=(1, 2), contexts=(16,),
                 probe_layers=(1, 2))
+    from calibrate.timing import Effort
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("calibrate.microbench.MIB", 2**12)
         mp.setattr("calibrate.calibration.builtin_pair", lambda t, d: False)
+        # No test of this fixture reads how well its passes were timed: a few samples each (half its time).
+        mp.setattr(Effort, "of", classmethod(lambda cls, quick, busy: cls(0.02, 3, 5, 0.5)))
         # The engine's own work at these shapes is measured by tests of its own (test_calibrate,
         # test_speculative); here it would be half of the fixture's time for figures no test of this fixture reads.
         mp.setattr("calibrate.calibration.measure_engine_at_shapes", lambda *a, **k: EngineOverheads())

@@ -127,6 +127,12 @@ def _summaries(h100, case: str, bulk: bool, acceptance: str | None = None, costs
     return rows
 
 
+# 5-25 s each, run by `python -m pytest -m slow` (benchmarks/waits.py --only slow); in the default suite the
+# deterministic runs above (event for event) and test_serving's `draw_steps` distribution check stand in for them.
+SLOW = pytest.mark.slow
+
+
+@SLOW
 @pytest.mark.parametrize("case", list(RANDOM))
 def test_bulk_matches_the_reference_in_distribution(h100, case):
     """24 seeds of 120 requests, each a workload and acceptance draws shared by both modes: TPOT and TTFT
@@ -135,6 +141,7 @@ def test_bulk_matches_the_reference_in_distribution(h100, case):
     assert sign_flip_p(_summaries(h100, case, True), _summaries(h100, case, False)) > 0.001
 
 
+@SLOW
 def test_the_comparison_catches_a_shifted_mean(h100):
     """Decode steps 3 % slower in the bulk run: caught (the test has power where it matters)."""
     cost, target, draft = h100
@@ -151,6 +158,7 @@ def test_the_comparison_catches_a_shifted_mean(h100):
                        _summaries(h100, case, False)) < 0.001
 
 
+@SLOW
 def test_the_comparison_catches_a_wrong_tail(h100):
     """Per-sequence acceptance Beta(4, 2) instead of Beta(2, 1): the same mean, half the spread. Mean TPOT moves by
     under 5 % but its tails move more, and the test catches it."""

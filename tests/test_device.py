@@ -66,6 +66,7 @@ def test_validation(meta_default, builtin_profile, monkeypatch):
 
     # what is checked is where tensors are made, not how well the spot checks time: a few samples each
     monkeypatch.setattr(Effort, "of", classmethod(lambda cls, quick, busy: cls(0.005, 2, 3, 0.5)))
+    monkeypatch.setattr("calibrate.validate.MIN_SEQUENCES", 1)  # one prompt per run: the same paths, a quarter of it
 
     def quiet(label, total):
         import contextlib

@@ -66,6 +66,7 @@ def test_local_processes_give_the_serial_results(h100):
     assert [m.policy for _, m in serial][:3] == ["off", "fixed:3", "adaptive"]
 
 
+@pytest.mark.slow  # 8-10 s of starting Ray; the local processes' test above checks the same table without it
 def test_ray_gives_the_serial_table():
     pytest.importorskip("ray")
     import ray

@@ -176,11 +176,16 @@ def test_the_served_plot_shows_every_prediction_even_at_a_single_rate():
         assert all(float(y) < ax.get_ylim()[1] for ln in ax.lines for y in ln.get_ydata())
 
 
-def test_validate_serving_end_to_end_and_its_bad_inputs(tiny_profile, tmp_path):
+def test_validate_serving_end_to_end_and_its_bad_inputs(tiny_profile, tmp_path, monkeypatch):
     """`validate --serving` at a tiny profile's shapes with acceptance replayed: a JSON report with a row per rate and
     policy, the crossovers and the plot; a trace of arrivals on its own clock; one-line errors for a trace with no
     usable rows, a static option, and caches that cannot fit in memory (nothing written)."""
     from conftest import one_line_error, run, save_tiny
+
+    from calibrate.timing import Effort
+
+    # what is checked is the report's plumbing, not how well the spot checks time: a few samples each
+    monkeypatch.setattr(Effort, "of", classmethod(lambda cls, quick, busy: cls(0.005, 2, 3, 0.5)))
 
     path = tmp_path / "tiny.json"
     save_tiny(tiny_profile, path)

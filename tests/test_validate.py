@@ -330,7 +330,7 @@ def test_spot_checks_time_passes_in_the_calibrations_cache_length(builtin_profil
     assert calibrated_cache_len(p, p.target) == want > 6
     seen = []
 
-    def fake(models, device, timer, runner, batches, contexts, bar, effort, seed=0):
+    def fake(models, device, timer, runner, batches, contexts, bar, effort, seed=0, decoders=None):
         seen.extend((m.spec.name, m.max_len) for m in models)
         return [{"model": m.spec.name, "batch": b, "new_tokens": 1, "context": contexts[0], "median_s": 1e-3}
                 for m in models for b in batches]
