@@ -336,8 +336,19 @@ def _upper(n: int) -> np.ndarray:
 
 def stationary_many(M: np.ndarray) -> np.ndarray:
     """`stationary` of a stack of row-stochastic matrices (n, S, S) at once: pi (M - I) = 0 with one equation
-    replaced by sum(pi) = 1, solved directly (the chains here are ergodic, so the system is regular)."""
+    replaced by sum(pi) = 1, solved directly (the chains here are ergodic, so the system is regular). With two or
+    three states, in closed form: pi_i is proportional to the principal minor of I - M without row and column i
+    (the Markov chain tree theorem), a few array operations where a batched solve costs several times more - the
+    fits of hidden chains evaluate this thousands of times."""
     n, S, _ = M.shape
+    if S == 2:
+        pi = np.stack([M[:, 1, 0], M[:, 0, 1]], axis=1)
+        return pi / pi.sum(axis=1, keepdims=True)
+    if S == 3:
+        j, k = (1, 0, 0), (2, 2, 1)  # pi_i from the other two states j < k
+        d = 1.0 - M[:, (0, 1, 2), (0, 1, 2)]  # (n, 3): 1 - M_ii
+        pi = np.maximum(d[:, j] * d[:, k] - M[:, j, k] * M[:, k, j], 0.0)
+        return pi / pi.sum(axis=1, keepdims=True)
     A = np.swapaxes(M, 1, 2) - _eye(S)
     A[:, -1, :] = 1.0
     b = np.zeros((n, S))
@@ -366,7 +377,7 @@ def hidden_chain_pmf_matrix(alphas: np.ndarray, T: np.ndarray, K: int) -> np.nda
     out = np.zeros((K, K + 1))
     per_position = rejected.sum(axis=2) @ pis.T  # [i, k - 1] = P(rejected at draft i | a step of k)
     out[:, :K] = (per_position * _upper(K)).T  # keep i < k: row k - 1 has k rejections
-    out[np.arange(K), np.arange(1, K + 1)] = np.einsum("ks,ks->k", pis, powers[1:].sum(axis=2))
+    out[np.arange(K), np.arange(1, K + 1)] = (pis * powers[1:].sum(axis=2)).sum(axis=1)
     return out
 
 
