@@ -365,19 +365,26 @@ def hidden_chain_pmf_matrix(alphas: np.ndarray, T: np.ndarray, K: int) -> np.nda
     state of the next token (columns); what is rejected at draft i is (D T)^i (I - D). A step of k drafts moves
     the start state by the chain sum_{i<k} (D T)^i (I - D) T + (D T)^k T, whose stationary law pi_k is where the
     steps of a long run start; P(A = i) = pi_k rejected_i 1, P(A = k) = pi_k (D T)^k 1."""
-    S = len(alphas)
-    DT = alphas[:, None] * T
-    powers = np.empty((K + 1, S, S))
-    powers[0] = _eye(S)
+    return hidden_chain_pmf_stack(np.asarray(alphas)[None], np.asarray(T)[None], K)[0]
+
+
+def hidden_chain_pmf_stack(alphas: np.ndarray, T: np.ndarray, K: int) -> np.ndarray:
+    """`hidden_chain_pmf_matrix` of a stack of B chains at once: alphas (B, S), T (B, S, S) -> (B, K, K + 1). The
+    fits evaluate several candidate chains per step (`simulator.acceptance_fit.nelder_mead_many`), and for chains of
+    2-3 states one evaluation of a stack costs about what one chain does."""
+    B, S = alphas.shape
+    DT = alphas[:, :, None] * T
+    powers = np.empty((B, K + 1, S, S))
+    powers[:, 0] = _eye(S)
     for i in range(K):
-        powers[i + 1] = powers[i] @ DT
-    rejected = powers[:K] * (1.0 - alphas)  # (K, S, S): column s scaled by its rejection probability
-    chains = (np.cumsum(rejected, axis=0) + powers[1:]) @ T  # chains[k - 1]: the step of k drafts
-    pis = stationary_many(chains)  # (K, S)
-    out = np.zeros((K, K + 1))
-    per_position = rejected.sum(axis=2) @ pis.T  # [i, k - 1] = P(rejected at draft i | a step of k)
-    out[:, :K] = (per_position * _upper(K)).T  # keep i < k: row k - 1 has k rejections
-    out[np.arange(K), np.arange(1, K + 1)] = (pis * powers[1:].sum(axis=2)).sum(axis=1)
+        powers[:, i + 1] = powers[:, i] @ DT
+    rejected = powers[:, :K] * (1.0 - alphas)[:, None, None, :]  # (B, K, S, S): column s scaled by its rejection
+    chains = (np.cumsum(rejected, axis=1) + powers[:, 1:]) @ T[:, None]  # chains[:, k - 1]: the step of k drafts
+    pis = stationary_many(chains.reshape(B * K, S, S)).reshape(B, K, S)
+    out = np.zeros((B, K, K + 1))
+    per_position = rejected.sum(axis=3) @ np.swapaxes(pis, 1, 2)  # [b, i, k - 1] = P(rejected at draft i | k)
+    out[:, :, :K] = np.swapaxes(per_position * _upper(K), 1, 2)  # keep i < k: row k - 1 has k rejections
+    out[:, np.arange(K), np.arange(1, K + 1)] = (pis * powers[:, 1:].sum(axis=3)).sum(axis=2)
     return out
 
 

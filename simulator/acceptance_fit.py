@@ -36,7 +36,7 @@ from .acceptance import (
     IIDAcceptance,
     MarkovAcceptance,
     PositionalAcceptance,
-    hidden_chain_pmf_matrix,
+    hidden_chain_pmf_stack,
 )
 from .context import with_context
 from .executors import Executor, Serial
@@ -104,36 +104,57 @@ class AcceptanceData:
 
 def nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, step: float = 0.5, iters: int = 400,
                 tol: float = 1e-12, rtol: float = 1e-5) -> tuple[np.ndarray, float]:
-    """Minimise f from x0 (Nelder and Mead 1965, the usual coefficients 1, 2, 0.5, 0.5), until the simplex's values
-    agree within `rtol` of the best (or `tol`): a hidden chain's fit on the 48-request sample ends at the same loss
-    to 4 digits with 2.6x fewer evaluations than running to 1e-12."""
-    n = len(x0)
-    pts = [np.asarray(x0, dtype=float)] + [np.asarray(x0, dtype=float) + step * np.eye(n)[i] for i in range(n)]
-    vals = [f(p) for p in pts]
+    """Minimise f from x0 (Nelder and Mead 1965; `nelder_mead_many` with one start)."""
+    return nelder_mead_many(lambda xs: np.array([f(x) for x in xs]), np.asarray(x0, dtype=float)[None], step, iters,
+                            tol, rtol)[0]
+
+
+def nelder_mead_many(f: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, step: float = 0.5, iters: int = 400,
+                     tol: float = 1e-12, rtol: float = 1e-5) -> list[tuple[np.ndarray, float]]:
+    """Minimise from each row of x0 (B, n) (Nelder and Mead 1965, the usual coefficients 1, 2, 0.5, 0.5), each start
+    until its simplex's values agree within `rtol` of its best (or `tol`). The starts run in lockstep and `f` takes
+    a stack of points (m, n) -> (m,): an iteration is one batched evaluation of every start's reflected point and one
+    of the expanded or contracted points of the starts that need one, so B starts of a small model cost about what
+    one does. Each start takes the path it would take alone (its branches decided by its own values). A hidden
+    chain's fit on the 48-request sample ends at the same loss to 4 digits with 2.6x fewer evaluations at
+    rtol = 1e-5 than running to 1e-12."""
+    x0 = np.asarray(x0, dtype=float)
+    B, n = x0.shape
+    pts = x0[:, None, :] + np.vstack([np.zeros((1, n)), step * np.eye(n)])[None]  # (B, n + 1, n)
+    vals = f(pts.reshape(-1, n)).reshape(B, n + 1)
+    active = np.ones(B, dtype=bool)
+    starts = np.arange(B)[:, None]
     for _ in range(iters):
-        order = np.argsort(vals)
-        pts, vals = [pts[i] for i in order], [vals[i] for i in order]
-        if abs(vals[-1] - vals[0]) < max(tol, rtol * abs(vals[0])):
+        order = np.argsort(vals, axis=1)
+        pts, vals = pts[starts, order], vals[starts, order]
+        active &= np.abs(vals[:, -1] - vals[:, 0]) >= np.maximum(tol, rtol * np.abs(vals[:, 0]))
+        a = np.flatnonzero(active)
+        if not len(a):
             break
-        centroid = np.mean(pts[:-1], axis=0)
-        reflected = centroid + (centroid - pts[-1])
+        P, V = pts[a], vals[a]
+        centroid, worst = P[:, :-1].mean(axis=1), P[:, -1]
+        reflected = centroid + (centroid - worst)
         fr = f(reflected)
-        if fr < vals[0]:
-            expanded = centroid + 2 * (centroid - pts[-1])
-            fe = f(expanded)
-            pts[-1], vals[-1] = (expanded, fe) if fe < fr else (reflected, fr)
-        elif fr < vals[-2]:
-            pts[-1], vals[-1] = reflected, fr
-        else:
-            contracted = centroid + 0.5 * (pts[-1] - centroid)
-            fc = f(contracted)
-            if fc < vals[-1]:
-                pts[-1], vals[-1] = contracted, fc
-            else:
-                pts = [pts[0]] + [pts[0] + 0.5 * (p - pts[0]) for p in pts[1:]]
-                vals = [vals[0]] + [f(p) for p in pts[1:]]
-    best = int(np.argmin(vals))
-    return pts[best], float(vals[best])
+        expand = fr < V[:, 0]
+        contract = ~expand & (fr >= V[:, -2])
+        second = np.where(expand[:, None], centroid + 2 * (centroid - worst), centroid + 0.5 * (worst - centroid))
+        f2 = np.full(len(a), np.inf)
+        if (expand | contract).any():
+            f2[expand | contract] = f(second[expand | contract])
+        take_second = (expand & (f2 < fr)) | (contract & (f2 < V[:, -1]))
+        shrink = contract & ~take_second
+        new_pt = np.where(take_second[:, None], second, reflected)
+        new_val = np.where(take_second, f2, fr)
+        keep = ~shrink
+        P[keep, -1], V[keep, -1] = new_pt[keep], new_val[keep]
+        if shrink.any():
+            s = np.flatnonzero(shrink)
+            best = P[s, :1]
+            P[s, 1:] = best + 0.5 * (P[s, 1:] - best)
+            V[s, 1:] = f(P[s, 1:].reshape(-1, n)).reshape(len(s), n)
+        pts[a], vals[a] = P, V
+    best = np.argmin(vals, axis=1)
+    return [(pts[b, best[b]].copy(), float(vals[b, best[b]])) for b in range(B)]
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -156,33 +177,34 @@ def pmf_loss(pmfs: Mapping[int, np.ndarray], targets: Mapping[int, np.ndarray]) 
     return loss
 
 
-def matrix_loss(pmfs: np.ndarray, targets: np.ndarray, lengths: np.ndarray) -> float:
-    """`pmf_loss` on distributions padded into rows (zeros past each k): the same sum, without the loop."""
+def matrix_loss(pmfs: np.ndarray, targets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """`pmf_loss` of a stack of candidates (B, K, K + 1) against distributions padded into rows (zeros past each k):
+    the same sum per candidate, without the loop."""
     tokens = (pmfs @ lengths) / (targets @ lengths)
-    return float(((pmfs - targets) ** 2).sum() + ((tokens - 1.0) ** 2).sum())
+    return ((pmfs - targets) ** 2).sum(axis=(1, 2)) + ((tokens - 1.0) ** 2).sum(axis=1)
 
 
 def _hidden_from(x: np.ndarray, S: int) -> tuple[np.ndarray, np.ndarray]:
-    alphas = _sigmoid(x[:S])
-    logits = np.concatenate([x[S:].reshape(S, S - 1), np.zeros((S, 1))], axis=1)  # last column fixed at 0
-    T = np.exp(logits - logits.max(axis=1, keepdims=True))
-    T = T / T.sum(axis=1, keepdims=True)
+    """Parameter vectors (B, S + S (S - 1)) -> alphas (B, S) and transition matrices (B, S, S)."""
+    alphas = _sigmoid(x[:, :S])
+    logits = np.concatenate([x[:, S:].reshape(-1, S, S - 1), np.zeros((len(x), S, 1))], axis=2)  # last column 0
+    T = np.exp(logits - logits.max(axis=2, keepdims=True))
+    T = T / T.sum(axis=2, keepdims=True)
     return alphas, T * (1 - S * MIN_TRANSITION) + MIN_TRANSITION  # every state reachable: one stationary law
 
 
 def fit_hidden(targets: Mapping[int, np.ndarray], S: int, mean_alpha: float,
                rng: np.random.Generator) -> HiddenChain:
     """The S-state hidden chain whose step distributions best match `targets`, from several starts (easy states
-    above the mean alpha, hard ones below, sticky transitions)."""
+    above the mean alpha, hard ones below, sticky transitions), run side by side (`nelder_mead_many`)."""
     ks = sorted(targets)
     rows = np.asarray(ks) - 1  # each target's row of `hidden_chain_pmf_matrix`
     target_matrix = np.zeros((len(ks), ks[-1] + 1))
     for i, k in enumerate(ks):
         target_matrix[i, :k + 1] = targets[k]
     lengths = np.arange(1, ks[-1] + 2, dtype=float)
-    best: tuple[float, np.ndarray] | None = None
-    starts = 3
-    for i in range(starts):
+    starts = []
+    for i in range(3):
         spread = np.linspace(0.97, 0.15, S) if i == 0 else np.sort(rng.uniform(0.05, 0.99, S))[::-1]
         stick = 0.85 if i == 0 else rng.uniform(0.6, 0.97)
         off = (1 - stick) / (S - 1)
@@ -190,18 +212,16 @@ def fit_hidden(targets: Mapping[int, np.ndarray], S: int, mean_alpha: float,
         for s in range(S):
             for j in range(S - 1):
                 logits[s, j] = np.log((stick if j == s else off) / (stick if s == S - 1 else off))
-        x0 = np.concatenate([[_logit(a) for a in spread], logits.ravel()])
+        starts.append(np.concatenate([[_logit(a) for a in spread], logits.ravel()]))
 
-        def loss(x: np.ndarray) -> float:
-            a, T = _hidden_from(x, S)
-            return matrix_loss(hidden_chain_pmf_matrix(a, T, ks[-1])[rows], target_matrix, lengths)
+    def loss(xs: np.ndarray) -> np.ndarray:
+        a, T = _hidden_from(xs, S)
+        return matrix_loss(hidden_chain_pmf_stack(a, T, ks[-1])[:, rows], target_matrix, lengths)
 
-        x, value = nelder_mead(loss, x0, step=0.6, iters=150 * S * S)
-        x, value = nelder_mead(loss, x, step=0.15, iters=100 * S * S)  # restart: Nelder-Mead stalls otherwise
-        if best is None or value < best[0]:
-            best = (value, x)
-    assert best is not None
-    alphas, T = _hidden_from(best[1], S)
+    ends = nelder_mead_many(loss, np.array(starts), step=0.6, iters=150 * S * S)
+    ends = nelder_mead_many(loss, np.array([x for x, _ in ends]), step=0.15, iters=100 * S * S)  # a restart:
+    x = min(ends, key=lambda end: end[1])[0]  # Nelder-Mead stalls otherwise; the first start wins ties
+    alphas, T = (v[0] for v in _hidden_from(x[None], S))
     order = np.argsort(-alphas)  # easiest state first
     alphas, T = alphas[order], T[np.ix_(order, order)]
     if S == 2:

@@ -18,6 +18,7 @@ from simulator.acceptance_fit import (
     fit_hidden,
     fit_positional,
     nelder_mead,
+    nelder_mead_many,
 )
 from specsim import cli
 
@@ -27,6 +28,21 @@ KS = range(1, 9)
 def test_nelder_mead_finds_a_known_minimum():
     x, value = nelder_mead(lambda x: float(((x - np.array([1.0, -2.0])) ** 2).sum()), np.zeros(2), iters=500)
     assert np.allclose(x, [1.0, -2.0], atol=1e-4) and value < 1e-8
+
+
+def test_starts_in_lockstep_take_the_paths_they_take_alone():
+    """`nelder_mead_many`: Rosenbrock's valley from three starts at once ends where each start ends alone (the
+    same branches, point for point), each having stopped at its own iteration."""
+    def rosenbrock(xs):
+        xs = np.atleast_2d(xs)
+        return (1 - xs[:, 0]) ** 2 + 100 * (xs[:, 1] - xs[:, 0] ** 2) ** 2
+
+    starts = np.array([[-1.2, 1.0], [0.0, 0.0], [2.0, 3.5]])
+    together = nelder_mead_many(rosenbrock, starts, step=0.3, iters=2000, rtol=1e-9)
+    for x0, (x, value) in zip(starts, together):
+        alone_x, alone_value = nelder_mead(lambda x: float(rosenbrock(x)[0]), x0, step=0.3, iters=2000, rtol=1e-9)
+        assert np.array_equal(x, alone_x) and value == alone_value
+    assert all(np.allclose(x, [1.0, 1.0], atol=1e-3) for x, _ in together)
 
 
 def test_hidden_chain_pmfs_in_one_pass_equal_the_per_k_forward():
