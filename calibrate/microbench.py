@@ -81,17 +81,21 @@ def run_microbenchmarks(timer: Timer, quick: bool, tick: Callable[[], None], tim
     tick()
     out["call_overhead"] = call_overhead(timer, cap)
     tick()
-    size = 8192 if gpu else (1024 if quick else 2048)
+    size = 8192 if gpu else CPU_MATMUL_SIZE[0 if quick else 1]
     out["matmul"] = {}
     out["skinny"] = {}
     rows = skinny_rows(quick)
     for dt in _dtypes(timer.device):
         out["matmul"][dt] = matmul(timer, dt, size, cap)
         tick()
-        d = 8192 if gpu else 4096
+        d = 8192 if gpu else CPU_SKINNY_WIDTH
         out["skinny"][dt] = skinny(timer, dt, rows, d, 2 * d if gpu else d, cap / 2)
         tick()
     return out
+
+
+CPU_MATMUL_SIZE = (1024, 2048)  # a CPU's square GEMM, quick and full
+CPU_SKINNY_WIDTH = 4096  # a CPU's skinny GEMM: d x d weights, larger than its caches
 
 
 def skinny_rows(quick: bool) -> list[int]:

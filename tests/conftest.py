@@ -35,15 +35,27 @@ def trace_path(name: str = "cnn") -> Path:
 
 
 
+def small_device_benchmarks(mp: pytest.MonkeyPatch) -> None:
+    """A calibration in a test measures the device on small buffers with a few samples per point: what the tests
+    check is what is measured and where it goes, not how well (`specsim calibrate` and benchmarks/ time for real)."""
+    from calibrate.timing import Effort
+
+    mp.setattr("calibrate.microbench.MIB", 2**12)
+    mp.setattr("calibrate.microbench.CPU_MATMUL_SIZE", (128, 128))
+    mp.setattr("calibrate.microbench.CPU_SKINNY_WIDTH", 256)
+    mp.setattr("calibrate.microbench.skinny_rows", lambda quick: [1, 8, 32])
+    mp.setattr(Effort, "of", classmethod(lambda cls, quick, busy: cls(0.02, 5, 5, 0.5)))  # the quick minimum
+
+
 @pytest.fixture(scope="session")
 def tiny_profile():
-    """One calibration of tiny shapes on the CPU for the whole session (micro-benchmarks on 4 KiB "MiB" buffers)."""
+    """One calibration of tiny shapes on the CPU for the whole session (`small_device_benchmarks`)."""
     import torch
 
     from calibrate.calibration import calibrate
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("calibrate.microbench.MIB", 2**12)
+        small_device_benchmarks(mp)
         return calibrate(TINY_T, TINY_D, torch.device("cpu"), TINY_GRID, quick=True, command="test")
 
 
@@ -84,13 +96,9 @@ def builtin_profile():
     t, d = load_model("specsim-target", "fp32"), load_model("specsim-draft", "fp32")
     grid = Grid(batches=(1, 2), target_new_tokens=(1, 3, 4), draft_new_tokens=(1, 2), contexts=(16,),
                 probe_layers=(1, 2))
-    from calibrate.timing import Effort
-
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("calibrate.microbench.MIB", 2**12)
+        small_device_benchmarks(mp)
         mp.setattr("calibrate.calibration.builtin_pair", lambda t, d: False)
-        # No test of this fixture reads how well its passes were timed: a few samples each (half its time).
-        mp.setattr(Effort, "of", classmethod(lambda cls, quick, busy: cls(0.02, 3, 5, 0.5)))
         # The engine's own work at these shapes is measured by tests of its own (test_calibrate,
         # test_speculative); here it would be half of the fixture's time for figures no test of this fixture reads.
         mp.setattr("calibrate.calibration.measure_engine_at_shapes", lambda *a, **k: EngineOverheads())

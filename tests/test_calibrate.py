@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import TINY_D, TINY_GRID, TINY_T
+from conftest import TINY_D, TINY_GRID, TINY_T, small_device_benchmarks
 
 from calibrate.calibration import calibrate
 from engine.model import build_decoder, causal_window, hf_llama_state, load_state
@@ -168,7 +168,7 @@ def test_out_of_memory_at_one_point_is_recorded_and_the_rest_goes_on(monkeypatch
         return real_forward(self, tokens, window)
 
     monkeypatch.setattr(model_mod.Decoder, "forward", flaky)
-    monkeypatch.setattr("calibrate.microbench.MIB", 2**12)
+    small_device_benchmarks(monkeypatch)
     result = calibrate(TINY_T, TINY_D, torch.device("cpu"), TINY_GRID, quick=True, command="test")
     oom = [p for p in result.profile.passes if p.oom]
     assert len(oom) == 2 and all(p.batch == 2 and p.new_tokens == 3 for p in oom)
@@ -216,7 +216,7 @@ def test_target_and_draft_passes_are_timed_in_the_same_rounds(monkeypatch):
 
 def test_interrupt_leaves_no_profile(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr("calibrate.microbench.MIB", 2**12)
+    small_device_benchmarks(monkeypatch)
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import TINY_D, TINY_GRID, TINY_T
+from conftest import TINY_D, TINY_GRID, TINY_T, small_device_benchmarks
 
 from engine.builtin import encode, prompts
 from engine.pass_runner import EagerRunner, EagerStandIn, GraphRunner
@@ -33,7 +33,7 @@ def test_the_trap_springs_on_a_stray_tensor(meta_default):
 def test_calibration_on_the_cpu(meta_default, monkeypatch):
     from calibrate.calibration import calibrate
 
-    monkeypatch.setattr("calibrate.microbench.MIB", 2**12)
+    small_device_benchmarks(monkeypatch)
     profile = calibrate(TINY_T, TINY_D, torch.device("cpu"), TINY_GRID, quick=True, command="test").profile
     assert len(profile.timed) == len(profile.passes)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TINY_D, TINY_GRID, one_line_error, run
+from conftest import TINY_D, TINY_GRID, one_line_error, run, small_device_benchmarks
 
 from engine.model import build_decoder, causal_window
 from engine.moe import MoEFeedForward, Routing
@@ -79,7 +79,7 @@ def test_a_tiny_moe_decodes_and_calibrates(tmp_path):
     logits = model(torch.randint(0, 64, (2, 4)), causal_window(torch.zeros(2, dtype=torch.long), 4, 16))
     assert logits.shape == (2, 4, 64) and torch.isfinite(logits).all()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("calibrate.microbench.MIB", 2**12)
+        small_device_benchmarks(mp)
         mp.setattr("calibrate.calibration.measure_engine_at_shapes", lambda *a, **k: __import__(
             "simulator.specs", fromlist=["EngineOverheads"]).EngineOverheads())
         result = calibrate(TINY_MOE, TINY_D, torch.device("cpu"), TINY_GRID, quick=True, command="test",
