@@ -13,6 +13,9 @@ the CPU.
 Caches roll back by position: every sequence b keeps P[b], the slot of its current (last emitted, not yet cached)
 token; a rejected draft's entries beyond P simply get overwritten later. Each draft phase starts with a two-token
 pass over [previous, current] at [P - 1, P], which (re)writes whatever the draft had not yet cached.
+
+One concept past 500 lines: a speculative step and the loops that run it (generate, in turns, served); its parts
+share the caches' positions and cannot be read apart.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ here: `specsim predict` reads profiles without it.
 A profile is portable: read with ``--profile FILE`` it predicts on any machine (the caller notes that it was measured
 elsewhere); only the default lookup ("the latest profile of this device") and commands that run real passes match it
 against the device they run on.
+
+One concept past 500 lines: the profile's schema, one dataclass per section with its reader and writer beside it.
 """
 
 from __future__ import annotations

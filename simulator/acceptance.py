@@ -28,6 +28,8 @@ Spec strings (`simulator.acceptance_parse.parse_acceptance`):
   F(c), the factors interpolated linearly between the given contexts and flat beyond them, capped at 1
   (`simulator.context.ContextDependent`; MTP and EAGLE drafts trained at short context lose acceptance at long
   context, vLLM #47602; prompt-lookup gains it). A replayed trace carries its own contexts and takes no factor.
+
+One concept past 500 lines: the acceptance models, each with its exact pmf and its samplers side by side.
 """
 
 from __future__ import annotations

@@ -17,9 +17,8 @@ from simulator.acceptance_fit import (
     cross_validate,
     fit_hidden,
     fit_positional,
-    nelder_mead,
-    nelder_mead_many,
 )
+from simulator.minimize import nelder_mead, nelder_mead_many
 from specsim import cli
 
 KS = range(1, 9)
