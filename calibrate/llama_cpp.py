@@ -193,7 +193,7 @@ def parse_metrics(text: str) -> dict[str, float]:
 
 def predict_decode_s(profile: Any, k: int, prompt_tokens: int, new_tokens: int) -> float:
     """Seconds of llama-server's decoding of `new_tokens` greedy tokens after its prefill (k = 0: plain): the passes
-    as llama-bench measured them (`calibrate.transformers_engine.measured_pass_s`) and the steps greedy decoding
+    as llama-bench measured them (`calibrate.engine_steps.measured_pass_s`) and the steps greedy decoding
     takes along the calibration texts (`replay` of the pair's measured greedy matches)."""
     from calibrate.engine_steps import measured_pass_s, replay
 

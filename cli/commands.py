@@ -332,7 +332,7 @@ def run_validate_engine(engine: str, profile_path: Path | None, target: str | No
                                     4 if quick else 8, new_tokens or 64, repeats or (2 if quick else 3), progress)
         click.echo(json.dumps(report, indent=1) if as_json else format_llama_validation(report))
         return
-    from calibrate.transformers_engine import HFRun, check_profile, default_runs, format_validation, validate_hf
+    from calibrate.transformers_validation import HFRun, check_profile, default_runs, format_validation, validate_hf
 
     check_profile(profile)
     runs = default_runs(quick)

@@ -60,7 +60,8 @@ N = 40
 
 def test_replayed_matches_give_transformers_own_assisted_steps(hf_pair):
     from calibrate.measure_acceptance import greedy_yields
-    from calibrate.transformers_engine import HFRun, generate, logits_of
+    from calibrate.transformers_engine import generate, logits_of
+    from calibrate.transformers_validation import HFRun
 
     target, draft = hf_pair
     text, _ = generate(target, PROMPT, N)
@@ -80,7 +81,8 @@ def test_replayed_matches_give_transformers_own_assisted_steps(hf_pair):
 
 def test_replayed_lookup_gives_transformers_own_lookup_steps(hf_pair):
     from calibrate.ngram import repeating
-    from calibrate.transformers_engine import HFRun, generate, measure_lookup
+    from calibrate.transformers_engine import generate, measure_lookup
+    from calibrate.transformers_validation import HFRun
 
     target, _ = hf_pair
     prompt = repeating(PROMPT)
