@@ -106,3 +106,15 @@ def test_transformers_passes_are_timed_through_its_own_cache(hf_pair):
     crop(cache, 20)
     assert cache.get_seq_length() == 20
     assert torch.allclose(forward(target, step, cache), first)  # the cropped cache computes the same pass
+
+
+def test_greedy_texts_in_batches_are_generate_one_by_one(hf_pair):
+    """The lookup's calibration texts, generated a chunk of same-length prompts at a time, are transformers' own
+    greedy continuations of each prompt alone (prompts of two lengths, a chunk smaller than the group)."""
+    from calibrate.transformers_engine import generate, greedy_texts
+
+    target, _ = hf_pair
+    prompts = [PROMPT[:48], PROMPT[10:58], PROMPT[20:68], PROMPT[:30]]
+    ticks = []
+    texts = greedy_texts(target, prompts, 12, lambda: ticks.append(1), chunk=2)
+    assert texts == [generate(target, p, 12)[0] for p in prompts] and len(ticks) == len(prompts)
