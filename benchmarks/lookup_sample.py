@@ -21,6 +21,7 @@ from calibrate.engine_steps import replay  # noqa: E402
 from calibrate.ngram import repeating  # noqa: E402
 from calibrate.transformers_engine import greedy_texts, load_hf, lookup_candidates  # noqa: E402
 from engine.builtin import encode, prompts  # noqa: E402
+from simulator import SpecsimError  # noqa: E402
 
 
 def steps_per_text(texts: list[tuple[list[int], list[int]]], K: int, n: int) -> list[list[tuple[int, int]]]:
@@ -47,7 +48,11 @@ def main() -> int:
     ap.add_argument("pair", type=Path, help="the exported pair (specsim export --out DIR)")
     ap.add_argument("--tokens", type=int, default=64, help="greedy tokens per prompt (the quick calibration's 64)")
     a = ap.parse_args()
-    target = load_hf(a.pair / "target", "target")
+    try:
+        target = load_hf(a.pair / "target", "target")
+    except SpecsimError as e:
+        print(f"lookup_sample.py: {e}", file=sys.stderr)
+        return 2
     sets = {"calibration": [repeating(encode(p)) for p in prompts("calibration")],
             "held-out": [repeating(encode(p)) for p in prompts("heldout")[:8]]}
     texts = {name: list(zip(ps, greedy_texts(target, ps, a.tokens, lambda: None))) for name, ps in sets.items()}
