@@ -372,7 +372,7 @@ def hidden_chain_pmf_matrix(alphas: np.ndarray, T: np.ndarray, K: int) -> np.nda
 
 def hidden_chain_pmf_stack(alphas: np.ndarray, T: np.ndarray, K: int) -> np.ndarray:
     """`hidden_chain_pmf_matrix` of a stack of B chains at once: alphas (B, S), T (B, S, S) -> (B, K, K + 1). The
-    fits evaluate several candidate chains per step (`simulator.acceptance_fit.nelder_mead_many`), and for chains of
+    fits evaluate several candidate chains per step (`simulator.minimize.nelder_mead_many`), and for chains of
     2-3 states one evaluation of a stack costs about what one chain does."""
     B, S = alphas.shape
     DT = alphas[:, :, None] * T
