@@ -36,7 +36,7 @@ from scenarios.profile import (
 )
 from simulator import SpecsimError, __version__
 from simulator.cost import CostModel
-from simulator.rate_fit import PassPoint, errors, fit_cost_model, heldout_split
+from simulator.rate_fit import PassPoint, errors, fit_cost_model, heldout_split, verify_ratio_check
 from simulator.specs import DEFAULT_EXPERT_SHARING, EngineOverheads, ModelSpec
 
 
@@ -128,15 +128,15 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
                   batches: Sequence[int], contexts: Sequence[int], bar: Bar, effort: Effort,
                   seed: int = 0, decoders: dict[tuple, Any] | None = None) -> list[dict[str, Any]]:
     """Time one decoding pass per grid point of each model, with random weights drawn on the device, as the runner
-    runs it (a CUDA graph replayed, on a GPU): the pass over B sequences x n new tokens on c cached ones, the
-    probabilities at its last position and one sample. Each model is built once and its cache once per batch, and
-    a batch's points of *all* the models are measured in the same rounds (`measure.interleaved`, each round a block
-    of each model's points): a speed-up turns on the ratio of a draft pass to a target pass, and the two timed
-    minutes apart on a machine that drifts 10-30 % in that time carried the drift into every ratio (a validation at
-    TinyLlama's shapes found a quick calibration's draft passes 5-28 % dearer than they ran while its target passes
-    were 7-16 % cheaper). An out-of-memory point is recorded and skipped. Records come model by model, batch by
-    batch. `decoders` keeps the random-weight models between calls that time the same shapes again (a spot check's
-    takes: building the built-in target costs as much as timing it)."""
+    runs it (a CUDA graph replayed, on a GPU): B sequences x n new tokens on c cached ones, the probabilities at the
+    last position and one sample. Each model is built once, and the points of all the models (and, eager, of all
+    the batches) are measured in the same rounds (`measure.interleaved`, each round a block of each model's
+    points): a speed-up turns on ratios of passes, and passes timed minutes apart on a host that drifts 10-30 % in
+    that time carried the drift into every ratio (draft passes 5-28 % dearer than they ran while target passes were
+    7-16 % cheaper, at TinyLlama's shapes; batch-by-batch offsets of 10-30 % in quick calibrations' held-out
+    passes, their sign changing from run to run). An out-of-memory point is recorded and skipped. Records come
+    model by model, batch by batch. `decoders` keeps the random-weight models between calls that time the same
+    shapes again (a spot check's takes: building the built-in target costs as much as timing it)."""
     gen = torch.Generator(device=device).manual_seed(seed)
     rng = np.random.default_rng(seed)
     records: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(models))}
@@ -162,19 +162,27 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
             for b, n, c in itertools.product(batches, m.new_tokens, contexts):
                 record(i, b, n, c, oom=True)
     key_bucket = 64 if runner.mode == "graph" else KEY_ALIGN
-    for b in batches:
+    # Eager, one cache of the largest batch's rows serves every batch; CUDA graphs keep a memory pool each, so
+    # there the batches take turns.
+    blocks = [tuple(batches)] if runner.mode != "graph" and len(batches) > 1 else [(b,) for b in batches]
+    while blocks:
+        block = blocks.pop(0)
         runner.reset()
-        steps: dict[tuple[int, int, int], Callable[[], torch.Tensor]] = {}
+        steps: dict[tuple[int, int, int, int], Callable[[], torch.Tensor]] = {}
         for i, (model, max_len) in built.items():
             try:
-                model.setup_cache(b)
+                model.setup_cache(max(block))
             except Exception as e:  # noqa: BLE001
                 if not _is_oom(e):
                     raise
+                if len(block) > 1:  # the batches one by one, each in a cache of its own size
+                    blocks[:0] = [(b,) for b in block]
+                    steps = {}
+                    break
                 for n, c in itertools.product(models[i].new_tokens, contexts):
-                    record(i, b, n, c, oom=True)
+                    record(i, block[0], n, c, oom=True)
                 continue
-            for c, n in itertools.product(contexts, models[i].new_tokens):
+            for b, c, n in itertools.product(block, contexts, models[i].new_tokens):
                 start = torch.full((b,), c, dtype=torch.long, device=device)
                 tokens = torch.randint(0, models[i].spec.vocab_size, (b, n), device=device, generator=gen)
                 window = causal_window(start, n, round_keys(c + n, max_len, key_bucket))
@@ -188,21 +196,23 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
                 try:
                     with torch.inference_mode():
                         step()  # the first call allocates (and captures): an OOM shows here, point by point
-                    steps[(i, c, n)] = step
+                    steps[(i, b, c, n)] = step
                 except Exception as e:  # noqa: BLE001
                     if not _is_oom(e):
                         raise
                     record(i, b, n, c, oom=True)
-        with torch.inference_mode():
-            timings = interleaved(steps, timer, effort, rng, group=lambda key: key[0])
-        for (i, c, n), t in timings.items():
-            record(i, b, n, c, **t.to_dict())
+        if steps:
+            with torch.inference_mode():  # one warm-up: each point has run once above
+                timings = interleaved(steps, timer, effort, rng, group=lambda key: key[0], warmup=1)
+            for (i, b, c, n), t in timings.items():
+                record(i, b, n, c, **t.to_dict())
         runner.reset()
         for model, _ in built.values():
-            model.free_cache()  # before the next batch's caches are allocated
+            model.free_cache()  # before the next block's caches are allocated
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    return [r for i in range(len(models)) for r in records[i]]
+    order = {b: j for j, b in enumerate(batches)}
+    return [r for i in range(len(models)) for r in sorted(records[i], key=lambda r: order[r["batch"]])]
 
 
 def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: Grid, quick: bool, command: str,
@@ -451,24 +461,6 @@ def measure_engine_at_shapes(device: torch.device, runner: PassRunner, grid: Gri
     finally:
         runner.reset()
     return overheads
-
-
-def verify_ratio_check(cost: CostModel, points: Sequence[PassPoint], target: ModelSpec) -> list[dict[str, Any]]:
-    """At batch 1 and the smallest context: t(k + 1 tokens) / t(1 token), measured against the fit's prediction."""
-    b1 = {(p.new_tokens, p.context): p.time_s for p in points if p.model == target.name and p.batch == 1}
-    if not b1:
-        return []
-    c = min(ctx for _, ctx in b1)
-    if (1, c) not in b1:
-        return []
-    fitted = cost.pass_time_s(target, 1, 1, c)
-    out = []
-    for n in sorted(n for n, ctx in b1 if ctx == c and n > 1):
-        measured = b1[(n, c)] / b1[(1, c)]
-        predicted = cost.pass_time_s(target, 1, n, c) / fitted
-        out.append({"k": n - 1, "measured_ratio": measured, "predicted_ratio": predicted,
-                    "rel_error": predicted / measured - 1.0})
-    return out
 
 
 def calibrate_device(target: str, draft: str, dtype: str, device_name: str, batches: Sequence[int] | None,

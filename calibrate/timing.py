@@ -102,10 +102,11 @@ class Effort:
 
 def interleaved(points: Mapping[Hashable, Callable[[], object]], timer: Timer, effort: Effort,
                 rng: np.random.Generator,
-                group: Callable[[Hashable], Hashable] | None = None) -> dict[Hashable, Timing]:
+                group: Callable[[Hashable], Hashable] | None = None, warmup: int = 2) -> dict[Hashable, Timing]:
     """Time every point in rounds, each round in a new random order, until every point is done or the budget
     (`effort.per_point_s` per point) is spent: drift of a noisy machine and warm-up effects hit all points alike
-    instead of whichever was measured first. Each point is warmed up twice first (a CUDA graph is captured then).
+    instead of whichever was measured first. Each point is called `warmup` times first (a CUDA graph is captured
+    then; a caller that has already called each point once needs fewer).
 
     With `group` (a point's model, say), each round visits the groups in a random order and a group's points
     together, in a random order, after one untimed call of one of them: a small draft's weights sit in the CPU's
@@ -114,7 +115,7 @@ def interleaved(points: Mapping[Hashable, Callable[[], object]], timer: Timer, e
     calibrations' held-out p90 17-29 % instead of 10-15 %)."""
     keys = list(points)
     for key in keys:
-        for _ in range(2):
+        for _ in range(warmup):
             points[key]()
     timer.sync()
     samples: dict[Hashable, list[float]] = {k: [] for k in keys}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -304,3 +305,21 @@ def heldout_split(points: Sequence[PassPoint], fraction: float,
         test += [g[i] for i in order[:n_test]]
         train += [g[i] for i in order[n_test:]]
     return train, test
+
+
+def verify_ratio_check(cost: CostModel, points: Sequence[PassPoint], target: ModelSpec) -> list[dict[str, Any]]:
+    """At batch 1 and the smallest context: t(k + 1 tokens) / t(1 token), measured against the fit's prediction."""
+    b1 = {(p.new_tokens, p.context): p.time_s for p in points if p.model == target.name and p.batch == 1}
+    if not b1:
+        return []
+    c = min(ctx for _, ctx in b1)
+    if (1, c) not in b1:
+        return []
+    fitted = cost.pass_time_s(target, 1, 1, c)
+    out = []
+    for n in sorted(n for n, ctx in b1 if ctx == c and n > 1):
+        measured = b1[(n, c)] / b1[(1, c)]
+        predicted = cost.pass_time_s(target, 1, n, c) / fitted
+        out.append({"k": n - 1, "measured_ratio": measured, "predicted_ratio": predicted,
+                    "rel_error": predicted / measured - 1.0})
+    return out

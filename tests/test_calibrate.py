@@ -176,9 +176,10 @@ def test_out_of_memory_at_one_point_is_recorded_and_the_rest_goes_on(monkeypatch
 
 
 def test_target_and_draft_passes_are_timed_in_the_same_rounds(monkeypatch):
-    """A batch's points of both models go to one interleaved measurement (so the draft-to-target ratio samples the
-    same seconds of the machine), every point is recorded once, model by model, and a model that cannot allocate
-    its cache at a batch has its points there recorded as out of memory while the other's are still timed."""
+    """Eager, every batch's points of both models go to one interleaved measurement (so ratios of passes, across
+    models and across batches, sample the same seconds of the machine); every point is recorded once, model by
+    model, batch by batch. A model that cannot allocate the largest batch's cache sends the batches to be timed one
+    by one, and has its points at that batch recorded as out of memory while the other's are still timed."""
     import calibrate.calibration as run_module
     from calibrate.calibration import Timed, no_progress, time_together
     from calibrate.timing import Effort, Timer
@@ -186,10 +187,10 @@ def test_target_and_draft_passes_are_timed_in_the_same_rounds(monkeypatch):
     rounds = []
     real = run_module.interleaved
 
-    def spy(points, timer, effort, rng, group=None):
+    def spy(points, timer, effort, rng, group=None, **kw):
         rounds.append(sorted(points))
         assert group is not None and {group(k) for k in points} == {k[0] for k in points}
-        return real(points, timer, effort, rng, group)
+        return real(points, timer, effort, rng, group, **kw)
 
     monkeypatch.setattr(run_module, "interleaved", spy)
     from engine.model import Decoder
@@ -201,13 +202,22 @@ def test_target_and_draft_passes_are_timed_in_the_same_rounds(monkeypatch):
             raise torch.OutOfMemoryError("out of memory")
         return real_setup(self, rows)
 
+    def timed() -> list[dict]:
+        with no_progress("x", 0) as bar:
+            return time_together([Timed(TINY_T, (1, 3)), Timed(TINY_D, (1,))], torch.device("cpu"),
+                                 Timer(torch.device("cpu")), run_module.make_runner(torch.device("cpu"), eager=True),
+                                 (1, 4), (8, 16), bar, Effort(0.0, 3, 3, 0.0))
+
+    records = timed()
+    assert rounds == [sorted([(0, b, c, n) for b in (1, 4) for c in (8, 16) for n in (1, 3)]
+                             + [(1, b, c, 1) for b in (1, 4) for c in (8, 16)])]
+    assert [(r["model"], r["batch"]) for r in records] == ([(TINY_T.name, 1)] * 4 + [(TINY_T.name, 4)] * 4
+                                                           + [(TINY_D.name, 1)] * 2 + [(TINY_D.name, 4)] * 2)
+    rounds.clear()
     monkeypatch.setattr(Decoder, "setup_cache", no_room_for_the_draft_at_4)
-    with no_progress("x", 0) as bar:
-        records = time_together([Timed(TINY_T, (1, 3)), Timed(TINY_D, (1,))], torch.device("cpu"),
-                                Timer(torch.device("cpu")), run_module.make_runner(torch.device("cpu"), eager=True),
-                                (1, 4), (8, 16), bar, Effort(0.0, 3, 3, 0.0))
-    assert rounds[0] == sorted([(0, c, n) for c in (8, 16) for n in (1, 3)] + [(1, c, 1) for c in (8, 16)])
-    assert rounds[1] == sorted((0, c, n) for c in (8, 16) for n in (1, 3))  # batch 4: the target alone
+    records = timed()
+    assert rounds[0] == sorted([(0, 1, c, n) for c in (8, 16) for n in (1, 3)] + [(1, 1, c, 1) for c in (8, 16)])
+    assert rounds[1] == sorted((0, 4, c, n) for c in (8, 16) for n in (1, 3))  # batch 4: the target alone
     assert [r["model"] for r in records] == [TINY_T.name] * 8 + [TINY_D.name] * 4
     oom = [(r["model"], r["batch"]) for r in records if r.get("oom")]
     assert oom == [(TINY_D.name, 4)] * 2
@@ -292,6 +302,18 @@ def test_grouped_rounds_visit_each_group_as_a_block_after_an_untimed_call():
         assert {k[0] for k in a_block} == {"a"} and {k[0] for k in b_block} == {"b"}
         assert sorted(a_block[1:]) == ["a1", "a2"] and a_block[0] == a_block[1]  # untimed, then the same first
         assert sorted(b_block[1:]) == ["b1", "b2", "b3"] and b_block[0] == b_block[1]
+
+
+def test_warmup_sets_the_untimed_calls_before_the_rounds():
+    """A caller that has run each point once already (the grid's out-of-memory check) asks for one warm-up."""
+    from calibrate.timing import Effort, Timer, interleaved
+
+    calls = []
+    points = {name: (lambda name=name: calls.append(name)) for name in "abc"}
+    timings = interleaved(points, Timer(torch.device("cpu")), Effort(0.0, 2, 2, 0.0), np.random.default_rng(0),
+                          warmup=1)
+    assert sorted(calls[:3]) == list("abc") and len(calls) == 3 + 2 * 3
+    assert all(len(t.samples_s) == 2 for t in timings.values())
 
 
 def test_interleaved_measurement_visits_every_point_each_round():
