@@ -324,8 +324,6 @@ def heads_trained() -> bool:
     return (WEIGHTS / "builtin-heads.safetensors").exists()
 
 
-
-
 def measure_heads(target: Any, device: torch.device, dtype: str, calib: Sequence[Sequence[int]], n_tokens: int,
                   seed: int, runner: PassRunner, batches: Sequence[int], quick: bool,
                   progress: Progress) -> dict[str, Any]:
