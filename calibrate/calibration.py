@@ -169,19 +169,22 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
         block = blocks.pop(0)
         runner.reset()
         steps: dict[tuple[int, int, int, int], Callable[[], torch.Tensor]] = {}
-        for i, (model, max_len) in built.items():
+        cached = []
+        for i, (model, _) in built.items():
             try:
                 model.setup_cache(max(block))
+                cached.append(i)
             except Exception as e:  # noqa: BLE001
                 if not _is_oom(e):
                     raise
-                if len(block) > 1:  # the batches one by one, each in a cache of its own size
-                    blocks[:0] = [(b,) for b in block]
-                    steps = {}
-                    break
-                for n, c in itertools.product(models[i].new_tokens, contexts):
-                    record(i, block[0], n, c, oom=True)
-                continue
+                if len(block) == 1:
+                    for n, c in itertools.product(models[i].new_tokens, contexts):
+                        record(i, block[0], n, c, oom=True)
+        if len(cached) < len(built) and len(block) > 1:  # the batches one by one, each in a cache of its size
+            blocks[:0] = [(b,) for b in block]
+            cached = []
+        for i in cached:
+            model, max_len = built[i]
             for b, c, n in itertools.product(block, contexts, models[i].new_tokens):
                 start = torch.full((b,), c, dtype=torch.long, device=device)
                 tokens = torch.randint(0, models[i].spec.vocab_size, (b, n), device=device, generator=gen)
