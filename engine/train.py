@@ -15,6 +15,7 @@ import datetime as dt
 import hashlib
 import json
 import math
+import os
 import sys
 import sysconfig
 import time
@@ -36,9 +37,15 @@ DRAFT = DecoderConfig(n_layers=1, d_model=128, n_heads=2, n_kv_heads=2, d_ff=384
 
 
 def stdlib_files() -> list[Path]:
+    """The standard library's own .py files, sorted: its tests, tools and any packages installed beside it left out
+    (a walk that never enters those folders: a base Python's site-packages can hold ten times the library)."""
     root = Path(sysconfig.get_paths()["stdlib"])
-    skip = ("site-packages", "test", "tests", "idlelib", "lib2to3", "__pycache__", "turtledemo")
-    return sorted(p for p in root.rglob("*.py") if not any(part in skip for part in p.relative_to(root).parts))
+    skip = {"site-packages", "test", "tests", "idlelib", "lib2to3", "__pycache__", "turtledemo"}
+    found = []
+    for folder, subfolders, names in os.walk(root):
+        subfolders[:] = [d for d in subfolders if d not in skip]
+        found += [Path(folder) / n for n in names if n.endswith(".py")]
+    return sorted(found)
 
 
 def split_of(path: Path) -> str:
