@@ -16,7 +16,11 @@ from simulator.acceptance_fit import (
     choose,
     cross_validate,
     fit_hidden,
+    fit_hidden_many,
+    fit_models,
+    fit_models_many,
     fit_positional,
+    hidden_starts,
 )
 from simulator.minimize import nelder_mead, nelder_mead_many
 from specsim import cli
@@ -42,6 +46,46 @@ def test_starts_in_lockstep_take_the_paths_they_take_alone():
         alone_x, alone_value = nelder_mead(lambda x: float(rosenbrock(x)[0]), x0, step=0.3, iters=2000, rtol=1e-9)
         assert np.array_equal(x, alone_x) and value == alone_value
     assert all(np.allclose(x, [1.0, 1.0], atol=1e-3) for x, _ in together)
+
+
+def test_starts_minimising_different_functions_in_lockstep_end_where_each_ends_alone():
+    """`nelder_mead_many(..., by_start=True)`: each start minimises its own function (Rosenbrock's valley moved to
+    its own minimum), told by the start index every point comes with; each ends exactly where it ends alone."""
+    shifts = np.array([[0.0, 0.0], [2.0, -1.0], [-1.5, 0.5]])
+
+    def moved(xs, start):
+        z = np.atleast_2d(xs) - shifts[start]
+        return (1 - z[:, 0]) ** 2 + 100 * (z[:, 1] - z[:, 0] ** 2) ** 2
+
+    starts = np.array([[-1.2, 1.0], [0.0, 0.0], [2.0, 3.5]])
+    together = nelder_mead_many(moved, starts, step=0.3, iters=2000, rtol=1e-9, by_start=True)
+    for i, (x0, (x, value)) in enumerate(zip(starts, together)):
+        alone = nelder_mead_many(lambda xs, i=i: moved(xs, np.full(len(np.atleast_2d(xs)), i)), x0[None],
+                                 step=0.3, iters=2000, rtol=1e-9)[0]
+        assert np.array_equal(x, alone[0]) and value == alone[1]
+        assert np.allclose(x, shifts[i] + 1.0, atol=1e-3)
+
+
+def test_hidden_chains_fitted_together_are_the_fits_made_one_at_a_time():
+    """`fit_hidden_many` (cross-validation's folds in one lockstep run) gives each target set the chain
+    `fit_hidden` gives it alone, to the last digit, for 2 and 3 states; and the models fitted to several data sets
+    at once are those fitted to each."""
+    truths = [MarkovAcceptance(0.92, 0.35, 0.08, 0.25), MarkovAcceptance(0.8, 0.2, 0.3, 0.4),
+              HiddenStateAcceptance((0.95, 0.6, 0.1), ((0.9, 0.08, 0.02), (0.1, 0.8, 0.1), (0.05, 0.15, 0.8)))]
+    targets = [{k: t.chain_pmf(k) for k in KS} for t in truths]
+    for S in (2, 3):
+        alone = [fit_hidden(t, S, 0.7, np.random.default_rng(i)) for i, t in enumerate(targets)]
+        together = fit_hidden_many([(t, hidden_starts(S, np.random.default_rng(i))) for i, t in enumerate(targets)], S)
+        assert [m.spec for m in together] == [m.spec for m in alone]
+    rng = np.random.default_rng(5)
+    datas = [_markov_trace(t, 8, 120, rng) for t in truths[:2]]
+    models = ("iid", "hmm3", "beta", "markov")
+    each = [fit_models(d, (1, 2, 4), models, seed) for d, seed in zip(datas, (3, 9))]
+    both = fit_models_many(datas, (1, 2, 4), models, (3, 9))
+    assert [{m: f[m].spec for m in models} for f in both] == [{m: f[m].spec for m in models} for f in each]
+    assert [list(f) for f in both] == [list(models)] * 2
+    with pytest.raises(SpecsimError, match="unknown acceptance model 'hmm9'"):
+        fit_models_many(datas, (1, 2), ("iid", "hmm9"), (0, 0))
 
 
 def test_hidden_chain_pmfs_in_one_pass_equal_the_per_k_forward():
