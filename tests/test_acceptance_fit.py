@@ -15,13 +15,11 @@ from simulator.acceptance_fit import (
     ModelError,
     choose,
     cross_validate,
-    fit_hidden,
-    fit_hidden_many,
     fit_models,
     fit_models_many,
     fit_positional,
-    hidden_starts,
 )
+from simulator.hidden_fit import fit_hidden, fit_hidden_many, hidden_starts
 from simulator.minimize import nelder_mead, nelder_mead_many
 from specsim import cli
 
