@@ -381,8 +381,8 @@ def fit_in_sample(targets: Mapping[int, np.ndarray], source: str, models: Sequen
             fitted[name] = fit_positional(targets)
         elif name == "beta":
             fitted[name] = fit_beta(targets, (mean_len - 1) / k)
-        elif name in ("markov", "hmm3"):
-            fitted[name] = fit_hidden(targets, 2 if name == "markov" else 3, (mean_len - 1) / k, rng)
+        elif name in HIDDEN_STATES:
+            fitted[name] = fit_hidden(targets, HIDDEN_STATES[name], (mean_len - 1) / k, rng)
         else:
             raise SpecsimError(f"model {name!r} cannot be fitted to step counts alone")
     errs = []
