@@ -302,7 +302,7 @@ class Engine(Scheduler):
             n = min(n, int(np.searchsorted(cells, cells[0], side="right")))
             context_means = context_means[:n]
         if self.on_demand:  # cached tokens before each step, plus every request's lookahead
-            cache = emitted_before - step_tokens[:n] + self.context_total + batch * self.lookahead
+            cache = emitted_before[:n] - step_tokens[:n] + self.context_total + batch * self.lookahead
             n = min(n, max(1, int(np.searchsorted(cache, self.kv_capacity, side="right"))))
             context_means = context_means[:n]
         if not catchup:

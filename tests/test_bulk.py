@@ -57,6 +57,8 @@ DETERMINISTIC = [
     ("iid:1@context:0=1,700=1,701=0", "adaptive:4", {"draft_sync": "eager"}),
     ("iid:1", "threshold:3@5", {"engine": "vllm", "draft_sync": "eager"}),
     ("trace", "adaptive:5", {"kv_allocation": "on-demand", "kv_capacity_tokens": 6000, "draft_sync": "eager"}),
+    # a run cut at a context cell and then at the cache's room (the cut once broadcast a stale length: a crash)
+    ("iid:1@context:0=1,700=1,701=0", "fixed:3", {"kv_allocation": "on-demand", "kv_capacity_tokens": 6000}),
 ]
 
 
