@@ -15,7 +15,7 @@ from simulator import SpecsimError
 from simulator.acceptance import Acceptance
 from simulator.capacity import Scenario, rate_sweep
 from simulator.cost import CostModel
-from simulator.drafts import Draft
+from simulator.drafts import Draft, as_draft
 from simulator.executors import parse_executor
 from simulator.metrics import SLO, ServingMetrics
 from simulator.policies import Policy, parse_policies
@@ -59,7 +59,9 @@ def build_scenario(cost: CostModel, target: ModelSpec, draft: Draft | ModelSpec,
                    o: ServingOptions) -> tuple[Scenario, list[Policy]]:
     """The scenario and the policies to run in it; a workload that cannot fit the KV cache under any of the
     policies is refused here, before any simulation (and any progress bar) starts."""
-    policies = parse_policies(o.policy_text, acceptance)
+    limit = as_draft(draft)
+    policies = parse_policies(o.policy_text, acceptance, limit.max_depth if limit else None,
+                              limit.name if limit else "the draft")
     rng = np.random.default_rng(np.random.SeedSequence(o.seed).spawn(1)[0])
     if o.timed_trace:
         workload = load_request_trace(o.arrivals[len("trace:"):]).head(o.n_requests)

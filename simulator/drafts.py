@@ -142,9 +142,14 @@ class Draft:
                                f"{target.name} is {target.d_model} wide: a head runs on its own target's hidden "
                                "states; give the head made for this target")
 
+    @property
+    def max_depth(self) -> int | None:
+        """The most positions one step can draft (Medusa: one per head); None: no limit."""
+        return self.positions if self.kind == "medusa" else None
+
     def depth_limit(self, depth: int) -> None:
         """Refuse a draft deeper than the heads can fill (Medusa: one position per head)."""
-        if self.kind == "medusa" and depth > self.positions:
+        if self.max_depth is not None and depth > self.max_depth:
             raise SpecsimError(f"{self.name} has {self.positions} heads: it drafts at most {self.positions} "
                                f"positions per step, not {depth}; use --k {self.positions} or less")
 

@@ -226,8 +226,25 @@ def _first_best(rates: np.ndarray) -> int:
     return int(np.flatnonzero(rates >= rates.max() * (1 - 1e-9))[0])
 
 
-def parse_policy(text: str, acceptance: Acceptance) -> Policy:
-    """One policy from its spec string (see the module docstring)."""
+def parse_policy(text: str, acceptance: Acceptance, max_depth: int | None = None, drafter: str = "the draft"
+                 ) -> Policy:
+    """One policy from its spec string (see the module docstring). `max_depth`: the most positions `drafter` can
+    draft in a step (Medusa's heads): a bare ``adaptive`` chooses k up to it (and says so in its label), a policy that
+    asks for more is refused."""
+    policy = _parse_policy(text, acceptance)
+    if max_depth is None:
+        return policy
+    if isinstance(policy, Adaptive) and text.strip().lower() == "adaptive" and policy.k_max > max_depth:
+        return Adaptive(f"adaptive:{max_depth}", max_depth, acceptance)
+    deepest = max(c.shape.depth for c in policy.candidates)
+    if deepest > max_depth:
+        raise SpecsimError(f"policy {policy.label!r} drafts {deepest} positions a step but {drafter} fills at most "
+                           f"{max_depth} (one per head): give --policy with k <= {max_depth}, e.g. "
+                           f"off,fixed:{max_depth},adaptive")
+    return policy
+
+
+def _parse_policy(text: str, acceptance: Acceptance) -> Policy:
     s = text.strip()
     kind, _, body = s.partition(":")
     kind = kind.lower()
@@ -270,8 +287,10 @@ def _draft_length(k: int, spec: str) -> int:
     return k
 
 
-def parse_policies(text: str, acceptance: Acceptance) -> list[Policy]:
-    """``off,fixed:4,tree:4,2,2,1,threshold:4@64,adaptive``: bare numbers continue the tree before them."""
+def parse_policies(text: str, acceptance: Acceptance, max_depth: int | None = None, drafter: str = "the draft"
+                   ) -> list[Policy]:
+    """``off,fixed:4,tree:4,2,2,1,threshold:4@64,adaptive``: bare numbers continue the tree before them
+    (`max_depth`, `drafter`: as `parse_policy`)."""
     parts: list[str] = []
     for piece in (p.strip() for p in text.split(",")):
         if piece.isdigit() and parts and parts[-1].lower().startswith("tree:"):
@@ -280,7 +299,7 @@ def parse_policies(text: str, acceptance: Acceptance) -> list[Policy]:
             parts.append(piece)
     if not parts:
         raise SpecsimError("give at least one policy, e.g. off,fixed:4,threshold:4@64,adaptive")
-    policies = [parse_policy(p, acceptance) for p in parts]
+    policies = [parse_policy(p, acceptance, max_depth, drafter) for p in parts]
     labels = [p.label for p in policies]
     if len(set(labels)) != len(labels):
         raise SpecsimError(f"policy list {text!r} names the same policy twice")

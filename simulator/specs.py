@@ -10,6 +10,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from . import SpecsimError
+
 GIGA = 1e9
 TERA = 1e12
 
@@ -177,7 +179,8 @@ class HardwareSpec:
         for candidate in (dtype, {"fp16": "bf16", "bf16": "fp16"}.get(dtype, dtype)):
             if candidate in table:
                 return table[candidate]
-        raise ValueError(f"hardware {self.name!r} lists no peak FLOP/s for {dtype}; it knows {', '.join(table)}")
+        raise SpecsimError(f"hardware {self.name!r} has no {dtype} compute (its datasheet lists {', '.join(table)}): "
+                           f"give --dtype one of those, or hardware that runs {dtype}")
 
     def with_overrides(self, **changes: object) -> HardwareSpec:
         return replace(self, **changes)

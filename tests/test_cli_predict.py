@@ -65,6 +65,7 @@ def test_trees_in_both_modes():
     (["--c", "0.1"], "--alpha"),
     (["--alpha", "0.8"], "no calibration profile"),
     (["--alpha", "0.8", "--hardware", "l4", "--profile", "x.json"], "not both"),
+    (["--alpha", "0.8", "--hardware", "a100-80gb-sxm", "--dtype", "fp8"], "no fp8 compute"),  # was a traceback
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

@@ -89,6 +89,17 @@ def test_simulate_trace_missing_columns(tmp_path):
     one_line_error(run("simulate", *H100, "--arrivals", f"trace:{trace}"), "output_tokens", "int")
 
 
+def test_simulate_with_medusa_heads_keeps_adaptive_within_them():
+    """A bare adaptive on a 4-head Medusa chooses k up to 4 (it ran into the heads' limit mid-simulation, with advice
+    for predict's --k); asking for more is refused before any simulation."""
+    medusa = ["--hardware", "h100-sxm", "--target", "llama-3.1-8b", "--draft", "medusa:4", "--acceptance",
+              "ranks:0.6,0.2,0.1", "--rate", "5", "--requests", "50"]
+    r = run("simulate", *medusa, "--policy", "adaptive", "--json")
+    assert r.exit_code == 0, r.output
+    assert [x["policy"] for x in json.loads(r.stdout)["runs"]] == ["adaptive:4"]
+    one_line_error(run("simulate", *medusa, "--policy", "fixed:6"), "fills at most 4", "fixed:4")
+
+
 def test_simulate_needs_acceptance_with_hardware():
     one_line_error(run("simulate", "--hardware", "h100-sxm"), "--acceptance")
 

@@ -27,6 +27,19 @@ def test_bad_policies_are_one_line_errors(bad):
         parse_policies(bad, parse_acceptance("ranks:0.6,0.2"))
 
 
+def test_policies_within_what_the_heads_can_draft():
+    """Medusa's 4 heads fill at most 4 positions a step: a bare adaptive chooses k up to 4 and says so in its label;
+    a policy asking for more is refused in one line that names the limit; what fits is left as given."""
+    acc = parse_acceptance("ranks:0.6,0.2")
+    heads = parse_policies("off,fixed:4,adaptive,tree:2,2", acc, max_depth=4, drafter="medusa4")
+    assert [p.label for p in heads] == ["off", "fixed:4", "adaptive:4", "tree:2,2"]
+    assert heads[2].k_max == 4 and max(c.k for c in heads[2].candidates) == 4
+    assert parse_policy("adaptive", acc).k_max == 8  # no limit: as before
+    for bad in ("fixed:5", "adaptive:6", "threshold:5@8", "tree:2,2,1,1,1"):
+        with pytest.raises(SpecsimError, match=r"medusa4 fills at most 4"):
+            parse_policy(bad, acc, max_depth=4, drafter="medusa4")
+
+
 def test_tree_policy_needs_ranks():
     with pytest.raises(SpecsimError, match="per-rank"):
         parse_policy("tree:2,2", parse_acceptance("iid:0.7"))
