@@ -107,7 +107,8 @@ def format_hardware_table(result: SweepResult, every_row_hint: str = "") -> str:
         rows = [r for r in result.rows if r.context == context]
         if not rows:
             out += [f"context {context} tokens:", f"  nothing fits: from batch {unfit[context]:,} on (the smallest "
-                    "asked for) the target's weights and KV cache exceed the device's memory", ""]
+                    "asked for) the target's weights and KV cache exceed the device's memory (split the target over "
+                    "GPUs with --tp N, or a smaller --dtype)", ""]
             continue
         keys: list[str] = []
         for r in rows:

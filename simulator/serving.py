@@ -440,6 +440,10 @@ def engine_kv_tokens(workload: Workload, costs: StepCosts, policy: Policy, confi
     if kv_tokens is None:
         kv_tokens = kv_capacity_tokens(costs.cost, costs.target, draft)
     biggest = int((workload.prompt_tokens + workload.output_tokens).max()) + config.lookahead(policy)
+    if kv_tokens == 0:
+        raise SpecsimError(f"the weights leave no room for a KV cache on {costs.cost.hardware.name} with policy "
+                           f"{policy.label}: split the target over GPUs with --tp N, a smaller --dtype, or a device "
+                           "with more memory")
     if biggest > kv_tokens:
         raise SpecsimError(f"a request needs {biggest:,} tokens of KV cache but an engine holds {kv_tokens:,} with "
                            f"policy {policy.label} on {costs.cost.hardware.name}: shorten prompts or outputs, or use "

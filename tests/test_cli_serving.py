@@ -76,6 +76,7 @@ def test_simulate_trace_arrivals(tmp_path):
     (["--arrivals", "hourly"], ["unknown arrival process"]),
     (["--lengths-from", "/nonexistent.jsonl"], ["cannot read trace"]),
     (["--prompt-tokens", "2000000"], ["tokens of KV cache"]),
+    (["--target", "llama-3.1-70b"], ["no room for a KV cache", "--tp N"]),  # 141 GB of weights on one 80 GB GPU
 ])
 def test_simulate_bad_inputs(args, fragments):
     one_line_error(run("simulate", *H100, "--requests", "50", *args), *fragments)
