@@ -251,9 +251,9 @@ def check_draft(draft: Draft, target: ModelSpec, acceptance: Acceptance | None) 
         return
     rate = acceptance.proposal_rate(1)
     if draft.on_device and rate < 1.0:
-        raise SpecsimError(f"acceptance {acceptance.spec} has a proposal rate ({rate:g}) but {draft.name} is a "
-                           f"{draft.kind} draft, which proposes on every step; @proposed:P is for ngram, suffix and "
-                           "retrieval")
+        raise SpecsimError(f"acceptance {acceptance.spec} has a proposal rate ({rate:g}) but {draft.name} is "
+                           f"{'an' if draft.kind[0] in 'aeiou' else 'a'} {draft.kind} draft, which proposes on every "
+                           "step; @proposed:P is for ngram, suffix and retrieval")
     if not draft.on_device and rate >= 1.0:
         raise SpecsimError(f"a {draft.kind} draft finds nothing to propose on many steps: say how often it "
                            f"proposes, e.g. --acceptance {acceptance.spec}@proposed:0.3, or replay a lookup's trace "
