@@ -18,13 +18,21 @@ from simulator.sweep import SweepResult  # noqa: E402
 def speedup_vs_batch(result: SweepResult, title: str = "") -> Figure:
     """One panel per context: speed-up vs batch (log x) for every k and tree, the break-even line, the batch above
     which speculation should be disabled, and points that do not fit in memory left out."""
-    contexts = sorted({r.context for r in result.rows})
+    unfit_from = dict(result.unfit_from_batch)
+    contexts = sorted({r.context for r in result.rows} | set(unfit_from))
     fig, axes = plt.subplots(1, len(contexts), figsize=(max(6.2 * len(contexts), 9.0), 4.8), squeeze=False,
                              sharey=True)
     by_ctx = dict(result.disable_above_batch_by_context)
     cmap = plt.get_cmap("viridis")
     for ax, context in zip(axes[0], contexts):
         rows = [r for r in result.rows if r.context == context]
+        if not rows:  # not even plain decoding at the smallest batch asked for: say so where its curves would be
+            ax.text(0.5, 0.5, f"nothing fits from batch {unfit_from[context]:,} on:\nthe target's weights and KV "
+                    "cache\nexceed the device's memory\n(split the target with --tp N, or a smaller --dtype)",
+                    transform=ax.transAxes, ha="center", va="center", fontsize=9, color="tab:red")
+            ax.set_xticks([])
+            ax.set_title(f"context {context} tokens", fontsize=10)
+            continue
         keys = []
         for r in rows:
             key = (r.tree is not None, r.tree or "", r.k if r.k is not None else -1)
@@ -86,8 +94,9 @@ def speedup_vs_batch(result: SweepResult, title: str = "") -> Figure:
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6 if len(contexts) == 1 else 8), fontsize=8,
-               frameon=False)
+    if labels:
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6 if len(contexts) == 1 else 8),
+                   fontsize=8, frameon=False)
     if title:
         fig.suptitle(textwrap.fill(title, width=int(11 * fig.get_size_inches()[0])), fontsize=10)
     fig.tight_layout(rect=(0, 0.12, 1, 1))

@@ -40,6 +40,18 @@ def test_hardware_mode_json_csv_and_plot(tmp_path):
     assert "condensed" in r.output and "disable speculation above batch" in r.output
 
 
+def test_plot_where_nothing_fits(tmp_path):
+    """A context where not even plain decoding at batch 1 fits gets a panel that says so and how to fix it (the plot
+    was a matplotlib traceback, with every context unfit and with one)."""
+    args = ["predict", "--hardware", "l4", "--target", "llama-3.1-8b", "--draft", "eagle3", "--acceptance", "iid:0.7",
+            "--batch", "1..16", "--k", "1..3"]
+    for contexts in ("65536", "1024,65536"):
+        png = tmp_path / f"{contexts}.png"
+        r = run(*args, "--context", contexts, "--plot", str(png))
+        assert r.exit_code == 0, r.output
+        assert png.read_bytes()[:4] == b"\x89PNG" and "nothing fits" in r.output and "--tp N" in r.output
+
+
 def test_trees_in_both_modes():
     r = run("predict", "--acceptance", "ranks:0.6,0.2,0.1", "--k", "1..4", "--c", "0.05", "--tree", "4,2,2,1",
             "--tree", "2,2", "--tree-budget", "16")
