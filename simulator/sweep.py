@@ -65,6 +65,10 @@ def candidates_from(ks: Iterable[int], trees: Iterable[str] = (), tree_budget: i
     from .trees import best_tree, parse_branching
 
     cands = [Candidate(k) for k in ks] + [Candidate(None, parse_branching(t)) for t in trees if t.strip()]
+    if acceptance is not None and acceptance.ranks is None and any(c.tree is not None for c in cands):
+        tree = next(c.tree for c in cands if c.tree is not None)
+        raise SpecsimError(f"tree {tree.label} needs per-rank acceptance: give --acceptance ranks:R1,R2,... "
+                           f"(P(j-th ranked candidate accepted)); {acceptance.spec} has none")
     if tree_budget is not None:
         if acceptance is None or acceptance.ranks is None or isinstance(acceptance.ranks[0], tuple):
             spec = acceptance.spec if acceptance is not None else "this acceptance"

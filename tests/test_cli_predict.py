@@ -73,6 +73,8 @@ def test_trees_in_both_modes():
     (["--alpha", "0.8", "--hardware", "h100-sxm", "--target", "lama-3.1-8b"], "did you mean llama-3.1-8b"),
     (["--alpha", "0.8", "--c", "0.1", "--tree", "4,x"], "branching"),
     (["--alpha", "0.8", "--c", "0.1", "--tree", "4,2"], "ranks:"),
+    (["--acceptance", "iid:0.8@context:512=1,4096=0.8", "--hardware", "l40s", "--tree", "2,2,1"],
+     "iid:0.8@context:512=1,4096=0.8 has none"),  # the user's spec, not the model at one context (iid:0.775714)
     (["--acceptance", "beta:1", "--c", "0.1"], "expected 2 values"),
     (["--c", "0.1"], "--alpha"),
     (["--alpha", "0.8"], "no calibration profile"),
