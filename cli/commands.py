@@ -16,6 +16,23 @@ if TYPE_CHECKING:
     from scenarios.profile import Profile
 
 
+def draft_lengths(ks: list[int], draft: Any) -> list[int]:
+    """The draft lengths to price with `draft`: the default range cut to what it can fill in a step (Medusa: one
+    position per head), saying so; lengths the user gave are left for the sweep to refuse, naming the limit."""
+    from click.core import ParameterSource
+
+    from simulator.drafts import as_draft
+
+    d = as_draft(draft)
+    limit = d.max_depth if d is not None else None
+    ctx = click.get_current_context(silent=True)
+    if limit is None or max(ks) <= limit or ctx is None or ctx.get_parameter_source("ks") != ParameterSource.DEFAULT:
+        return ks
+    kept = [k for k in ks if k <= limit]
+    say(f"--k {kept[0]}..{kept[-1]}: {d.name} fills at most {limit} positions a step (one per head)")
+    return kept
+
+
 def run_predict(alpha: float | None, setup: SetupOptions, ks: list[int], cost_ratio: float | None,
                 trees: tuple[str, ...], tree_budget: int | None, batches: list[int], contexts: list[int],
                 as_json: bool, as_csv: bool, plot_path: Path | None) -> None:
@@ -51,7 +68,7 @@ def run_predict(alpha: float | None, setup: SetupOptions, ks: list[int], cost_ra
             say(f"--alpha without --c: pricing the passes of {s.target.name} drafted by {s.draft.name} from "
                 f"{s.where}; give --c RATIO for the closed form")
         result = sweep(s.cost, s.target, s.draft, s.acceptance, batches,
-                       candidates_from(ks, trees, tree_budget, s.acceptance), contexts)
+                       candidates_from(draft_lengths(ks, s.draft), trees, tree_budget, s.acceptance), contexts)
         meta, text = s.meta(), s.heading + "\n" + format_hardware_table(result, "--json/--csv carry every row")
         if plot:
             from plots.speedup import speedup_vs_batch
@@ -215,8 +232,8 @@ def run_policy(setup: SetupOptions, fmt: str, batches: list[int], ks: list[int],
         say(f"profile {s.profile.path} did not measure the engine's tax on speculation (a quick calibration): "
                 "the table prices none; run specsim calibrate without --quick to measure it")
     tolerance = s.resolution if tolerance_pct is None else tolerance_pct / 100
-    ranges, record = policy_tables(s.cost, s.target, s.draft, s.acceptance, batches, ks, contexts, s.caption,
-                                   tolerance)
+    ranges, record = policy_tables(s.cost, s.target, s.draft, s.acceptance, batches, draft_lengths(ks, s.draft),
+                                   contexts, s.caption, tolerance)
     if fmt == "vllm-config":
         from simulator.serving_report import vllm_speculative_config
 
@@ -252,7 +269,7 @@ def plot_drafts(setup: SetupOptions, pairs: tuple[str, ...], batches: list[int],
         s = replace(setup, draft=draft.strip(), acceptance_spec=acceptance.strip()).resolve()
         spec = re.sub(r"[^:=,@]*/", "", s.acceptance.spec if s.acceptance else acceptance)  # file names, not paths
         results[f"{s.draft.name} ({spec})"] = sweep(s.cost, s.target, s.draft, s.acceptance, batches,
-                                                     chains(sorted(set(ks) | {0})), [context])
+                                                     chains(sorted(set(draft_lengths(ks, s.draft)) | {0})), [context])
         caption = f"{s.target.name} on {s.where}"
     return drafts_vs_batch(results, context, caption)
 

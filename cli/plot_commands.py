@@ -42,8 +42,8 @@ def plot_speedup(setup: opt.SetupOptions, batches: list[int], ks: list[int], tre
     from simulator.sweep import candidates_from, sweep
 
     s = setup.resolve()
-    result = sweep(s.cost, s.target, s.draft, s.acceptance, batches, candidates_from(ks, trees, None, s.acceptance),
-                   contexts)
+    result = sweep(s.cost, s.target, s.draft, s.acceptance, batches,
+                   candidates_from(cmd.draft_lengths(ks, s.draft), trees, None, s.acceptance), contexts)
     return speedup_vs_batch(result, title=s.caption)
 
 
@@ -81,7 +81,8 @@ def plot_best_k(setup: opt.SetupOptions, batches: list[int], ks: list[int], cont
     from simulator.sweep import chains, sweep
 
     s = setup.resolve()
-    result = sweep(s.cost, s.target, s.draft, s.acceptance, batches, chains(sorted(set(ks) | {0})), contexts)
+    lengths = sorted(set(cmd.draft_lengths(ks, s.draft)) | {0})
+    result = sweep(s.cost, s.target, s.draft, s.acceptance, batches, chains(lengths), contexts)
     return best_k_map(result, s.caption)
 
 

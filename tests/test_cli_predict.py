@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import run
+from conftest import one_line_error, run
 
 
 def test_essay_example_printed():
@@ -50,6 +50,18 @@ def test_plot_where_nothing_fits(tmp_path):
         r = run(*args, "--context", contexts, "--plot", str(png))
         assert r.exit_code == 0, r.output
         assert png.read_bytes()[:4] == b"\x89PNG" and "nothing fits" in r.output and "--tp N" in r.output
+
+
+def test_default_draft_lengths_within_medusa_heads():
+    """predict's default --k 0..8 on a 4-head Medusa prices k 0..4 and says why (it was an error with the defaults);
+    a --k the user gave beyond the heads is refused in one line that names the limit."""
+    args = ["predict", "--hardware", "h100-sxm", "--target", "llama-3.1-8b", "--draft", "medusa:4", "--acceptance",
+            "iid:0.7", "--batch", "1,8"]
+    r = run(*args, "--json")
+    assert r.exit_code == 0, r.output
+    assert "fills at most 4 positions" in r.stderr
+    assert sorted({row["k"] for row in json.loads(r.stdout)["rows"]}) == [0, 1, 2, 3, 4]
+    one_line_error(run(*args, "--k", "0..6"), "4 heads", "--k 4 or less")
 
 
 def test_trees_in_both_modes():
