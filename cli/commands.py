@@ -87,6 +87,7 @@ def run_validate(profile_path: Path | None, batches: list[int] | None, ks: list[
     import json
 
     from calibrate.validate import check_validatable, run_shape_validation, run_validation
+    from scenarios.profile import match_threads
     from scenarios.setup import resolve_profile
     from simulator.trees import parse_branching
 
@@ -108,6 +109,7 @@ def run_validate(profile_path: Path | None, batches: list[int] | None, ks: list[
     if (target or draft) and not acceptance_spec:
         raise click.UsageError("--target/--draft name the shapes of a validation with --acceptance SPEC")
     profile, notes = resolve_profile(profile_path)
+    notes = [*notes, *filter(None, [match_threads(profile)])]
     if acceptance_spec:
         check_shapes(profile, target, draft)
         if shapes:
@@ -144,12 +146,13 @@ def run_served_validation(profile_path: Path | None, quick: bool, as_json: bool,
 
     from calibrate.served_validation import run_serving_validation
     from calibrate.served_validation_report import format_serving_validation
+    from scenarios.profile import match_threads
     from scenarios.setup import resolve_profile
 
     plots = check_figures([plot_dir / "validation-serving.png"]) if plot_dir else []
     profile, notes = resolve_profile(profile_path)
     check_shapes(profile, target, draft)
-    say(*notes)
+    say(*notes, *filter(None, [match_threads(profile)]))
     report = run_serving_validation(profile, served.serving(quick, seed), served.rates, acceptance_spec,
                                     served.time_cap(quick), seed, progress, quick, served.passes or 2)
     if plots:
@@ -326,6 +329,7 @@ def run_validate_engine(engine: str, profile_path: Path | None, target: str | No
     """`specsim validate --engine transformers|llama.cpp`: that engine's speculative runs against their predictions."""
     import json
 
+    from scenarios.profile import match_threads
     from scenarios.setup import resolve_profile
 
     if engine == "transformers" and (served.on or served.given):
@@ -335,6 +339,8 @@ def run_validate_engine(engine: str, profile_path: Path | None, target: str | No
         raise click.UsageError(f"--engine {engine} needs --profile (from calibrate --engine {engine}), --target DIR "
                                "and --draft DIR")
     profile, _ = resolve_profile(profile_path)
+    if engine == "transformers":
+        say(*filter(None, [match_threads(profile)]))
     if engine == "llama.cpp" and served.on:
         return run_llama_serving(profile, target, draft, ks, quick, as_json, seed, served)
     if served.given:

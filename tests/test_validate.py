@@ -339,3 +339,28 @@ def test_spot_checks_time_passes_in_the_calibrations_cache_length(builtin_profil
     out = time_spot(p, torch.device("cpu"), None, [1, 4], 4, 0, takes=1)  # a context shorter than the grid's
     assert set(out) == {(m.name, b) for m in (p.target, p.draft) for b in (1, 4)}
     assert dict(seen) == {p.target.name: want, p.draft.name: calibrated_cache_len(p, p.draft)}
+
+
+def test_real_runs_use_the_threads_the_profile_was_timed_on(builtin_profile):
+    """A CPU profile records its torch threads; a validation in a process with other threads runs on the profile's
+    (and says so): a pass of several rows is split over the threads, one row is not, so the ratios it predicts
+    belong to its own thread count. Nothing changes, and nothing is said, when they agree or on a GPU profile."""
+    import dataclasses
+
+    import torch
+
+    from scenarios.profile import match_threads
+
+    before = torch.get_num_threads()
+    try:
+        one = dataclasses.replace(builtin_profile, device_state={"start": {"torch_threads": 1}})
+        torch.set_num_threads(2)
+        note = match_threads(one)
+        assert torch.get_num_threads() == 1 and "1 torch thread " in note and "had 2" in note
+        assert match_threads(one) is None  # now they agree
+        gpu = dataclasses.replace(one, device=dataclasses.replace(one.device, kind="cuda"))
+        torch.set_num_threads(2)
+        assert match_threads(gpu) is None and torch.get_num_threads() == 2
+        assert match_threads(dataclasses.replace(one, device_state={})) is None  # an old profile: as it is
+    finally:
+        torch.set_num_threads(before)
