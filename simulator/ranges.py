@@ -50,10 +50,11 @@ def parse_int_range(text: str, minimum: int = 0, what: str = "value", maximum: i
                 values.extend(range(lo, hi + 1, step))
         else:
             try:
-                values.append(bounded(int(part)))
+                value = int(part)
             except ValueError:
                 raise SpecsimError(f"{what} {part.strip()!r} is not an integer or a range like 1..256, 1..64:x2, "
                                    "1,2,4") from None
+            values.append(bounded(value))  # (outside the try: SpecsimError is a ValueError)
     if len(values) > MAX_RANGE_VALUES:
         raise SpecsimError(f"{what} names more than {MAX_RANGE_VALUES:,} values: {WHY_RANGE}")
     bad = [v for v in values if v < minimum]

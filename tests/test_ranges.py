@@ -23,6 +23,13 @@ def test_minimum():
         parse_int_range("0..4", minimum=1)
 
 
+def test_maximum_names_the_limit_for_a_single_value_too():
+    """A lone value above the maximum said "not an integer" (the bound's error was caught as a parse error)."""
+    for text in ("17", "1..17", "1,17"):
+        with pytest.raises(SpecsimError, match="17 is above the largest, 16: why"):
+            parse_int_range(text, 1, "--k", 16, "why")
+
+
 def test_positive_float_ranges():
     from simulator.ranges import parse_positive_floats
 
