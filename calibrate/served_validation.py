@@ -116,19 +116,11 @@ def served_config(config: EngineConfig, max_batch: int, max_seq_len: int) -> tup
 def check_fits(device: Any, models: Sequence[Any], rows: int, max_seq_len: int) -> None:
     """The models' weights and caches of `rows` sequences of `max_seq_len` slots fit the device's free memory (GPU)
     or the host's available memory (CPU), or a one-line error saying how to make them fit."""
+    from engine.device import available_bytes
+
     need = sum(m.resident_weight_bytes + rows * max_seq_len * m.kv_bytes_per_token for m in models)
-    if device.type == "cuda":
-        import torch
-
-        free = torch.cuda.mem_get_info(device)[0]
-    else:
-        try:
-            import os
-
-            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            return
-    if need > 0.9 * free:
+    free = available_bytes(device)
+    if free is not None and need > 0.9 * free:
         raise SpecsimError(f"the served engine needs {need / 2**30:.1f} GiB (weights and caches of {rows} sequences of "
                            f"{max_seq_len} tokens) but {free / 2**30:.1f} GiB is free on {device}: lower --max-batch, "
                            "or shorten prompts and outputs")

@@ -78,6 +78,24 @@ def _s(x: Any) -> str:
     return x.decode() if isinstance(x, bytes) else str(x)
 
 
+def available_bytes(device: torch.device) -> int | None:
+    """Memory a new allocation can take now: the GPU's free memory, or the host's available memory (MemAvailable:
+    free plus what the kernel can reclaim); None where the system does not say."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def device_identity(device: torch.device) -> dict[str, Any]:
     """What the device is: stable fields that say whether a profile belongs to this machine."""
     if device.type == "cuda":

@@ -9,6 +9,7 @@ import sys
 
 import click
 import pytest
+import torch
 from conftest import one_line_error, run, save_tiny
 
 from scenarios.profile import save_profile
@@ -121,6 +122,24 @@ def test_calibrate_checks_its_output_before_measuring(tmp_path, monkeypatch):
 
     monkeypatch.setattr("calibrate.calibration.calibrate", no_work)
     one_line_error(run("calibrate", "--quick", "--out", str(tmp_path / "a-file" / "p.json")), "not a folder")
+
+
+def test_calibrate_refuses_a_pair_the_device_cannot_hold(tmp_path, monkeypatch):
+    """A 70B target on a host with 20 GiB available is refused before any weights are built (it built random
+    weights for minutes, then the kernel would kill it); the built-in pair still calibrates there."""
+    def no_work(*args, **kwargs):
+        raise AssertionError("calibration started")
+
+    monkeypatch.setattr("calibrate.calibration.calibrate", no_work)
+    monkeypatch.setattr("engine.device.available_bytes", lambda device: 20 * 2**30)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    one_line_error(run("calibrate", "--quick", "--target", "llama-3.1-70b"), "llama-3.1-70b", "GiB",
+                   "20.0 GiB is free", "--hardware")
+    from calibrate.calibration import Grid, check_grid_fits
+    from scenarios import load_model
+
+    check_grid_fits(torch.device("cpu"), load_model("specsim-target"), load_model("specsim-draft"),
+                    Grid.default(quick=True))
 
 
 def test_policy_and_predict_plot_check_outputs_first(tmp_path):
