@@ -465,30 +465,13 @@ def measure_engine_at_shapes(device: torch.device, runner: PassRunner, grid: Gri
     return overheads
 
 
-def check_grid_fits(device: torch.device, target: ModelSpec, draft: ModelSpec, grid: Grid) -> None:
-    """Refuse, before minutes of building random weights, a pair whose weights and the grid's caches (its largest
-    batch at its longest context and most new tokens) exceed what the device can allocate now: on a CPU the kernel
-    would kill the process part way, with nothing said."""
-    from engine.device import available_bytes
-
-    free = available_bytes(device)
-    slots = max(grid.batches) * (max(grid.contexts) + max(grid.target_new_tokens) + 1)
-    need = sum(m.resident_weight_bytes + slots * m.kv_bytes_per_token for m in (target, draft))
-    if free is not None and need > 0.9 * free:
-        raise SpecsimError(f"{target.name} and {draft.name} need {need / 2**30:,.1f} GiB (weights, and the grid's "
-                           f"caches) but {free / 2**30:,.1f} GiB is free on {device}: calibrate a pair that fits "
-                           "(the built-in one, or --target/--draft config.json of smaller models), or price "
-                           f"{target.name} from a preset (--hardware) or this device's rates (predict --profile "
-                           "PROFILE --target ... --draft ...)")
-
-
 def calibrate_device(target: str, draft: str, dtype: str, device_name: str, batches: Sequence[int] | None,
                      contexts: Sequence[int] | None, quick: bool, eager: bool, busy: bool, seed: int,
                      out: Path | None, command: str, options: Mapping[str, Any],
                      progress: Progress, expert_sharing: float | None = None) -> tuple[Profile, Path]:
     """`specsim calibrate`: the output checked first (a calibration is minutes of work), the models, the device,
     the grid; then the whole calibration, and the profile written. Returns the profile and where it went."""
-    from engine.device import resolve_device
+    from engine.device import check_memory, resolve_device
     from scenarios import load_model
     from scenarios.files import cache_dir, check_output
     from scenarios.profile import save_profile
@@ -501,7 +484,11 @@ def calibrate_device(target: str, draft: str, dtype: str, device_name: str, batc
         raise SpecsimError(f"--expert-sharing routes an MoE target's tokens; {target_spec.name} is dense")
     device = resolve_device(device_name)
     grid = Grid.default(quick, batches, contexts)
-    check_grid_fits(device, target_spec, draft_spec, grid)
+    slots = max(grid.batches) * (max(grid.contexts) + max(grid.target_new_tokens) + 1)  # the grid's largest cache
+    check_memory(device, sum(m.resident_weight_bytes + slots * m.kv_bytes_per_token for m in (target_spec, draft_spec)),
+                 f"{target_spec.name} and {draft_spec.name} (weights, the grid's caches)", "calibrate a pair that "
+                 f"fits (the built-in one, or config.json of smaller models), or price {target_spec.name} from a "
+                 "preset (--hardware) or this device's rates (predict --profile PROFILE --target ... --draft ...)")
     sharing = DEFAULT_EXPERT_SHARING if expert_sharing is None else expert_sharing
     result = calibrate(target_spec, draft_spec, device, grid, quick, command,
                        progress=progress, seed=seed, options=options, eager=eager, busy=busy,

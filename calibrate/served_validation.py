@@ -116,14 +116,11 @@ def served_config(config: EngineConfig, max_batch: int, max_seq_len: int) -> tup
 def check_fits(device: Any, models: Sequence[Any], rows: int, max_seq_len: int) -> None:
     """The models' weights and caches of `rows` sequences of `max_seq_len` slots fit the device's free memory (GPU)
     or the host's available memory (CPU), or a one-line error saying how to make them fit."""
-    from engine.device import available_bytes
+    from engine.device import check_memory
 
-    need = sum(m.resident_weight_bytes + rows * max_seq_len * m.kv_bytes_per_token for m in models)
-    free = available_bytes(device)
-    if free is not None and need > 0.9 * free:
-        raise SpecsimError(f"the served engine needs {need / 2**30:.1f} GiB (weights and caches of {rows} sequences of "
-                           f"{max_seq_len} tokens) but {free / 2**30:.1f} GiB is free on {device}: lower --max-batch, "
-                           "or shorten prompts and outputs")
+    check_memory(device, sum(m.resident_weight_bytes + rows * max_seq_len * m.kv_bytes_per_token for m in models),
+                 f"the served engine's weights and caches of {rows} sequences of {max_seq_len} tokens",
+                 "lower --max-batch, or shorten prompts and outputs")
 
 
 def stream_prompts(workload: Workload, builtin: bool, vocab: int, seed: int) -> list[list[int]]:

@@ -87,7 +87,7 @@ def run_validate(profile_path: Path | None, batches: list[int] | None, ks: list[
     import json
 
     from calibrate.validate import check_validatable, run_shape_validation, run_validation
-    from scenarios.profile import match_threads
+    from engine.device import match_threads
     from scenarios.setup import resolve_profile
     from simulator.trees import parse_branching
 
@@ -146,7 +146,7 @@ def run_served_validation(profile_path: Path | None, quick: bool, as_json: bool,
 
     from calibrate.served_validation import run_serving_validation
     from calibrate.served_validation_report import format_serving_validation
-    from scenarios.profile import match_threads
+    from engine.device import match_threads
     from scenarios.setup import resolve_profile
 
     plots = check_figures([plot_dir / "validation-serving.png"]) if plot_dir else []
@@ -329,7 +329,7 @@ def run_validate_engine(engine: str, profile_path: Path | None, target: str | No
     """`specsim validate --engine transformers|llama.cpp`: that engine's speculative runs against their predictions."""
     import json
 
-    from scenarios.profile import match_threads
+    from engine.device import match_threads
     from scenarios.setup import resolve_profile
 
     if engine == "transformers" and (served.on or served.given):

@@ -96,6 +96,29 @@ def available_bytes(device: torch.device) -> int | None:
         return None
 
 
+def check_memory(device: torch.device, need_bytes: float, what: str, fix: str) -> None:
+    """A one-line error when `what` needs more than 90 % of what the device can allocate now (`available_bytes`),
+    before anything is allocated: on a CPU the kernel kills a process that runs out, with nothing said."""
+    free = available_bytes(device)
+    if free is not None and need_bytes > 0.9 * free:
+        raise SpecsimError(f"{what} need {need_bytes / 2**30:,.1f} GiB but {free / 2**30:,.1f} GiB is free on "
+                           f"{device}: {fix}")
+
+
+def match_threads(profile: Any) -> str | None:
+    """Run real passes with the torch threads a CPU profile's passes were timed with (its device state records
+    them): a pass of several rows is split over the threads and a single row is not, so a validation on other
+    threads would test another machine. Returns a note when it changed them."""
+    recorded = profile.device_state.get("start", {}).get("torch_threads")
+    now = torch.get_num_threads()
+    if profile.device.kind != "cpu" or not isinstance(recorded, int) or recorded < 1 or recorded == now:
+        return None
+    torch.set_num_threads(recorded)
+    name = f"profile {profile.path.name}" if profile.path else "the profile"
+    return (f"running on {recorded} torch thread{'s' if recorded > 1 else ''} as {name} was calibrated (this "
+            f"process had {now}; OMP_NUM_THREADS sets them)")
+
+
 def device_identity(device: torch.device) -> dict[str, Any]:
     """What the device is: stable fields that say whether a profile belongs to this machine."""
     if device.type == "cuda":

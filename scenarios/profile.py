@@ -701,22 +701,6 @@ def check_device(profile: Profile, here: Mapping[str, Any]) -> None:
                            f"{here.get('kind')} ({here.get('name')!r}); calibrate here, or run this on that device")
 
 
-def match_threads(profile: Profile) -> str | None:
-    """Run real passes with the torch threads the profile's passes were timed with (a CPU profile records them):
-    on a CPU a pass of several rows is split over the threads and a single row is not, so a validation on other
-    threads would test another machine. Returns a note when it changed them."""
-    import torch
-
-    recorded = profile.device_state.get("start", {}).get("torch_threads")
-    now = torch.get_num_threads()
-    if profile.device.kind != "cpu" or not isinstance(recorded, int) or recorded < 1 or recorded == now:
-        return None
-    torch.set_num_threads(recorded)
-    name = f"profile {profile.path.name}" if profile.path else "the profile"
-    return (f"running on {recorded} torch thread{'s' if recorded > 1 else ''} as {name} was calibrated (this "
-            f"process had {now}; OMP_NUM_THREADS sets them)")
-
-
 def latest_profile(identities: Sequence[Mapping[str, Any]]) -> Path | None:
     """The newest profile in the cache folder measured on one of these devices, trusted ones first: an untrusted
     profile is the latest only if no trusted one exists."""

@@ -9,7 +9,6 @@ import sys
 
 import click
 import pytest
-import torch
 from conftest import one_line_error, run, save_tiny
 
 from scenarios.profile import save_profile
@@ -135,11 +134,8 @@ def test_calibrate_refuses_a_pair_the_device_cannot_hold(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     one_line_error(run("calibrate", "--quick", "--target", "llama-3.1-70b"), "llama-3.1-70b", "GiB",
                    "20.0 GiB is free", "--hardware")
-    from calibrate.calibration import Grid, check_grid_fits
-    from scenarios import load_model
-
-    check_grid_fits(torch.device("cpu"), load_model("specsim-target"), load_model("specsim-draft"),
-                    Grid.default(quick=True))
+    r = run("calibrate", "--quick", "--out", str(tmp_path / "p.json"))  # the built-in pair passes the check
+    assert isinstance(r.exception, AssertionError) and "calibration started" in str(r.exception)
 
 
 def test_policy_and_predict_plot_check_outputs_first(tmp_path):

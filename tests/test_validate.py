@@ -349,7 +349,7 @@ def test_real_runs_use_the_threads_the_profile_was_timed_on(builtin_profile):
 
     import torch
 
-    from scenarios.profile import match_threads
+    from engine.device import match_threads
 
     before = torch.get_num_threads()
     try:
