@@ -42,6 +42,8 @@ SERVING_KEYS = {"requests": "n_requests", "arrivals": "arrivals", "prompt_tokens
                 "output_tokens": "output_tokens", "max_batch": "max_batch", "max_prefill_tokens": "max_prefill_tokens",
                 "draft_sync": "draft_sync", "kv_allocation": "kv_allocation", "slo_tpot_ms": "slo_tpot_s",
                 "slo_ttft_ms": "slo_ttft_s", "seed": "seed"}
+SERVING_TYPES = {"requests": int, "max_batch": int, "max_prefill_tokens": int, "seed": int, "slo_tpot_ms": float,
+                 "slo_ttft_ms": float}  # the rest are strings (lengths may be written as a bare number)
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,13 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
     if not isinstance(serving_d, dict) or set(serving_d) - set(SERVING_KEYS):
         bad = sorted(set(serving_d) - set(SERVING_KEYS)) if isinstance(serving_d, dict) else serving_d
         raise SpecsimError(f"{where}: [serving] has unknown key(s) {bad}; known: {', '.join(SERVING_KEYS)}")
-    kw = {SERVING_KEYS[k]: v for k, v in serving_d.items()}
+    for key, v in serving_d.items():
+        kind = SERVING_TYPES.get(key, str)
+        allowed = {int: int, float: (int, float)}.get(kind, (str, int))
+        if isinstance(v, bool) or not isinstance(v, allowed):
+            what = {int: "a whole number", float: "a number"}.get(kind, "a string such as \"256..1024\"")
+            raise SpecsimError(f"{where}: [serving] {key} must be {what}, got {v!r}")
+    kw = {SERVING_KEYS[k]: (str(v) if SERVING_TYPES.get(k, str) is str else v) for k, v in serving_d.items()}
     for ms in ("slo_tpot_s", "slo_ttft_s"):
         if ms in kw:
             kw[ms] = float(kw[ms]) / 1e3
@@ -106,9 +114,12 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
     except TypeError as e:
         raise SpecsimError(f"{where}: [serving]: {e}") from None
     rates = tuple(float(r) for r in _list(d, "rates", where, float))
-    spec = SweepSpec(_list(d, "hardware", where, str), tuple(tuple(p) for p in pairs),
-                     _list(d, "tp", where, int, [1]), policies, rates, str(d.get("acceptance") or ""), serving,
-                     str(d.get("engine", "vllm")), str(d.get("dtype", "bf16")), d.get("draft_tp"), where)
+    tps = _list(d, "tp", where, int, [1])
+    if min(tps) < 1:
+        raise SpecsimError(f"{where}: 'tp' counts GPUs per engine, each at least 1, got {list(tps)!r}")
+    spec = SweepSpec(_list(d, "hardware", where, str), tuple(tuple(p) for p in pairs), tps, policies, rates,
+                     str(d.get("acceptance") or ""), serving, str(d.get("engine", "vllm")),
+                     str(d.get("dtype", "bf16")), d.get("draft_tp"), where)
     if not spec.acceptance and any(len(p) == 2 for p in spec.pairs):
         raise SpecsimError(f"{where}: 'acceptance' is missing (e.g. acceptance = \"iid:0.7\"), and a pair without "
                            "its own acceptance needs it")

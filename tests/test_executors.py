@@ -97,6 +97,11 @@ def load_sweep_spec_text(text, tmp_path=None):
     (SPEC.replace("rates = [5, 40]", "rates = [5, -1]"), "'rates' must be a non-empty list of positive numbers"),
     (SPEC.replace("requests = 60", "requests = 60\nwarp = 9"), "[serving] has unknown key(s)"),
     ("hardware = [", "not TOML"),
+    # these were tracebacks (a str compared with an int; float("fast")) or silently ran (TP 0)
+    (SPEC.replace("requests = 60", 'requests = "many"'), "[serving] requests must be a whole number"),
+    (SPEC.replace("slo_tpot_ms = 30", 'slo_tpot_ms = "fast"'), "[serving] slo_tpot_ms must be a number"),
+    (SPEC.replace('prompt_tokens = "128"', "prompt_tokens = [128]"), "[serving] prompt_tokens must be a string"),
+    (SPEC.replace("tp = [1, 2]", "tp = [0, 2]"), "'tp' counts GPUs per engine, each at least 1"),
 ])
 def test_bad_specs_are_refused_naming_the_key(tmp_path, text, fragment):
     with pytest.raises(SpecsimError) as e:
