@@ -126,6 +126,16 @@ def test_exactness_small_seeded_version():
     assert all(r.acceptance_rate < 0.8 for r in spec)  # the poor draft shows up here, and only here
 
 
+def test_too_few_samples_to_catch_a_broken_rule_says_so():
+    """At 100 completions a case the test has no power: a broken rule goes uncaught, the run fails, and it says that
+    the sample, not the exact rule, is what to change (it only said '1 case(s) failed')."""
+    from calibrate.exactness import run_exactness
+
+    lines: list[str] = []
+    assert run_exactness("poor", [1], [], 100, seed=0, echo=lines.append) >= 1
+    assert any("MISSED" in line for line in lines) and "raise --samples" in lines[-1]
+
+
 def test_chi2_survival_function():
     # Reference values of the chi-square upper tail (e.g. scipy.stats.chi2.sf).
     assert chi2_sf(3.841458820694124, 1) == pytest.approx(0.05, rel=1e-6)
