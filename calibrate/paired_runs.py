@@ -72,6 +72,7 @@ def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Seque
             # requests' tokens per pass as a server counts them (`as_served`), at this run's step time.
             "emitted_per_s": b * tokens_per_pass / (decode_s / n_steps),
             "tokens_per_pass": tokens_per_pass,
+            "tokens": float(counted[0]), "passes": float(counted[1]),
             "step_s": decode_s / n_steps,
             "draft_s": sum(s.phases.draft_s for s in timed) / n_steps,
             "verify_s": sum(s.phases.verify_s for s in timed) / n_steps,
@@ -122,6 +123,7 @@ def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Seque
             plain_step_s=Summary.of([b["step_s"] for b in base]),
             tokens_per_s=Summary.of([r["emitted_per_s"] for r in reps]),
             cost_ratio=Summary.of([b["step_s"] / r["step_s"] for r, b in zip(reps, base)]),
+            pooled_tokens_per_pass=sum(r["tokens"] for r in reps) / sum(r["passes"] for r in reps),
         ))
     return out
 

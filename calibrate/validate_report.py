@@ -18,9 +18,9 @@ def format_report(report: ValidationReport, primary: str = PRIMARY) -> str:
     for r in report.rows:
         p, m = r.predicted[primary], r.measured
         lines.append(
-            f" {r.batch:5d}  {r.label:9s}  {p.tokens_per_pass:5.2f}|{m.tokens_per_pass.median:5.2f} "
+            f" {r.batch:5d}  {r.label:9s}  {p.tokens_per_pass:5.2f}|{m.tokens_per_pass_estimate:5.2f} "
             f"({100 * p.err_tokens_per_pass:+5.1f} %)    {1e3 * p.step_s:6.1f}|{1e3 * m.step_s.median:6.1f} "
-            f"({100 * p.err_step:+5.1f} %)   {p.speedup:4.2f}|{m.speedup.median:4.2f} "
+            f"({100 * p.err_step:+5.1f} %)   {p.speedup:4.2f}|{m.speedup_estimate:4.2f} "
             f"[{m.speedup.min:.2f}, {m.speedup.max:.2f}] ({100 * p.err_speedup:+5.1f} %)"
             + ("  *" if r.extrapolated else ""))
     if any(r.extrapolated for r in report.rows):

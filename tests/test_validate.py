@@ -32,6 +32,26 @@ def test_real_runs_record_everything(small_runs):
         assert r.speedup.n == 2 and r.speedup.min <= r.speedup.median <= r.speedup.max
         assert 1.0 <= r.tokens_per_pass.median <= (4.0 if r.tree else 3.0)  # k = 2: at most 3; tree 2,1: depth 2
         assert r.draft_s.median > 0 and r.verify_s.median > 0
+        # the repeats' tokens over their passes: a weighted mean of the repeats' own figures
+        assert r.tokens_per_pass.min <= r.pooled_tokens_per_pass <= r.tokens_per_pass.max
+        assert r.speedup_estimate == pytest.approx(r.pooled_tokens_per_pass * r.cost_ratio.median)
+
+
+def test_the_measured_speedup_pools_acceptance_and_takes_the_median_cost_ratio():
+    """Worked by hand: three pairs drew 3.0, 2.0 and 4.0 tokens per pass over 10, 10 and 20 passes (130 tokens over
+    40 passes pooled: 3.25) at cost ratios 0.5, 0.6 and 0.7 (median 0.6): 3.25 x 0.6 = 1.95, where the median of the
+    pairs' speed-ups (1.5, 1.2, 2.8) says 1.5 and leans on which prompts one repeat drew. Rows written before the
+    counts were kept fall back to that median."""
+    def s(*v):
+        return Summary.of(v)
+
+    pairs = s(1.5, 1.2, 2.8)
+    m = MeasuredConfig(1, 4, None, pairs, s(3.0, 2.0, 4.0), *(s(1.0) for _ in range(6)), cost_ratio=s(0.5, 0.6, 0.7),
+                       pooled_tokens_per_pass=(30 + 20 + 80) / 40)
+    assert m.tokens_per_pass_estimate == pytest.approx(3.25)
+    assert m.speedup_estimate == pytest.approx(3.25 * 0.6)
+    old = MeasuredConfig(1, 4, None, pairs, s(3.0, 2.0, 4.0), *(s(1.0) for _ in range(6)))
+    assert old.speedup_estimate == 1.5 and old.tokens_per_pass_estimate == 3.0
 
 
 class DriftingEngine:
@@ -108,6 +128,7 @@ def test_pairs_in_turns_cancel_drift_in_every_pair():
     for r in rows:
         assert r.speedup.n == 4
         assert r.speedup.min == pytest.approx(2 / 1.5, rel=0.01) and r.speedup.max == pytest.approx(2 / 1.5, rel=0.01)
+        assert r.speedup_estimate == pytest.approx(2 / 1.5, rel=0.01)
     back_to_back = measure(DriftingEngine("graph"), prompts_, PAIRED_CONFIGS, new_tokens=12, repeats=4, seed=0,
                            min_sequences=4)
     assert max(abs(r.speedup.max / (2 / 1.5) - 1) for r in back_to_back) > 0.1  # the drift each pair measured
