@@ -59,11 +59,21 @@ def gguf_of(folder: str | Path, role: str) -> Path:
     return p
 
 
-def threads() -> int:
+def threads(profile: Any = None) -> int:
+    """llama.cpp's threads: those `profile`'s passes were timed on (a validation runs the engine it predicts), else
+    $SPECSIM_LLAMA_THREADS, else every core this process may use."""
+    recorded = getattr(profile, "options", {}).get("llama_threads") if profile is not None else None
+    if recorded:
+        return int(recorded)
+    text = os.environ.get("SPECSIM_LLAMA_THREADS", "").strip()
+    if text:
+        if not text.isdigit() or int(text) < 1:
+            raise SpecsimError(f"SPECSIM_LLAMA_THREADS={text!r}: give a whole number of threads, 1 or more")
+        return int(text)
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
-def run_llama_bench(target: Path, draft: Path, quick: bool, out: Path) -> Path:
+def run_llama_bench(target: Path, draft: Path, quick: bool, out: Path, n_threads: int) -> Path:
     """llama-bench's passes of both models (-o json) written to `out`: n tokens on d cached ones, and prefills."""
     bench = llama_cpp_bin("llama-bench")
     ns, depths, prefills = (("1,2,3,5,9", "32,192,352", "16,64,128,192") if quick
@@ -71,7 +81,7 @@ def run_llama_bench(target: Path, draft: Path, quick: bool, out: Path) -> Path:
     reps = "5" if quick else "9"
     # -lm none: weights read into memory at load, not paged in from the file by the first test's passes (a mapped
     # file made the first test of a run 10x slower than the rest)
-    common = ["-m", str(target), "-m", str(draft), "-t", str(threads()), "-r", reps, "-lm", "none", "-o", "json"]
+    common = ["-m", str(target), "-m", str(draft), "-t", str(n_threads), "-r", reps, "-lm", "none", "-o", "json"]
     results = []
     for args in (["-p", ns, "-n", "0", "-d", depths], ["-p", prefills, "-n", "0", "-d", "0"]):
         proc = subprocess.run([str(bench), *common, *args], capture_output=True, text=True, timeout=1800)
@@ -102,17 +112,18 @@ class Server:
     k: int = 0
     ctx: int = 1024
     slots: int = 1
+    threads: int = 1  # llama.cpp's threads, the target's and the draft's (`threads`)
     proc: subprocess.Popen | None = None
     port: int = 0
 
     def __enter__(self) -> Server:
         self.port = _free_port()
         cmd = [str(llama_cpp_bin("llama-server")), "-m", str(self.target), "--port", str(self.port), "--host",
-               "127.0.0.1", "-t", str(threads()), "-c", str(self.ctx), "-np", str(self.slots), "--no-webui",
+               "127.0.0.1", "-t", str(self.threads), "-c", str(self.ctx), "-np", str(self.slots), "--no-webui",
                "--metrics"]
         if self.draft is not None:
             cmd += ["-md", str(self.draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(self.k),
-                    "--spec-draft-n-min", "0", "--spec-draft-p-min", "0", "-td", str(threads())]
+                    "--spec-draft-n-min", "0", "--spec-draft-p-min", "0", "-td", str(self.threads)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 120
         while time.time() < deadline:
@@ -222,10 +233,10 @@ def validate_llama_cpp(profile: Any, target_dir: str | Path, draft_dir: str | Pa
     outputs: dict[tuple[int, int], dict[int, list[int]]] = {}
     accepted: dict[int, list[float]] = {}
     with progress("llama-server: each k against plain, request by request in turns", 2 * len(ks) * repeats
-                  * len(held)) as bar, Server(target) as plain:
+                  * len(held)) as bar, Server(target, threads=threads(profile)) as plain:
         plain.complete(held[0], 8)  # warm-up
         for k in ks:
-            with Server(target, draft, k) as spec:
+            with Server(target, draft, k, threads=threads(profile)) as spec:
                 spec.complete(held[0], 8)
                 for _ in range(repeats):
                     for i in rng.permutation(len(held)):
@@ -252,14 +263,15 @@ def validate_llama_cpp(profile: Any, target_dir: str | Path, draft_dir: str | Pa
                      "draft_acceptance": float(np.mean(accepted.get(k, [float("nan")]))),
                      "outputs_equal_plain": all(outputs[(k, k)][i] == outputs[(k, 0)][i] for i in range(len(held)))})
     err = np.abs([r["rel_error"] for r in rows])
-    return {"engine": "llama.cpp llama-server", "prompts": len(held), "tokens": new_tokens, "repeats": repeats,
-            "rows": rows, "median_abs_err_speedup": float(np.median(err)),
+    return {"engine": "llama.cpp llama-server", "threads": threads(profile), "prompts": len(held),
+            "tokens": new_tokens, "repeats": repeats, "rows": rows, "median_abs_err_speedup": float(np.median(err)),
             "p90_abs_err_speedup": float(np.percentile(err, 90))}
 
 
 def format_llama_validation(report: Mapping[str, Any]) -> str:
-    lines = [f"{report['engine']}, one request at a time, greedy, {report['prompts']} held-out prompts x "
-             f"{report['repeats']} rounds, {report['tokens']} tokens; decode time from its timings",
+    lines = [f"{report['engine']} on {report.get('threads', '?')} threads, one request at a time, greedy, "
+             f"{report['prompts']} held-out prompts x {report['repeats']} rounds, {report['tokens']} tokens; decode "
+             "time from its timings",
              f"{'k':>3}{'measured':>10}{'predicted':>11}{'error':>9}   plain -> speculative (s)   accepted"]
     for r in report["rows"]:
         lines.append(f"{r['k']:>3}{r['measured_speedup']:>9.2f}x{r['predicted_speedup']:>10.2f}x"
@@ -287,11 +299,12 @@ def llama_profile(target_dir: str | Path, draft_dir: str | Path, quick: bool, se
     target, draft = gguf_of(target_dir, "target"), gguf_of(draft_dir, "draft")
     bench_out = (out.with_name(out.stem + ".llama-bench.json") if out is not None
                  else Path(tempfile.mkdtemp()) / "llama-bench.json")
-    with progress("llama-bench: both models' passes", 1) as bar:
-        run_llama_bench(target, draft, quick, bench_out)
+    n_threads = threads()
+    with progress(f"llama-bench: both models' passes ({n_threads} threads)", 1) as bar:
+        run_llama_bench(target, draft, quick, bench_out, n_threads)
         bar.update(1)
     profile = import_profile(f"llama-bench:{bench_out}", "cpu", str(target_dir), str(draft_dir), "fp32", seed,
-                             command, options)
+                             command, {**options, "llama_threads": n_threads})
     n_prompts, n_tokens = (12, 64) if quick else (24, 96)
     calib = [encode(p) for p in prompts("calibration")[:n_prompts]]
     t = load_hf_checkpoint(target_dir, dtype="fp32", max_seq_len=512)
@@ -323,7 +336,7 @@ def server_loop_s(profile: Any, target: Path, prompts: Sequence[Sequence[int]], 
     from calibrate.engine_steps import measured_pass_s
 
     per_step = []
-    with Server(target) as server:
+    with Server(target, threads=threads(profile)) as server:
         server.complete(prompts[0], 8)
         for _ in range(repeats):
             for p in prompts:
@@ -349,7 +362,7 @@ def server_batched_passes(profile: Any, target: Path, prompts: Sequence[Sequence
     records = []
     for b in batches:
         samples = []
-        with Server(target, ctx=b * (length + new_tokens + 64), slots=b) as server:
+        with Server(target, ctx=b * (length + new_tokens + 64), slots=b, threads=threads(profile)) as server:
             server.complete(cut[0], 8)
             for r in range(repeats):
                 batch = [cut[(r * b + j) % len(cut)] for j in range(b)]

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from calibrate.llama_cpp import Server, gguf_of
+from calibrate.llama_cpp import Server, gguf_of, threads
 from simulator.metrics import ServingMetrics, summarize
 from simulator.serving import EngineConfig, ServingRun
 from simulator.step_costs import StepCosts
@@ -114,7 +114,7 @@ def validate_llama_serving(profile: Any, target_dir: str | Path, draft_dir: str 
                                 np.full(n_requests, output_tokens), f"poisson {rate:g}/s")
             for name, policy in policies.items():  # "off" first: its server takes the rate's spot check
                 with Server(target, draft if name != "off" else None, k, ctx=slots * ctx,
-                            slots=slots) as server:
+                            slots=slots, threads=threads(profile)) as server:
                     server.complete(pick[0], 8)
                     if name == "off":
                         drifts[rate] = spot_drift(server, costs, pick[0], slots)
@@ -135,8 +135,9 @@ def validate_llama_serving(profile: Any, target_dir: str | Path, draft_dir: str 
                 rows.append(r)
                 bar.update(1)
     med = sorted(rows, key=lambda r: r["rate_per_s"])[len(rows) // 2]
-    return {"engine": "llama.cpp llama-server", "slots": slots, "requests": n_requests, "tokens": output_tokens,
-            "k": k, "rows": rows, "median_row": {"rate_per_s": med["rate_per_s"], "policy": med["policy"]},
+    return {"engine": "llama.cpp llama-server", "threads": threads(profile), "slots": slots, "requests": n_requests,
+            "tokens": output_tokens, "k": k, "rows": rows,
+            "median_row": {"rate_per_s": med["rate_per_s"], "policy": med["policy"]},
             "median_abs_err": {m: float(np.nanmedian([abs(r[m][2]) for r in rows]))
                                for m in ("throughput", "tpot_p50_s", "ttft_p50_s")},
             "median_abs_err_re_anchored": {m: float(np.nanmedian([abs(r["re_anchored"][m]) for r in rows]))
@@ -224,8 +225,9 @@ def row(rate: float, policy: str, m: ServingMetrics, p: ServingMetrics, counts: 
 
 
 def format_llama_serving(report: dict[str, Any]) -> str:
-    lines = [f"{report['engine']}, {report['slots']} slots, {report['requests']} requests x {report['tokens']} "
-             f"greedy tokens, Poisson arrivals; measured -> simulated (error)",
+    lines = [f"{report['engine']} on {report.get('threads', '?')} threads, {report['slots']} slots, "
+             f"{report['requests']} requests x {report['tokens']} greedy tokens, Poisson arrivals; measured -> "
+             "simulated (error)",
              f"{'rate/s':>7} {'policy':<9}{'throughput tok/s':>28}{'TPOT p50 ms':>26}{'TTFT p50 ms':>28}"]
     for r in report["rows"]:
         th, tp, tt = r["throughput"], r["tpot_p50_s"], r["ttft_p50_s"]

@@ -265,3 +265,23 @@ def test_a_plain_spot_check_re_anchors_the_served_simulation():
     drifted = StepCosts(replace(cost, drift={m.name: f for m in (target, draft)}), target, draft)
     assert drifted.decode_s(1, context, PLAIN) == pytest.approx(step, rel=1e-9)
     assert drifted.cost.pass_time_s(draft, 4, 5, 512) == pytest.approx(2 * cost.pass_time_s(draft, 4, 5, 512))
+
+
+def test_llama_cpp_runs_on_the_threads_its_profile_was_timed_on(monkeypatch):
+    """A llama.cpp validation runs llama-server on the threads llama-bench timed the profile's passes on (a pass on
+    two threads and one on one are two engines); a fresh calibration takes $SPECSIM_LLAMA_THREADS, else every core;
+    a bad value is refused naming it."""
+    from types import SimpleNamespace
+
+    from calibrate.llama_cpp import threads
+    from simulator import SpecsimError
+
+    monkeypatch.setenv("SPECSIM_LLAMA_THREADS", "3")
+    assert threads() == 3
+    assert threads(SimpleNamespace(options={"llama_threads": 1})) == 1
+    assert threads(SimpleNamespace(options={})) == 3  # a profile from before threads were recorded
+    monkeypatch.delenv("SPECSIM_LLAMA_THREADS")
+    assert threads() >= 1
+    monkeypatch.setenv("SPECSIM_LLAMA_THREADS", "two")
+    with pytest.raises(SpecsimError, match="SPECSIM_LLAMA_THREADS='two'"):
+        threads()
