@@ -48,7 +48,7 @@ def predicted_vs_measured(report: ValidationReport, band: float = 0.05, outer: f
                     alpha=0.07, label=f"±{100 * outer:.0f} %")
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
-    ax.set_xlabel("measured speed-up (pooled tokens/pass x median cost ratio; bars: min-max over repeats)")
+    ax.set_xlabel("measured speed-up (bars: min-max of the single pairs)")
     ax.set_ylabel("predicted speed-up")
     ax.set_title("predicted vs measured speed-up", fontsize=10)
     ax.grid(alpha=0.3)
