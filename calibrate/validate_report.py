@@ -23,8 +23,8 @@ def format_report(report: ValidationReport, primary: str = PRIMARY) -> str:
             f"({100 * p.err_step:+5.1f} %)   {p.speedup:4.2f}|{m.speedup_estimate:4.2f} "
             f"[{m.speedup.min:.2f}, {m.speedup.max:.2f}] ({100 * p.err_speedup:+5.1f} %)"
             + ("  *" if r.extrapolated else ""))
-    lines.append(" measured: tokens per pass pooled over the repeats x the median of the pairs' cost ratios; [min, max]: "
-                 "the pairs' own speed-ups")
+    lines.append(" measured: tokens per pass pooled over the repeats x the median of the pairs' cost ratios; "
+                 "[min, max]: the pairs' own speed-ups")
     if any(r.extrapolated for r in report.rows):
         lines.append(" * beyond the profile's calibration grid (batch or rows): the fit extrapolates; calibrate with "
                      "a --batch range that covers it for measured anchors")
