@@ -25,7 +25,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +112,7 @@ class Server:
     k: int = 0
     ctx: int = 1024
     slots: int = 1
-    threads: int = 1  # llama.cpp's threads, the target's and the draft's (`threads`)
+    threads: int = field(default_factory=threads)  # llama.cpp's threads, the target's and the draft's
     proc: subprocess.Popen | None = None
     port: int = 0
 
@@ -232,11 +232,12 @@ def validate_llama_cpp(profile: Any, target_dir: str | Path, draft_dir: str | Pa
     runs: dict[tuple[int, int], dict[int, list[float]]] = {}  # (k, 0 plain | k speculative) -> prompt -> s
     outputs: dict[tuple[int, int], dict[int, list[int]]] = {}
     accepted: dict[int, list[float]] = {}
+    n_threads = threads(profile)
     with progress("llama-server: each k against plain, request by request in turns", 2 * len(ks) * repeats
-                  * len(held)) as bar, Server(target, threads=threads(profile)) as plain:
+                  * len(held)) as bar, Server(target, threads=n_threads) as plain:
         plain.complete(held[0], 8)  # warm-up
         for k in ks:
-            with Server(target, draft, k, threads=threads(profile)) as spec:
+            with Server(target, draft, k, threads=n_threads) as spec:
                 spec.complete(held[0], 8)
                 for _ in range(repeats):
                     for i in rng.permutation(len(held)):
@@ -263,7 +264,7 @@ def validate_llama_cpp(profile: Any, target_dir: str | Path, draft_dir: str | Pa
                      "draft_acceptance": float(np.mean(accepted.get(k, [float("nan")]))),
                      "outputs_equal_plain": all(outputs[(k, k)][i] == outputs[(k, 0)][i] for i in range(len(held)))})
     err = np.abs([r["rel_error"] for r in rows])
-    return {"engine": "llama.cpp llama-server", "threads": threads(profile), "prompts": len(held),
+    return {"engine": "llama.cpp llama-server", "threads": n_threads, "prompts": len(held),
             "tokens": new_tokens, "repeats": repeats, "rows": rows, "median_abs_err_speedup": float(np.median(err)),
             "p90_abs_err_speedup": float(np.percentile(err, 90))}
 
