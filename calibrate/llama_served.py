@@ -98,7 +98,7 @@ def validate_llama_serving(profile: Any, target_dir: str | Path, draft_dir: str 
     rng = np.random.default_rng(seed)
     pick = [held[int(i)] for i in rng.integers(0, len(held), n_requests)]
     ctx = 512
-    config = EngineConfig(max_batch=slots, kv_capacity_tokens=slots * ctx, prefill_mixed=True)
+    config = EngineConfig(max_batch=slots, kv_capacity_tokens=slots * ctx, prefill_mixed=True, slot_runs=True)
     policies = {"off": parse_policy("off", acceptance), f"fixed:{k}": parse_policy(f"fixed:{k}", acceptance)}
     if not rates:  # from light load to past saturation of plain decoding, as the profile predicts it
         mean_ctx = float(np.mean([len(p) for p in pick]) + output_tokens / 2)

@@ -64,6 +64,17 @@ def admissible(needs: Sequence[int], prefill_tokens: Sequence[int], kv_free: int
     return n
 
 
+def slot_runs(slots: np.ndarray) -> list[int]:
+    """Lengths of the runs of consecutive ids among `slots` (busy slots, in any order): llama.cpp's non-unified KV
+    cache computes a batch as one micro-batch per such run (`llama_batch_allocr::split_equal`, sequential), so a
+    step over slots 0 and 2 runs two passes where slots 0 and 1 run one."""
+    ids = np.sort(np.asarray(slots, dtype=np.int64))
+    if not len(ids):
+        return []
+    cuts = np.flatnonzero(np.diff(ids) != 1) + 1
+    return np.diff(np.concatenate([[0], cuts, [len(ids)]])).tolist()
+
+
 @dataclass(frozen=True)
 class Admission:
     """Requests admitted together: their batch slots, request indices and the KV tokens each reserved."""
@@ -90,8 +101,11 @@ class Scheduler:
     come, its cached tokens, the tokens its draft's cache lacks (lazy draft sync), and the KV tokens it reserved."""
 
     def __init__(self, workload: Workload, policy: Policy, max_batch: int, max_prefill_tokens: int,
-                 kv_tokens: int, lookahead: int, on_demand: bool, eager_draft: bool) -> None:
+                 kv_tokens: int, lookahead: int, on_demand: bool, eager_draft: bool, lru_slots: bool = False) -> None:
         self.workload, self.policy = workload, policy
+        # Which free slot a new request takes: the last freed (default), or the least recently used, never-used
+        # slots first from the highest id (llama-server's choice: `server_context::get_available_slot`).
+        self.lru_slots = lru_slots
         self.max_prefill_tokens = max_prefill_tokens
         self.kv_capacity = self.kv_free = kv_tokens  # kv_free: what reservations leave (reserve mode)
         self.lookahead = lookahead
@@ -170,7 +184,8 @@ class Scheduler:
         if not n:
             return None
         reqs = [self.waiting.popleft() for _ in range(n)]
-        return Admission([self.free_slots.pop() for _ in range(n)], reqs, needs[:n])
+        take = (lambda: self.free_slots.pop(0)) if self.lru_slots else self.free_slots.pop
+        return Admission([take() for _ in range(n)], reqs, needs[:n])
 
     def join(self, admission: Admission) -> Joined:
         """The admitted requests join the running batch after its last row, as their prefill leaves them."""

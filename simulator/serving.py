@@ -13,6 +13,12 @@ Scenario: requests arrive (Poisson, bursty gamma gaps, or a trace) at a fleet of
   tokens and any pending prompt) a prefill admitted while a batch runs is no step of its own: its prompt rides in
   the running batch's next decode step, which costs what the prompt's rows add to the target pass
   (`StepCosts.riding_prefill_s`), and the new requests join with their first token when that step ends.
+- **slot runs** (``slot_runs``, llama-server with several slots): its KV cache keeps one stream per slot and splits
+  a step's batch into one micro-batch per run of consecutive busy slot ids, each micro-batch a pass that reads the
+  weights again (`scheduler.slot_runs`; measured: slots 0 and 2 decode a step in 20-25 ms where slots 0 and 1 take
+  15, one slot 12.8). A new request takes the least recently used free slot, as llama-server picks one, so gaps
+  between busy slots are the rule at moderate load. A riding prompt's slot joins its run for as many tokens as a
+  running row computes; the rest of the prompt is a pass of its own.
 - **the KV cache** (``kv_allocation``): ``reserve`` (default) - a request is admitted only when its whole life fits
   (prompt + output + lookahead), so nothing is ever preempted (TensorRT-LLM's guaranteed-no-evict scheduling);
   ``on-demand`` - as vLLM does: admitted when its prompt and lookahead fit, the cache grows as tokens are kept, and
@@ -39,6 +45,9 @@ function linear in that sequence's context, so the batch's mean context prices a
 Simultaneous events: requests that arrive at the same instant are handed to the router together, before any engine
 reacts; an engine that finishes a step at the instant a request arrives sees it at its next scheduling decision if
 the arrival was scheduled first (simpy runs equal-time events in scheduling order), which a fixed seed reproduces.
+
+One concept past 500 lines: one engine's step loop, whose reference path (a simpy event per step) and bulk path
+(runs of steps planned ahead) must charge every step alike, so they stay side by side.
 """
 
 from __future__ import annotations
@@ -54,7 +63,7 @@ from . import SpecsimError
 from .acceptance import Acceptance
 from .policies import BatchState, Policy
 from .sampling import BatchSampler, batch_sampler
-from .scheduler import AcceptedHistogram, Admission, Scheduler, StepRun
+from .scheduler import AcceptedHistogram, Admission, Scheduler, StepRun, slot_runs
 from .step_costs import StepCosts, kv_capacity_tokens
 from .sweep import Candidate
 from .workload import Workload
@@ -79,6 +88,8 @@ class EngineConfig:
     #                                 (static shapes, specsim's own engine); False: its own (paged attention, vLLM)
     prefill_mixed: bool = False  # new prompts ride in the running batch's decode pass (llama-server's one
     #                              llama_decode per step); False: a prefill is a step of its own
+    slot_runs: bool = False  # llama-server's slots: a request takes the least recently used free slot, and a step
+    #                          runs one pass per run of consecutive busy slots (module docstring)
 
     def __post_init__(self) -> None:
         if self.max_batch < 1 or self.max_prefill_tokens < 1:
@@ -125,7 +136,8 @@ class Engine(Scheduler):
                  sampler: BatchSampler, config: EngineConfig, kv_tokens: int, log: _Log,
                  arrivals: _NextArrival) -> None:
         super().__init__(workload, policy, config.max_batch, config.max_prefill_tokens, kv_tokens,
-                         config.lookahead(policy), config.kv_allocation == "on-demand", config.draft_sync == "eager")
+                         config.lookahead(policy), config.kv_allocation == "on-demand", config.draft_sync == "eager",
+                         lru_slots=config.slot_runs)
         self.env, self.index, self.costs = env, index, costs
         self.sampler, self.config, self.log = sampler, config, log
         self.arrivals = arrivals
@@ -164,7 +176,11 @@ class Engine(Scheduler):
         joined = self.join(admission)
         computed = joined.computed
         per_request = float(computed.max()) if self.config.prefill_padded else int(computed.sum()) / len(computed)
-        duration = self.costs.prefill_s(len(computed), per_request, self.with_draft and self.eager)
+        eager = self.with_draft and self.eager
+        if self.config.slot_runs:  # a pass per run of consecutive slots
+            duration = sum(self.costs.prefill_s(r, per_request, eager) for r in slot_runs(np.asarray(admission.slots)))
+        else:
+            duration = self.costs.prefill_s(len(computed), per_request, eager)
         end = self.env.now + duration
         self.log.prefill_duration_s.append(duration)
         self._first_tokens(admission, end)
@@ -198,10 +214,13 @@ class Engine(Scheduler):
         self.draft_warm = not plain
         priced = context_mean + self._padding()  # the context the step's attention reads per sequence
         draft = (self.config.draft_sync if self.with_draft else None)
-        duration = self.costs.step_s(batch, priced, cand, self.last_cand, draft, missing_mean)
-        if riding is not None:
-            prompts = sum(self.prefill_tokens(r) for r in riding.requests)
-            duration += self.costs.riding_prefill_s(batch * cand.shape.verify_tokens, prompts)
+        if self.config.slot_runs:
+            duration = self._slot_runs_step_s(cand, priced, draft, missing_mean, riding)
+        else:
+            duration = self.costs.step_s(batch, priced, cand, self.last_cand, draft, missing_mean)
+            if riding is not None:
+                prompts = sum(self.prefill_tokens(r) for r in riding.requests)
+                duration += self.costs.riding_prefill_s(batch * cand.shape.verify_tokens, prompts)
         self.last_cand = cand
         if self.with_draft and not plain and missing_mean > 0:
             self.draft_missing[:] = 0
@@ -229,6 +248,20 @@ class Engine(Scheduler):
         if riding is not None:
             self.join(riding)
             self._first_tokens(riding, self.env.now)
+
+    def _slot_runs_step_s(self, cand: Candidate, priced: float, draft: str | None, missing_mean: float,
+                          riding: Admission | None) -> float:
+        """A decode step of llama-server's slots (`EngineConfig.slot_runs`): a pass per run of consecutive busy slots,
+        a riding prompt's slot among them for the tokens a running row computes, the rest of each prompt a pass of
+        its own at context 0."""
+        costs, extra = self.costs, np.asarray(riding.slots if riding is not None else (), dtype=np.int64)
+        runs = slot_runs(np.concatenate([self.active, extra]))
+        duration = costs.over_runs(runs, cand, lambda b: costs.step_s(b, priced, cand, self.last_cand, draft,
+                                                                      missing_mean))
+        for r in riding.requests if riding is not None else ():
+            rest = self.prefill_tokens(r) - cand.shape.verify_tokens
+            duration += costs.prefill_s(1, rest, False) if rest > 0 else 0.0
+        return duration
 
     def _padding(self) -> float:
         """What attention reads per sequence beyond the batch's mean context: the longest's lead when attention is
@@ -264,13 +297,15 @@ class Engine(Scheduler):
             self.preempt_until_fits()
         state = self.state()
         batch, remaining, costs, policy = state.batch, self.remaining, self.costs, self.policy
+        runs = slot_runs(self.active) if self.config.slot_runs else None  # None: the batch is one pass
         first = cand = policy.choose(state, costs)
         lags = cand.is_plain and self.with_draft and not self.eager  # the draft falls one token behind every step
         catchup = 0.0
         shortest = int(remaining.min())
         m = max(1, min(shortest, BULK_CELLS // batch))
         if not cand.is_plain and state.draft_missing_mean > 0:
-            catchup = costs.draft_sync_s(batch, state.draft_missing_mean, state.context_mean)
+            catchup = (costs.draft_sync_s(batch, state.draft_missing_mean, state.context_mean) if runs is None else
+                       sum(costs.draft_sync_s(r, state.draft_missing_mean, state.context_mean) for r in runs))
             cand = policy.choose(BatchState(batch, state.context_mean, previous=first), costs)  # draft current
             if cand.is_plain:  # the catch-up step alone; the next run decides afresh
                 cand, m = first, 1
@@ -312,16 +347,23 @@ class Engine(Scheduler):
             n = 1 + policy.holds(warm, context_means[1:], costs, lags) if policy.choose(warm, costs) == cand else 1
         pad = self._padding()
         priced = context_means[:n] + pad  # the contexts the steps' attention reads per sequence
-        durations = costs.decode_many_s(batch, priced, cand)
-        if first is not cand:
-            durations[0] = costs.decode_s(batch, state.context_mean + pad, first)
+        if runs is None:
+            durations = costs.decode_many_s(batch, priced, cand)
+            if first is not cand:
+                durations[0] = costs.decode_s(batch, state.context_mean + pad, first)
+        else:
+            durations = costs.over_runs(runs, cand, lambda b: costs.decode_many_s(b, priced, cand))
+            if first is not cand:
+                at = state.context_mean + pad
+                durations[0] = costs.over_runs(runs, first, lambda b: costs.decode_s(b, at, first))
         durations[0] += catchup
         if self.last_cand is not None and first is not self.last_cand and first != self.last_cand:
             durations[0] += costs.switch_s(batch, state.context_mean + pad)
         if first is not cand and n > 1:
             durations[1] += costs.switch_s(batch, float(priced[1]))
         if cand.is_plain and self.with_draft and self.eager:  # the draft is kept current
-            durations += costs.draft_sync_many_s(batch, priced)
+            durations += (costs.draft_sync_many_s(batch, priced) if runs is None else
+                          sum(costs.draft_sync_many_s(r, priced) for r in runs))
         ends = t + durations.cumsum()
         arrives = next_arrival <= ends[-1]
         if arrives:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -16,6 +17,8 @@ from .drafts import Draft, as_draft
 from .policies import PLAIN, Policy, StepDurations
 from .specs import ModelSpec
 from .sweep import Candidate, step_time
+
+T = TypeVar("T", float, np.ndarray)
 
 
 def always_proposes(k: int) -> float:
@@ -121,6 +124,25 @@ class StepCosts(StepDurations):
     def draft_sync_many_s(self, batch: int, context_means: np.ndarray) -> np.ndarray:
         """``draft_sync_s`` of one token per sequence at each of `context_means`."""
         return np.array([self.draft_sync_s(batch, 1, c) for c in context_means.tolist()])
+
+    def engine_fixed_s(self, candidate: Candidate) -> float:
+        """The engine's own work in a step of `candidate` that does not grow with the batch (its loop, the accept
+        rule's fixed part): paid once by a step however many passes its batch is split into."""
+        e = self.cost.overheads.engine
+        if candidate.is_plain:
+            return e.plain.fixed_s
+        accept = e.tree_accept if candidate.tree is not None else e.chain_accept
+        return max(e.verify.fixed_s - e.pass_draw.fixed_s, 0.0) + accept.fixed_s
+
+    def over_runs(self, runs: Sequence[int], candidate: Candidate, price: Callable[[int], T]) -> T:
+        """A step whose batch runs as one pass per run of `runs` sequences (`Scheduler.slot_runs`): each run priced
+        by `price` as a step of its own, the engine's fixed work (`engine_fixed_s`) counted once."""
+        if len(runs) == 1:
+            return price(runs[0])
+        total = price(runs[0])
+        for r in runs[1:]:
+            total = total + price(r)
+        return total - (len(runs) - 1) * self.engine_fixed_s(candidate)
 
     def riding_prefill_s(self, decode_rows: int, prompt_tokens: int) -> float:
         """What `prompt_tokens` new prompt tokens add to a target pass that already computes `decode_rows` rows

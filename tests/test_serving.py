@@ -14,6 +14,7 @@ from simulator.capacity import Scenario, max_rate
 from simulator.metrics import SLO, decode_tokens_per_s, summarize
 from simulator.policies import parse_policy
 from simulator.sampling import BetaSampler, batch_sampler
+from simulator.scheduler import Scheduler, slot_runs
 from simulator.serving import EngineConfig, simulate
 from simulator.step_costs import StepCosts
 from simulator.sweep import Candidate, step_time
@@ -215,6 +216,74 @@ def test_riding_prefill_costs_the_rows_it_adds_not_a_pass(h100):
     assert ride == pytest.approx(cost.pass_time_s(target, 1, 40 + 256, 0) - cost.pass_time_s(target, 1, 40, 0))
     assert 0 < ride < costs.prefill_s(1, 256, False)
     assert costs.riding_prefill_s(40, 1024) > ride
+
+
+def test_slot_runs_are_runs_of_consecutive_ids():
+    """llama.cpp splits a batch into a micro-batch per run of consecutive busy slots (any order in)."""
+    assert slot_runs(np.array([0, 2])) == [1, 1]
+    assert slot_runs(np.array([3, 0, 1])) == [2, 1]
+    assert slot_runs(np.array([3, 1, 2, 0])) == [4]
+    assert slot_runs(np.array([], dtype=np.int64)) == []
+
+
+def test_lru_slots_take_never_used_slots_from_the_highest_then_the_least_recently_freed():
+    """llama-server's choice of slot: never-used ones first, highest id first (its LRU scan keeps the last of equal
+    `t_last_used`), then the one freed longest ago."""
+    acc = parse_acceptance("iid:0.7")
+    workload = Workload(np.zeros(6), np.full(6, 8), np.full(6, 4))
+    sched = Scheduler(workload, parse_policy("off", acc), 4, 8192, 10**6, 1, False, False, lru_slots=True)
+    for r in range(3):
+        sched.submit(r)
+    first = sched.admit()
+    assert first.slots == [3, 2, 1]
+    sched.join(first)
+    sched.remaining[:] = [0, 5, 0]  # the requests on slots 3 and 1 finish, slot 3 first
+    sched.retire(sched.finished())
+    for r in range(3, 6):
+        sched.submit(r)
+    assert sched.admit().slots == [0, 3, 1]
+
+
+@pytest.mark.parametrize("bulk", [True, False])
+def test_slot_runs_price_a_pass_per_run_of_busy_slots(h100, bulk):
+    """Three requests together on slots 2, 1, 0; the one on slot 1 finishes first, and every step after it runs
+    slots 0 and 2 as two one-sequence passes (the engine's fixed work once), where one pass of two sequences runs
+    without slot runs."""
+    cost, target, draft = h100
+    costs = StepCosts(cost, target, draft)
+    workload = Workload(np.zeros(3), np.full(3, 64), np.array([12, 4, 12]))
+    acc = parse_acceptance("iid:0.7")
+    off = parse_policy("off", acc)
+    plain = Candidate(0)
+    runs = simulate(workload, costs, off, acc, np.random.default_rng(0), EngineConfig(bulk=bulk, slot_runs=True))
+    one = simulate(workload, costs, off, acc, np.random.default_rng(0), EngineConfig(bulk=bulk))
+    for run, split in ((runs, True), (one, False)):
+        assert run.step_batch.tolist() == [3] * 3 + [2] * 8
+        for b, c, d in zip(run.step_batch.tolist(), run.step_context.tolist(), run.step_duration_s.tolist()):
+            whole = costs.decode_s(b, c, plain)
+            if split and b == 2:
+                assert d == pytest.approx(2 * costs.decode_s(1, c, plain) - costs.engine_fixed_s(plain))
+                assert d > whole
+            else:
+                assert d == pytest.approx(whole)
+    assert runs.finish_s[1] == pytest.approx(one.finish_s[1])  # the same until slot 1 frees
+    assert runs.finish_s[0] > one.finish_s[0]
+
+
+def test_a_riding_prompt_joins_its_slots_run_and_its_rest_is_a_pass_of_its_own(h100):
+    """llama-server's slots with a prompt riding in a decode step: the new slot (3, then 2) joins the running one's
+    run for one token, as a decoding row, and the rest of its prompt is a micro-batch of its own at context 0."""
+    cost, target, draft = h100
+    costs = StepCosts(cost, target, draft)
+    workload = Workload(np.array([0.0, 1e-6]), np.array([64, 64]), np.array([6, 6]))
+    acc = parse_acceptance("iid:0.7")
+    run = simulate(workload, costs, parse_policy("off", acc), acc, np.random.default_rng(0),
+                   EngineConfig(prefill_mixed=True, slot_runs=True))
+    plain = Candidate(0)
+    assert run.prefill_duration_s.tolist() == [pytest.approx(costs.prefill_s(1, 64, False))]
+    c = float(run.step_context[0])
+    assert run.step_duration_s[0] == pytest.approx(costs.decode_s(2, c, plain) + costs.prefill_s(1, 63, False))
+    assert run.first_token_s[1] == pytest.approx(run.step_time_s[0])
 
 
 def test_eager_draft_sync_pays_in_prefill_and_plain_steps(h100):
