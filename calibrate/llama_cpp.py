@@ -22,6 +22,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
@@ -76,8 +77,10 @@ def threads(profile: Any = None) -> int:
 def run_llama_bench(target: Path, draft: Path, quick: bool, out: Path, n_threads: int) -> Path:
     """llama-bench's passes of both models (-o json) written to `out`: n tokens on d cached ones, and prefills."""
     bench = llama_cpp_bin("llama-bench")
-    ns, depths, prefills = (("1,2,3,5,9", "32,192,352", "16,64,128,192") if quick
-                            else ("1,2,3,4,5,7,9", "32,128,256,416", "16,48,96,160,224"))
+    # 16 and 24 new tokens: a served verification of several slots is one micro-batch of slots x (k + 1) rows,
+    # which the fit would otherwise extrapolate from 9
+    ns, depths, prefills = (("1,2,3,5,9,16,24", "32,192,352", "16,64,128,192") if quick
+                            else ("1,2,3,4,5,7,9,16,24,32", "32,128,256,416", "16,48,96,160,224"))
     reps = "5" if quick else "9"
     # -lm none: weights read into memory at load, not paged in from the file by the first test's passes (a mapped
     # file made the first test of a run 10x slower than the rest)
@@ -115,6 +118,7 @@ class Server:
     threads: int = field(default_factory=threads)  # llama.cpp's threads, the target's and the draft's
     proc: subprocess.Popen | None = None
     port: int = 0
+    log: Any = None  # llama-server's stderr, a temporary file
 
     def __enter__(self) -> Server:
         self.port = _free_port()
@@ -124,12 +128,16 @@ class Server:
         if self.draft is not None:
             cmd += ["-md", str(self.draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(self.k),
                     "--spec-draft-n-min", "0", "--spec-draft-p-min", "0", "-td", str(self.threads)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # its log to a file: a pipe nobody reads fills after some hundred requests, and llama.cpp's logger then
+        # blocks the server's own thread (common/log.cpp waits while its queue is full)
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log, text=True)
         deadline = time.time() + 120
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise SpecsimError(f"llama-server exited ({self.proc.returncode}): "
-                                   f"{(self.proc.stderr.read() if self.proc.stderr else '').strip()[-300:]}")
+                said = self.log_tail()
+                self.__exit__()
+                raise SpecsimError(f"llama-server exited ({self.proc.returncode}): {said}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
                     if r.status == 200:
@@ -146,6 +154,17 @@ class Server:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+    def log_tail(self, chars: int = 300) -> str:
+        """The end of llama-server's log (what it said before it failed)."""
+        if self.log is None:
+            return ""
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read().strip()[-chars:]
 
     def metrics(self) -> dict[str, float]:
         """llama-server's Prometheus counters and gauges (``/metrics``), without the ``llamacpp:`` prefix: e.g.
@@ -173,10 +192,12 @@ class Server:
         return [float(r["timings"]["predicted_ms"]) * 1e-3 / max(int(r["timings"].get("predicted_n", n)) - 1, 1)
                 for r in results]
 
-    def complete(self, prompt: Sequence[int], n: int) -> dict[str, Any]:
-        """One greedy completion of exactly `n` tokens from `prompt` (token ids: bytes): its tokens and timings."""
+    def complete(self, prompt: Sequence[int], n: int, slot: int | None = None) -> dict[str, Any]:
+        """One greedy completion of exactly `n` tokens from `prompt` (token ids: bytes): its tokens and timings.
+        `slot`: on that slot (llama-server's ``id_slot``); None: the slot llama-server picks."""
         body = {"prompt": [list(prompt)], "n_predict": n, "temperature": 0.0, "top_k": 1, "cache_prompt": False,
-                "ignore_eos": True, "samplers": ["top_k"], "return_tokens": True, "seed": 0}
+                "ignore_eos": True, "samplers": ["top_k"], "return_tokens": True, "seed": 0,
+                **({"id_slot": slot} if slot is not None else {})}
         req = urllib.request.Request(f"http://127.0.0.1:{self.port}/completion", json.dumps(body).encode(),
                                      {"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=600) as r:
@@ -287,7 +308,6 @@ def format_llama_validation(report: Mapping[str, Any]) -> str:
 def llama_profile(target_dir: str | Path, draft_dir: str | Path, quick: bool, seed: int, out: Path | None,
                   command: str, options: Mapping[str, Any], progress: Callable[..., Any]) -> Any:
     """`specsim calibrate --engine llama.cpp` (see the module docstring)."""
-    import tempfile
     from dataclasses import replace
 
     from calibrate.measure_acceptance import measure_acceptance

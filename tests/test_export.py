@@ -133,3 +133,21 @@ def test_llama_cpp_decodes_the_exported_pair_as_specsim_does(tmp_path):
     with Server(path) as server:
         theirs = server.complete(prompt, 32)["tokens"]
     assert sum(a == b for a, b in zip(ours, theirs)) >= 30, (bytes(ours), bytes(theirs))
+
+
+def test_llama_server_that_fails_to_start_says_why_in_one_line(tmp_path):
+    """Where llama.cpp is built: a server that exits at start (a model file it cannot read) raises SpecsimError
+    with the end of its log, read from the file its log goes to (a pipe nobody reads would stall a long run)."""
+    from calibrate.llama_cpp import Server, llama_cpp_bin
+    from simulator import SpecsimError
+
+    try:
+        llama_cpp_bin("llama-server")
+    except SpecsimError as e:
+        pytest.skip(str(e))
+    bad = tmp_path / "not-a-model.gguf"
+    bad.write_bytes(b"GGUF but not really")
+    server = Server(bad)
+    with pytest.raises(SpecsimError, match="llama-server exited"):
+        server.__enter__()
+    assert server.log is None  # closed on the way out
