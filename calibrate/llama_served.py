@@ -111,7 +111,8 @@ def validate_llama_serving(profile: Any, target_dir: str | Path, draft_dir: str 
     with progress("llama-server: a served stream per rate and policy", len(rates) * 2) as bar:
         for rate in rates:
             workload = Workload(np.cumsum(gaps) / rate - gaps[0] / rate, np.array([len(p) for p in pick]),
-                                np.full(n_requests, output_tokens), f"poisson {rate:g}/s")
+                                np.full(n_requests, output_tokens), f"poisson {rate:g}/s",
+                                tuple(tuple(p) for p in pick))  # llama-server picks slots by the prompts too
             for name, policy in policies.items():  # "off" first: its server takes the rate's spot check
                 with Server(target, draft if name != "off" else None, k, ctx=slots * ctx,
                             slots=slots, threads=threads(profile)) as server:

@@ -64,6 +64,9 @@ def admissible(needs: Sequence[int], prefill_tokens: Sequence[int], kv_free: int
     return n
 
 
+SLOT_PROMPT_SIMILARITY = 0.1  # llama-server's --slot-prompt-similarity default
+
+
 def slot_runs(slots: np.ndarray) -> list[int]:
     """Lengths of the runs of consecutive ids among `slots` (busy slots, in any order): llama.cpp's non-unified KV
     cache computes a batch as one micro-batch per such run (`llama_batch_allocr::split_equal`, sequential), so a
@@ -103,9 +106,12 @@ class Scheduler:
     def __init__(self, workload: Workload, policy: Policy, max_batch: int, max_prefill_tokens: int,
                  kv_tokens: int, lookahead: int, on_demand: bool, eager_draft: bool, lru_slots: bool = False) -> None:
         self.workload, self.policy = workload, policy
-        # Which free slot a new request takes: the last freed (default), or the least recently used, never-used
-        # slots first from the highest id (llama-server's choice: `server_context::get_available_slot`).
+        # Which free slot a new request takes: the last freed (default), or llama-server's choice
+        # (`server_context::get_available_slot`): the slot whose cached tokens share the longest prefix with the
+        # prompt, if more than SLOT_PROMPT_SIMILARITY of it (where the workload has the prompts' ids), else the
+        # least recently used, never-used slots first from the highest id.
         self.lru_slots = lru_slots
+        self.slot_tokens: dict[int, tuple[int, ...]] = {}  # what each slot last cached (its prompt)
         self.max_prefill_tokens = max_prefill_tokens
         self.kv_capacity = self.kv_free = kv_tokens  # kv_free: what reservations leave (reserve mode)
         self.lookahead = lookahead
@@ -184,8 +190,24 @@ class Scheduler:
         if not n:
             return None
         reqs = [self.waiting.popleft() for _ in range(n)]
-        take = (lambda: self.free_slots.pop(0)) if self.lru_slots else self.free_slots.pop
-        return Admission([take() for _ in range(n)], reqs, needs[:n])
+        slots = [self._llama_slot(r) for r in reqs] if self.lru_slots else [self.free_slots.pop() for _ in reqs]
+        return Admission(slots, reqs, needs[:n])
+
+    def _llama_slot(self, request: int) -> int:
+        """llama-server's choice of a free slot for `request` (see ``lru_slots``), taken out of the free list."""
+        pick = 0  # the least recently used
+        ids = self.workload.prompt_ids
+        if ids is not None:
+            prompt = ids[request]
+            best = SLOT_PROMPT_SIMILARITY
+            for i in sorted(range(len(self.free_slots)), key=lambda i: self.free_slots[i]):  # in slot order
+                cached = self.slot_tokens.get(self.free_slots[i], ())
+                same = next((j for j, (a, b) in enumerate(zip(cached, prompt)) if a != b), min(len(cached),
+                                                                                              len(prompt)))
+                if same / len(prompt) > best:
+                    best, pick = same / len(prompt), i
+            self.slot_tokens[self.free_slots[pick]] = prompt
+        return self.free_slots.pop(pick)
 
     def join(self, admission: Admission) -> Joined:
         """The admitted requests join the running batch after its last row, as their prefill leaves them."""

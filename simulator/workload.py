@@ -85,6 +85,9 @@ class Workload:
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     label: str = ""
+    # the prompts' token ids, where known (a validation's real prompts): llama-server chooses a slot by them
+    # (`simulator.scheduler.SLOT_PROMPT_SIMILARITY`)
+    prompt_ids: tuple[tuple[int, ...], ...] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.arrival_s)
@@ -95,6 +98,8 @@ class Workload:
             raise SpecsimError("request arrival times must be non-negative and sorted")
         if self.prompt_tokens.min() < 1 or self.output_tokens.min() < 1:
             raise SpecsimError("every request needs at least one prompt token and one output token")
+        if self.prompt_ids is not None and [len(p) for p in self.prompt_ids] != self.prompt_tokens.tolist():
+            raise SpecsimError("a workload's prompt token ids must be as many as its prompt token counts say")
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -110,10 +115,11 @@ class Workload:
         if not rate_per_s > 0 or not np.isfinite(rate_per_s):
             raise SpecsimError(f"request rate must be > 0 requests/s, got {rate_per_s:g}")
         return Workload(self.arrival_s / rate_per_s, self.prompt_tokens, self.output_tokens,
-                        f"{self.label} at {rate_per_s:g} req/s")
+                        f"{self.label} at {rate_per_s:g} req/s", self.prompt_ids)
 
     def head(self, n: int) -> Workload:
-        return Workload(self.arrival_s[:n], self.prompt_tokens[:n], self.output_tokens[:n], self.label)
+        return Workload(self.arrival_s[:n], self.prompt_tokens[:n], self.output_tokens[:n], self.label,
+                        None if self.prompt_ids is None else self.prompt_ids[:n])
 
 
 def unit_rate_arrivals(process: str, n: int, rng: np.random.Generator) -> np.ndarray:

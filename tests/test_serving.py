@@ -244,6 +244,33 @@ def test_lru_slots_take_never_used_slots_from_the_highest_then_the_least_recentl
     assert sched.admit().slots == [0, 3, 1]
 
 
+def test_llama_slots_prefer_the_slot_whose_cached_prompt_shares_a_prefix():
+    """With the prompts' ids, llama-server takes the free slot whose cached tokens share the longest prefix with the
+    new prompt when that is more than a tenth of it; otherwise the least recently used."""
+    a, b, c = tuple(range(1, 21)), tuple(range(50, 70)), tuple(range(90, 110))
+    b_again = b[:15] + (7,) * 5  # 15 of its 20 tokens in common with b
+    other = tuple(range(200, 220))
+    ids = (a, b, c, b_again, other)
+    workload = Workload(np.zeros(5), np.full(5, 20), np.full(5, 4), prompt_ids=ids)
+    acc = parse_acceptance("iid:0.7")
+    sched = Scheduler(workload, parse_policy("off", acc), 4, 8192, 10**6, 1, False, False, lru_slots=True)
+    for r in range(3):
+        sched.submit(r)
+    first = sched.admit()
+    assert first.slots == [3, 2, 1]
+    sched.join(first)
+    sched.remaining[:] = 0
+    sched.retire(sched.finished())  # free, least recently used first: 0 (never used), 3, 2, 1
+    sched.submit(3)
+    sched.submit(4)
+    assert sched.admit().slots == [2, 0]  # b's slot by similarity; then the least recently used
+
+
+def test_a_workload_refuses_prompt_ids_of_other_lengths():
+    with pytest.raises(SpecsimError, match="prompt token ids"):
+        Workload(np.zeros(1), np.array([3]), np.array([2]), prompt_ids=((1, 2),))
+
+
 @pytest.mark.parametrize("bulk", [True, False])
 def test_slot_runs_price_a_pass_per_run_of_busy_slots(h100, bulk):
     """Three requests together on slots 2, 1, 0; the one on slot 1 finishes first, and every step after it runs
