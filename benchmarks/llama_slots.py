@@ -92,4 +92,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from simulator import SpecsimError
+
+    try:
+        main()
+    except SpecsimError as e:
+        sys.exit(f"llama_slots.py: {e}")

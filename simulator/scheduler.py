@@ -104,13 +104,13 @@ class Scheduler:
     come, its cached tokens, the tokens its draft's cache lacks (lazy draft sync), and the KV tokens it reserved."""
 
     def __init__(self, workload: Workload, policy: Policy, max_batch: int, max_prefill_tokens: int,
-                 kv_tokens: int, lookahead: int, on_demand: bool, eager_draft: bool, lru_slots: bool = False) -> None:
+                 kv_tokens: int, lookahead: int, on_demand: bool, eager_draft: bool, llama_slots: bool = False) -> None:
         self.workload, self.policy = workload, policy
         # Which free slot a new request takes: the last freed (default), or llama-server's choice
         # (`server_context::get_available_slot`): the slot whose cached tokens share the longest prefix with the
         # prompt, if more than SLOT_PROMPT_SIMILARITY of it (where the workload has the prompts' ids), else the
         # least recently used, never-used slots first from the highest id.
-        self.lru_slots = lru_slots
+        self.llama_slots = llama_slots
         self.slot_tokens: dict[int, tuple[int, ...]] = {}  # what each slot last cached (its prompt)
         self.max_prefill_tokens = max_prefill_tokens
         self.kv_capacity = self.kv_free = kv_tokens  # kv_free: what reservations leave (reserve mode)
@@ -190,11 +190,11 @@ class Scheduler:
         if not n:
             return None
         reqs = [self.waiting.popleft() for _ in range(n)]
-        slots = [self._llama_slot(r) for r in reqs] if self.lru_slots else [self.free_slots.pop() for _ in reqs]
+        slots = [self._llama_slot(r) for r in reqs] if self.llama_slots else [self.free_slots.pop() for _ in reqs]
         return Admission(slots, reqs, needs[:n])
 
     def _llama_slot(self, request: int) -> int:
-        """llama-server's choice of a free slot for `request` (see ``lru_slots``), taken out of the free list."""
+        """llama-server's choice of a free slot for `request` (see ``llama_slots``), taken out of the free list."""
         pick = 0  # the least recently used
         ids = self.workload.prompt_ids
         if ids is not None:

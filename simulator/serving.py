@@ -16,9 +16,10 @@ Scenario: requests arrive (Poisson, bursty gamma gaps, or a trace) at a fleet of
 - **slot runs** (``slot_runs``, llama-server with several slots): its KV cache keeps one stream per slot and splits
   a step's batch into one micro-batch per run of consecutive busy slot ids, each micro-batch a pass that reads the
   weights again (`scheduler.slot_runs`; measured: slots 0 and 2 decode a step in 20-25 ms where slots 0 and 1 take
-  15, one slot 12.8). A new request takes the least recently used free slot, as llama-server picks one, so gaps
-  between busy slots are the rule at moderate load. A riding prompt's slot joins its run for as many tokens as a
-  running row computes; the rest of the prompt is a pass of its own.
+  15, one slot 12.8). A new request takes a free slot as llama-server picks one: the slot whose cached prompt
+  shares more than a tenth of its own (where the workload carries the prompts' ids), else the least recently used;
+  so gaps between busy slots are the rule at moderate load. A riding prompt's slot joins its run for as many tokens
+  as a running row computes; the rest of the prompt is a pass of its own.
 - **the KV cache** (``kv_allocation``): ``reserve`` (default) - a request is admitted only when its whole life fits
   (prompt + output + lookahead), so nothing is ever preempted (TensorRT-LLM's guaranteed-no-evict scheduling);
   ``on-demand`` - as vLLM does: admitted when its prompt and lookahead fit, the cache grows as tokens are kept, and
@@ -88,7 +89,7 @@ class EngineConfig:
     #                                 (static shapes, specsim's own engine); False: its own (paged attention, vLLM)
     prefill_mixed: bool = False  # new prompts ride in the running batch's decode pass (llama-server's one
     #                              llama_decode per step); False: a prefill is a step of its own
-    slot_runs: bool = False  # llama-server's slots: a request takes the least recently used free slot, and a step
+    slot_runs: bool = False  # llama-server's slots: a request takes the slot llama-server would pick, and a step
     #                          runs one pass per run of consecutive busy slots (module docstring)
 
     def __post_init__(self) -> None:
@@ -137,7 +138,7 @@ class Engine(Scheduler):
                  arrivals: _NextArrival) -> None:
         super().__init__(workload, policy, config.max_batch, config.max_prefill_tokens, kv_tokens,
                          config.lookahead(policy), config.kv_allocation == "on-demand", config.draft_sync == "eager",
-                         lru_slots=config.slot_runs)
+                         llama_slots=config.slot_runs)
         self.env, self.index, self.costs = env, index, costs
         self.sampler, self.config, self.log = sampler, config, log
         self.arrivals = arrivals

@@ -226,17 +226,22 @@ def test_slot_runs_are_runs_of_consecutive_ids():
     assert slot_runs(np.array([], dtype=np.int64)) == []
 
 
-def test_lru_slots_take_never_used_slots_from_the_highest_then_the_least_recently_freed():
-    """llama-server's choice of slot: never-used ones first, highest id first (its LRU scan keeps the last of equal
-    `t_last_used`), then the one freed longest ago."""
+def _llama_slots_after_three(workload: Workload) -> Scheduler:
+    """A scheduler with llama-server's slots (4) whose first three requests have just joined, on slots 3, 2, 1."""
     acc = parse_acceptance("iid:0.7")
-    workload = Workload(np.zeros(6), np.full(6, 8), np.full(6, 4))
-    sched = Scheduler(workload, parse_policy("off", acc), 4, 8192, 10**6, 1, False, False, lru_slots=True)
+    sched = Scheduler(workload, parse_policy("off", acc), 4, 8192, 10**6, 1, False, False, llama_slots=True)
     for r in range(3):
         sched.submit(r)
     first = sched.admit()
     assert first.slots == [3, 2, 1]
     sched.join(first)
+    return sched
+
+
+def test_llama_slots_take_never_used_slots_from_the_highest_then_the_least_recently_freed():
+    """llama-server's choice of slot: never-used ones first, highest id first (its LRU scan keeps the last of equal
+    `t_last_used`), then the one freed longest ago."""
+    sched = _llama_slots_after_three(Workload(np.zeros(6), np.full(6, 8), np.full(6, 4)))
     sched.remaining[:] = [0, 5, 0]  # the requests on slots 3 and 1 finish, slot 3 first
     sched.retire(sched.finished())
     for r in range(3, 6):
@@ -251,14 +256,7 @@ def test_llama_slots_prefer_the_slot_whose_cached_prompt_shares_a_prefix():
     b_again = b[:15] + (7,) * 5  # 15 of its 20 tokens in common with b
     other = tuple(range(200, 220))
     ids = (a, b, c, b_again, other)
-    workload = Workload(np.zeros(5), np.full(5, 20), np.full(5, 4), prompt_ids=ids)
-    acc = parse_acceptance("iid:0.7")
-    sched = Scheduler(workload, parse_policy("off", acc), 4, 8192, 10**6, 1, False, False, lru_slots=True)
-    for r in range(3):
-        sched.submit(r)
-    first = sched.admit()
-    assert first.slots == [3, 2, 1]
-    sched.join(first)
+    sched = _llama_slots_after_three(Workload(np.zeros(5), np.full(5, 20), np.full(5, 4), prompt_ids=ids))
     sched.remaining[:] = 0
     sched.retire(sched.finished())  # free, least recently used first: 0 (never used), 3, 2, 1
     sched.submit(3)
