@@ -135,7 +135,7 @@ class StepCosts(StepDurations):
         return max(e.verify.fixed_s - e.pass_draw.fixed_s, 0.0) + accept.fixed_s
 
     def over_runs(self, runs: Sequence[int], candidate: Candidate, price: Callable[[int], T]) -> T:
-        """A step whose batch runs as one pass per run of `runs` sequences (`Scheduler.slot_runs`): each run priced
+        """A step whose batch runs as one pass per run of `runs` sequences (`scheduler.slot_runs`): each run priced
         by `price` as a step of its own, the engine's fixed work (`engine_fixed_s`) counted once."""
         if len(runs) == 1:
             return price(runs[0])
