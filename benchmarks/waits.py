@@ -84,9 +84,27 @@ def one_simulation(rate: float, seed: int, n: int = 100_000) -> float:
     return time.perf_counter() - t0
 
 
+def host_speed() -> str:
+    """The host's speed at the simulator's kind of work, to set beside its figures: the simulator is a loop of small
+    numpy calls and Python bookkeeping, and a shared host's speed at it moves from day to day (the code of 2026-12-01,
+    whose 100,000 requests at 1 req/s took 8.2 s that day, ran 20,000 in 2.5-2.6 s on 2026-12-04: 13 s a day)."""
+    import numpy as np
+
+    a, walls = np.arange(4, dtype=np.int64), []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(200_000):  # what a step of a small batch does: tiny array ops
+            a.sum()
+            np.cumsum(a)
+        walls.append(time.perf_counter() - t0)
+    return (f"     host: 200,000 rounds of two tiny numpy calls {statistics.median(walls):.2f} s "
+            f"[{min(walls):.2f}, {max(walls):.2f}] (compare days by this before comparing their figures)")
+
+
 def simulate_all(repeats: int, profile_rate: float) -> list[str]:
-    lines = [verdict(f"simulate 100,000 requests at {rate} req/s", [one_simulation(rate, s) for s in range(repeats)],
-                     10.0) for rate in RATES]
+    lines = [host_speed()]
+    lines += [verdict(f"simulate 100,000 requests at {rate} req/s", [one_simulation(rate, s) for s in range(repeats)],
+                      10.0) for rate in RATES]
     prof = cProfile.Profile()
     prof.runcall(one_simulation, profile_rate, 0)
     buf = io.StringIO()
