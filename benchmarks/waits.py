@@ -87,7 +87,8 @@ def one_simulation(rate: float, seed: int, n: int = 100_000) -> float:
 def host_speed() -> str:
     """The host's speed at the simulator's kind of work, to set beside its figures: the simulator is a loop of small
     numpy calls and Python bookkeeping, and a shared host's speed at it moves from day to day (the code of 2026-12-01,
-    whose 100,000 requests at 1 req/s took 8.2 s that day, ran 20,000 in 2.5-2.6 s on 2026-12-04: 13 s a day)."""
+    whose 100,000 requests at 1 req/s took 8.2 s that day, ran 20,000 in 2.5-2.6 s on 2026-12-04: about 13 s per
+    100,000)."""
     import numpy as np
 
     a, walls = np.arange(4, dtype=np.int64), []
