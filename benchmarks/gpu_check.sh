@@ -46,11 +46,26 @@ fi
 export PYTHONPATH="$PWD:${PYTHONPATH:-}"
 SPECSIM="python3 specsim.py"
 
-step() {  # step NAME 'COMMAND': run it (stdout and stderr to the log unless it redirects), record the wall time
-  local name="$1" cmd="$2"
+# With BUDGET_S set, every step is stopped at its cap (third argument, seconds) or where the whole run would pass
+# BUDGET_S, whichever is first, and a step with under 10 s left is skipped: one slow step cannot eat the lease that
+# the later ones need (a stopped step records exit 124).
+BUDGET_S="${BUDGET_S:-0}"
+step() {  # step NAME 'COMMAND' [CAP_S]: run it (stdout and stderr to the log unless it redirects), record the time
+  local name="$1" cmd="$2" cap="${3:-0}"
+  local runner=(bash -c "$cmd")
+  if [ "$BUDGET_S" -gt 0 ]; then
+    local left=$(( T0 + BUDGET_S - $(date +%s) ))
+    if [ "$cap" -le 0 ] || [ "$cap" -gt "$left" ]; then cap=$left; fi
+    if [ "$cap" -lt 10 ]; then
+      echo "=== $name: skipped, ${left} s of the budget left" | tee -a "$LOG"
+      echo "$name 125 0" >> "$OUT/times.txt"
+      return
+    fi
+    runner=(timeout --kill-after=5 "$cap" bash -c "$cmd")
+  fi
   echo "=== $name: $cmd" | tee -a "$LOG"
   local t0; t0=$(date +%s%N)
-  bash -c "$cmd" >> "$LOG" 2>&1
+  "${runner[@]}" >> "$LOG" 2>&1
   local rc=$?
   local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
   echo "=== $name: exit $rc, $ms ms" | tee -a "$LOG"
@@ -79,18 +94,18 @@ else
 fi
 EAGLE_SHAREGPT="hmm:0.8817,0.6407,0.07342/0.903,0.04214,0.05489/0.06914,0.6495,0.2814/0.0001,0.9998,0.0001"
 
-step calibrate-builtin "$SPECSIM calibrate --device $DEVICE --quick --batch $BUILTIN_BATCH --out $OUT/builtin-profile.json"
-step validate "$SPECSIM validate --profile $OUT/builtin-profile.json $VALIDATE --plot $OUT --json > $OUT/validate.json"
-step calibrate-real "$SPECSIM calibrate --device $DEVICE --quick $REAL --out $OUT/real-profile.json"
+step calibrate-builtin "$SPECSIM calibrate --device $DEVICE --quick --batch $BUILTIN_BATCH --out $OUT/builtin-profile.json" 110
+step validate "$SPECSIM validate --profile $OUT/builtin-profile.json $VALIDATE --plot $OUT --json > $OUT/validate.json" 90
+step exactness "$SPECSIM exactness --device $DEVICE --samples $SAMPLES --k 1,4 --tree 2,2" 45
+step calibrate-real "$SPECSIM calibrate --device $DEVICE --quick $REAL --out $OUT/real-profile.json" 170
 step predict-profile "$SPECSIM predict --profile $OUT/real-profile.json --acceptance iid:0.7 --batch $PRED_BATCH \
-  --k 0..6 --context 1024"
-step predict-preset "$SPECSIM predict --hardware h200 --acceptance iid:0.7 --batch $PRED_BATCH --k 0..6 --context 1024"
+  --k 0..6 --context 1024" 25
+step predict-preset "$SPECSIM predict --hardware h200 --acceptance iid:0.7 --batch $PRED_BATCH --k 0..6 --context 1024" 25
 step validate-shapes "$SPECSIM validate --profile $OUT/real-profile.json --acceptance '$EAGLE_SHAREGPT' --tree '' \
-  $SHAPES --json > $OUT/validate-shapes.json"
+  $SHAPES --json > $OUT/validate-shapes.json" 75
 step validate-serving "$SPECSIM validate --profile $OUT/builtin-profile.json --serving --quick $SERVE \
-  --time-cap-s 40 --plot $OUT --json > $OUT/validate-serving.json"
+  --time-cap-s 40 --plot $OUT --json > $OUT/validate-serving.json" 60
 step validate-serving-shapes "$SPECSIM validate --profile $OUT/real-profile.json --serving --quick \
-  --acceptance '$EAGLE_SHAREGPT' $SERVE_SHAPES --time-cap-s 40 --json > $OUT/validate-serving-shapes.json"
-step exactness "$SPECSIM exactness --device $DEVICE --samples $SAMPLES --k 1,4 --tree 2,2"
+  --acceptance '$EAGLE_SHAREGPT' $SERVE_SHAPES --time-cap-s 40 --json > $OUT/validate-serving-shapes.json" 60
 python3 benchmarks/gpu_report.py "$OUT" | tee "$OUT/summary.txt"
 echo "=== all steps: $(( $(date +%s) - T0 )) s" | tee -a "$LOG"

@@ -12,10 +12,18 @@ consume it (sample, compare) before running that shape again, as the engine's st
 The capture mechanism is a `GraphBackend`: `CudaGraphs` on a GPU; `EagerStandIn` in tests on the CPU, which
 "captures" by running the pass and "replays" by running it again on the static buffers into the same output tensor,
 so the static-buffer logic (inputs copied in, one capture per shape, output in place) is exercised without a GPU.
+
+A graph holds the addresses of the tensors its pass read, not references to them: whatever the pass reads (the static
+inputs, the window's offsets and visibility) must stay alive as long as the graph may replay, or the allocator hands
+that memory to other tensors and a replay reads them. `Captured` keeps the pass itself, and with it every static
+tensor it reads; the stand-in holds the pass only weakly, so a runner that let it go fails on the CPU as it would
+read freed memory on a GPU (the first H200 run, 2026-12-04: the window's offsets freed after capture, a replay's
+rotary positions read from reused memory, "index out of bounds" in the rotary tables' gather).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -49,13 +57,15 @@ class EagerRunner:
 
 @dataclass
 class Captured:
-    """One captured pass: its static inputs, its output, and how to replay it."""
+    """One captured pass: its static inputs, its output, how to replay it, and the pass itself (which holds every
+    static tensor it reads alive: the graph holds only their addresses)."""
 
     replay: Callable[[], None]
     output: torch.Tensor
     tokens: torch.Tensor
     start: torch.Tensor
     positions: torch.Tensor | None
+    run: Callable[[], torch.Tensor]
 
 
 class GraphBackend(Protocol):
@@ -98,10 +108,15 @@ class EagerStandIn:
     def capture(self, fn: Callable[[], torch.Tensor]) -> tuple[Callable[[], None], torch.Tensor]:
         self.captures += 1
         out = fn()
+        held = weakref.ref(fn)  # as a graph holds its pass's tensors: by address, not by reference
 
         def replay() -> None:
             self.replays += 1
-            out.copy_(fn())
+            pass_ = held()
+            if pass_ is None:
+                raise RuntimeError("a captured pass was replayed after its static tensors were freed: keep it alive "
+                                   "(on a GPU the replay would read reused memory)")
+            out.copy_(pass_())
 
         return replay, out
 
@@ -119,7 +134,7 @@ class GraphRunner:
         """`pattern` names the window's offsets and visibility (they are fixed per pattern and captured with it);
         the batch, the new tokens, the keys read and whether positions are given complete the shape."""
         key = (id(model), model.cache_version, tuple(tokens.shape), window.keys, pattern,
-               window.positions is not None)
+               window.positions is not None, window.row0)
         entry = self.graphs.get(key)
         if entry is None:
             self._forget_stale(model)
@@ -138,13 +153,14 @@ class GraphRunner:
     def _capture(self, model: Decoder, tokens: torch.Tensor, window: Window) -> Captured:
         static_tokens, static_start = tokens.clone(), window.start.clone()
         static_positions = None if window.positions is None else window.positions.clone()
-        offsets, visible, keys = window.offsets.clone(), window.visible.clone(), window.keys
+        static = Window(static_start, window.offsets.clone(), window.visible.clone(), window.keys, static_positions,
+                        window.row0)
 
         def run() -> torch.Tensor:
-            return model(static_tokens, Window(static_start, offsets, visible, keys, static_positions))
+            return model(static_tokens, static)
 
         replay, out = self.backend.capture(run)
-        return Captured(replay, out, static_tokens, static_start, static_positions)
+        return Captured(replay, out, static_tokens, static_start, static_positions, run)
 
     def _forget_stale(self, model: Decoder) -> None:
         """Graphs of this model's previous caches can never replay again: free them."""
