@@ -162,6 +162,12 @@ class SpotCheck:
         """The largest |drift - 1| over the points."""
         return max((abs(f - 1.0) for v in self.drift.values() for _, f in v), default=0.0)
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SpotCheck:
+        """The inverse of `to_dict` (a validation's JSON ``spot_check``)."""
+        return cls(int(d["context"]), tuple((p["model"], int(p["batch"]), float(p["predicted_s"]),
+                                              float(p["before_s"]), float(p["after_s"])) for p in d["points"]))
+
     def to_dict(self) -> dict[str, Any]:
         return {"context": self.context, "largest_drift": self.largest,
                 "points": [{"model": m, "batch": b, "predicted_s": p, "before_s": t0, "after_s": t1,

@@ -76,6 +76,13 @@ class MeasuredConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MeasuredConfig:
+        """The inverse of `to_dict` (a validation's JSON row's ``measured``): stored runs priced again."""
+        summaries = {k: Summary(**v) for k, v in d.items() if isinstance(v, Mapping)}
+        rest = {k: v for k, v in d.items() if not isinstance(v, Mapping)}
+        return cls(**rest, **summaries)
+
 
 @dataclass(frozen=True)
 class PredictedPoint:
