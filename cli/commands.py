@@ -231,7 +231,7 @@ def run_policy(setup: SetupOptions, fmt: str, batches: list[int], ks: list[int],
     check_out(out_path)
     check_contexts(fmt, contexts)
     s = setup.resolve()
-    if s.profile is not None and any("tax" in m for m in s.profile.not_measured):
+    if s.profile is not None and s.engine is None and any("tax" in m for m in s.profile.not_measured):
         say(f"profile {s.profile.path} did not measure the engine's tax on speculation (a quick calibration): "
                 "the table prices none; run specsim calibrate without --quick to measure it")
     tolerance = s.resolution if tolerance_pct is None else tolerance_pct / 100

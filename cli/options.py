@@ -118,7 +118,7 @@ class SetupOptions:
     target: str | None
     draft: str | None
     dtype: str
-    engine: str = "vllm"
+    engine: str | None = None
     tp: int = 1
     draft_tp: int | None = None
     heterogeneous_vocab: bool = False
@@ -155,8 +155,10 @@ setup_options = packed(
                       "else llama-3.2-1b]."),
     click.option("--dtype", type=click.Choice(DTYPES), default="bf16", show_default=True,
                  help="Weight and KV-cache dtype (presets and config.json models)."),
-    click.option("--engine", default="vllm", show_default=True, metavar="vllm|gpt-fast|tensorrt-llm",
-                 help="Serving engine whose per-step costs a preset adds (scenarios/engines.toml)."),
+    click.option("--engine", default=None, metavar="vllm|gpt-fast|tensorrt-llm",
+                 help="Serving engine whose per-step costs are added (scenarios/engines.toml) [default: vllm with "
+                      "--hardware; with a profile, the calibrated engine's own, and a name prices the profiled "
+                      "device's measured rates with that engine's costs]."),
     click.option("--tp", type=click.IntRange(1, limits.MAX_TP), default=1, show_default=True,
                  help="Tensor-parallel GPUs per engine (presets): weights and KV cache split, all-reduces priced on "
                       "the preset's interconnect."),

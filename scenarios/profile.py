@@ -621,6 +621,36 @@ class Profile:
                              f"measured by specsim calibrate on its own engine ({self.created[:10]})")
         return replace(hw, speculation_tax=tax)
 
+    def device_preset(self, engine: str) -> HardwareSpec:
+        """This device as its micro-benchmarks measured it, with a serving engine's costs around the passes instead
+        of the calibrated engine's (`predict --profile FILE --engine vllm`): a profile of specsim's own engine prices
+        that engine's passes (on the first H200 run its unfused layers cost 95 us each above the weight reads, and
+        its 1B draft pass 2.6 ms), which is not what vLLM runs on the same device.
+
+        Kept from the calibration: the read bandwidth, each dtype's large-GEMM FLOP/s as the peaks, the skinny
+        GEMMs' bandwidth by rows as the linear layers' curve (what the weights stream at, engine-independent), the
+        device's memory. From the engine preset (engines.toml): per-step, per-pass and per-layer costs, its tax on
+        speculation. From the device's hardware preset where its name matches one (else its defaults): the share of
+        the bandwidth attention reaches and how weight streaming and compute combine."""
+        from scenarios import datasheet_for, load_engine, load_hardware, load_speculation_tax
+
+        measured = self.micro.hardware(self.device.name, self.device.memory_bytes,
+                                       f"micro-benchmarks of {self.path or 'a profile'} ({self.created[:10]})")
+        like = datasheet_for(self.device.name)
+        preset = load_hardware(like.name, engine) if like else None
+        dtype = self.target.dtype if self.target.dtype in self.micro.raw.get("skinny", {}) else "bf16"
+        skinny = sorted((int(r["rows"]), float(r["bytes_per_s"]))
+                        for r in self.micro.raw.get("skinny", {}).get(dtype, ()) if r.get("bytes_per_s"))
+        curve = tuple((rows, bps / self.micro.read_bytes_per_s, 1.0) for rows, bps in skinny)
+        _, passes, engine_source = load_engine(engine)
+        return replace(measured, overheads=preset.overheads if preset else passes,
+                       speculation_tax=load_speculation_tax(engine),
+                       attention_bw_efficiency=(preset or measured).attention_bw_efficiency,
+                       ridge_p=preset.ridge_p if preset else float("inf"), rate_curve=curve,
+                       rates_source=f"measured: skinny {dtype} GEMMs at {', '.join(str(r) for r, _ in skinny)} rows; "
+                                    f"attention and the ridge: preset {preset.name if preset else '(defaults)'}; "
+                                    f"engine {engine}: {engine_source}")
+
     def cost_model(self, with_measurements: bool = True) -> CostModel:
         """The calibrated cost model: fitted rates and overheads, plus every measured pass (which wins where it
         exists and anchors the shapes around it)."""

@@ -69,6 +69,7 @@ class Setup:
     where: str  # the device and the cost model's origin, in words
     profile: Profile | None = None
     notes: tuple[str, ...] = ()  # said once on stderr: which profile, measured elsewhere, untrusted
+    engine: str | None = None  # with a profile: the serving engine whose costs replace the calibrated engine's
 
     @property
     def caption(self) -> str:
@@ -83,7 +84,8 @@ class Setup:
                 "mode": "profile" if self.profile else "hardware", "hardware": self.cost.hardware.name,
                 "target": self.target.name, "draft": self.draft.name, "dtype": self.target.dtype,
                 "cost_model": self.cost.label,
-                "engine": self.profile.engine_mode if self.profile else f"graph ({self.where.split(', ')[-1]})",
+                "engine": (f"{self.engine} preset on the profiled device" if self.engine else
+                           self.profile.engine_mode if self.profile else f"graph ({self.where.split(', ')[-1]})"),
                 "trusted": self.profile.trust.trusted if self.profile else None}
 
     @property
@@ -261,7 +263,7 @@ def check_draft(draft: Draft, target: ModelSpec, acceptance: Acceptance | None) 
 
 
 def resolve_setup(hardware: str | None, profile_path: Path | None, target: str | None, draft: str | None,
-                  dtype: str, acceptance_spec: str | None, need_acceptance: bool = True, engine: str = "vllm",
+                  dtype: str, acceptance_spec: str | None, need_acceptance: bool = True, engine: str | None = None,
                   tp: int = 1, draft_tp: int | None = None, progress: Callable[[str, int], Any] | None = None,
                   heterogeneous_vocab: bool = False, expert_sharing: float | None = None,
                   routing_skew: float = 0.0) -> Setup:
@@ -282,14 +284,16 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
 
 
 def _resolve_setup(hardware: str | None, profile_path: Path | None, target: str | None, draft: str | None,
-                   dtype: str, acceptance_spec: str | None, need_acceptance: bool, engine: str, tp: int,
+                   dtype: str, acceptance_spec: str | None, need_acceptance: bool, engine: str | None, tp: int,
                    draft_tp: int | None, progress: Callable[[str, int], Any] | None,
                    heterogeneous_vocab: bool) -> Setup:
     """The cost model (a preset's roofline, or a profile's calibration), the models, and the acceptance.
 
     Without --acceptance a profile's measured acceptance is used; a preset needs --acceptance. With `tp` > 1 the
     models are one GPU's shards (`ModelSpec.shard`), the target split `tp` ways and the draft `draft_tp` (default
-    `tp`), and the memory a GPU's."""
+    `tp`), and the memory a GPU's. `engine` names whose per-step costs a preset adds (vLLM's when None); with a
+    profile, None keeps the calibrated engine's own passes, and a name prices the profiled device's measured rates
+    with that engine's costs instead (`Profile.device_preset`)."""
     if hardware and profile_path:
         raise SpecsimError("give --hardware (a preset) or --profile (a calibration), not both")
     if (tp > 1 or (draft_tp or 1) > 1) and not hardware:
@@ -298,6 +302,7 @@ def _resolve_setup(hardware: str | None, profile_path: Path | None, target: str 
         raise SpecsimError("say how often drafts are accepted: --acceptance iid:0.7 (or markov:..., trace:FILE, "
                            "vllm-metrics:FILE, ...)")
     if hardware:
+        engine = engine or "vllm"
         hw = load_hardware(hardware, engine)
         spec_lower = (acceptance_spec or "").strip().lower()
         needs_profile = spec_lower.startswith(("measured", "fit:measured"))
@@ -343,6 +348,14 @@ def _resolve_setup(hardware: str | None, profile_path: Path | None, target: str 
         raise SpecsimError(f"profile {profile.path} has no measured acceptance for this pair ({why}): give "
                            "--acceptance iid:0.7 (or markov:..., trace:FILE, ...)")
     acceptance = resolve_acceptance(spec, profile, progress) if spec else None
+    if engine:  # the device as profiled, the passes as `engine` runs them
+        cost = CostModel.from_hardware(profile.device_preset(engine), t.dtype)
+        where = (f"{profile.device.name} as calibrated {profile.created[:10]} (its micro-benchmarks), {t.dtype}, "
+                 f"{engine} preset")
+        if profile.origin == "specsim":
+            notes = (*notes, f"--engine {engine}: the device's measured rates with {engine}'s per-step costs; "
+                             f"without --engine the profile prices specsim's own engine as calibrated")
+        return Setup(cost, t, d, acceptance, where, profile, tuple(notes), engine)
     return Setup(profile.cost_model(), t, d, acceptance, profile.describe(), profile, tuple(notes))
 
 
@@ -441,7 +454,7 @@ def roofline_view(setup: Setup, dtype: str, context: int,
     micro-benchmarked ones."""
     hw = setup.cost.hardware
     caption = f"{setup.target.name} and {setup.draft.name} on {setup.where}"
-    if setup.profile is None:
+    if setup.profile is None or setup.engine is not None:  # modelled: a preset, or a profiled device and an engine
         models = [m for m in (setup.target, setup.draft.module) if m is not None]
         points = modelled_points(setup.cost, models, batches, [1, 5], context)
         return RooflineView(points, hw.mem_bw_bytes_per_s * hw.bw_efficiency,
