@@ -335,9 +335,20 @@ def _resolve_setup(hardware: str | None, profile_path: Path | None, target: str 
     if own_ngram:  # the lookup as this engine runs it, timed on this machine
         host = profile.acceptance.ngram_host()
         d = replace(d, host=host, source=host.source) if host is not None else d
+
+    def priced(acceptance: Acceptance | None) -> Setup:
+        if not engine:
+            return Setup(profile.cost_model(), t, d, acceptance, profile.describe(), profile, tuple(notes))
+        # the device as profiled, the passes as `engine` runs them
+        cost = CostModel.from_hardware(profile.device_preset(engine), t.dtype)
+        where = (f"{profile.device.name} as calibrated {profile.created[:10]} (its micro-benchmarks), {t.dtype}, "
+                 f"{engine} preset")
+        told = (f"--engine {engine}: the device's measured rates with {engine}'s per-step costs; without --engine "
+                "the profile prices specsim's own engine as calibrated") if profile.origin == "specsim" else None
+        return Setup(cost, t, d, acceptance, where, profile, (*notes, *([told] if told else [])), engine)
+
     if (own_heads or own_ngram) and (acceptance_spec or "measured").strip().lower() == "measured":
-        own = profile.acceptance.heads_model() if own_heads else profile.acceptance.ngram_model()
-        return Setup(profile.cost_model(), t, d, own, profile.describe(), profile, tuple(notes))
+        return priced(profile.acceptance.heads_model() if own_heads else profile.acceptance.ngram_model())
     spec = acceptance_spec or ("measured" if profile.acceptance is not None and not other else None)
     if other and spec and spec.strip().lower().startswith("measured"):
         raise SpecsimError(f"the profile's measured acceptance is {profile.target.name} drafted by "
@@ -347,16 +358,7 @@ def _resolve_setup(hardware: str | None, profile_path: Path | None, target: str 
         why = "priced on another pair's profile" if other else "random weights"
         raise SpecsimError(f"profile {profile.path} has no measured acceptance for this pair ({why}): give "
                            "--acceptance iid:0.7 (or markov:..., trace:FILE, ...)")
-    acceptance = resolve_acceptance(spec, profile, progress) if spec else None
-    if engine:  # the device as profiled, the passes as `engine` runs them
-        cost = CostModel.from_hardware(profile.device_preset(engine), t.dtype)
-        where = (f"{profile.device.name} as calibrated {profile.created[:10]} (its micro-benchmarks), {t.dtype}, "
-                 f"{engine} preset")
-        if profile.origin == "specsim":
-            notes = (*notes, f"--engine {engine}: the device's measured rates with {engine}'s per-step costs; "
-                             f"without --engine the profile prices specsim's own engine as calibrated")
-        return Setup(cost, t, d, acceptance, where, profile, tuple(notes), engine)
-    return Setup(profile.cost_model(), t, d, acceptance, profile.describe(), profile, tuple(notes))
+    return priced(resolve_acceptance(spec, profile, progress) if spec else None)
 
 
 # -- what the figures show -------------------------------------------------------------------------------------------
