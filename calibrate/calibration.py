@@ -127,7 +127,7 @@ def time_passes(spec: ModelSpec, device: torch.device, timer: Timer, runner: Pas
 
 def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, runner: PassRunner,
                   batches: Sequence[int], contexts: Sequence[int], bar: Bar, effort: Effort,
-                  seed: int = 0, decoders: dict[tuple, Any] | None = None) -> list[dict[str, Any]]:
+                  seed: int = 0, decoders: dict[tuple, Any] | None = None, keep: bool = False) -> list[dict[str, Any]]:
     """Time one decoding pass per grid point of each model, with random weights drawn on the device, as the runner
     runs it (a CUDA graph replayed, on a GPU): B sequences x n new tokens on c cached ones, the probabilities at the
     last position and one sample. Each model is built once, and the points of all the models (and, eager, of all
@@ -137,7 +137,9 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
     7-16 % cheaper, at TinyLlama's shapes; batch-by-batch offsets of 10-30 % in quick calibrations' held-out
     passes, their sign changing from run to run). An out-of-memory point is recorded and skipped. Records come
     model by model, batch by batch. `decoders` keeps the random-weight models between calls that time the same
-    shapes again (a spot check's takes: building the built-in target costs as much as timing it)."""
+    shapes again (a spot check's takes: building the built-in target costs as much as timing it). With `keep` (a
+    spot check's few points, timed again and again) their caches, one of the largest batch's rows per model, and
+    the runner's graphs stay for the next call: a served stream's spot checks were 120 of its 151 graph captures."""
     gen = torch.Generator(device=device).manual_seed(seed)
     rng = np.random.default_rng(seed)
     records: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(models))}
@@ -165,15 +167,18 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
     key_bucket = 64 if runner.mode == "graph" else KEY_ALIGN
     # Eager, one cache of the largest batch's rows serves every batch; CUDA graphs keep a memory pool each, so
     # there the batches take turns.
-    blocks = [tuple(batches)] if runner.mode != "graph" and len(batches) > 1 else [(b,) for b in batches]
+    together = (runner.mode != "graph" or keep) and len(batches) > 1
+    blocks = [tuple(batches)] if together else [(b,) for b in batches]
     while blocks:
         block = blocks.pop(0)
-        runner.reset()
+        if not keep:
+            runner.reset()
         steps: dict[tuple[int, int, int, int], Callable[[], torch.Tensor]] = {}
         cached = []
         for i, (model, _) in built.items():
             try:
-                model.setup_cache(max(block))
+                if not keep or model.cache_rows < max(block):
+                    model.setup_cache(max(block))
                 cached.append(i)
             except Exception as e:  # noqa: BLE001
                 if not _is_oom(e):
@@ -210,6 +215,8 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
                 timings = interleaved(steps, timer, effort, rng, group=lambda key: key[0], warmup=1)
             for (i, b, c, n), t in timings.items():
                 record(i, b, n, c, **t.to_dict())
+        if keep:
+            continue
         runner.reset()
         for model, _ in built.values():
             model.free_cache()  # before the next block's caches are allocated

@@ -213,10 +213,11 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
     context = int(workload.prompt_tokens.mean() + workload.output_tokens.mean() / 2)
     spot_runner = make_runner(device, eager=profile.engine_mode == "eager")
     spot_batches = sorted({1, serving.max_batch})
+    spot_models: dict[tuple, Any] = {}  # every spot check times the same models: their graphs are captured once
 
     def spot() -> dict[tuple[str, int], float]:
         """Single passes timed now (`time_spot`: the median of three timings)."""
-        return time_spot(profile, device, spot_runner, spot_batches, context, seed)
+        return time_spot(profile, device, spot_runner, spot_batches, context, seed, decoders=spot_models)
 
     def drifted(check: SpotCheck) -> StepCosts:
         """Every pass re-anchored by a spot check of single decoding passes (`CostModel.drift`)."""

@@ -175,14 +175,16 @@ class SpotCheck:
 
 
 def time_spot(profile: Profile, device: Any, runner: Any, batches: Sequence[int], context: int,
-              seed: int, takes: int = 3) -> dict[tuple[str, int], float]:
+              seed: int, takes: int = 3, decoders: dict[tuple, Any] | None = None) -> dict[tuple[str, int], float]:
     """(model name, batch) -> time of one decoding pass now (one new token at `context`), timed as the calibration
     times its passes (`calibrate.calibration.time_together`, both models in the same rounds, quick effort) at the
     smallest
     and largest batch: the median of `takes` such timings, so that one burst of a neighbour's work does not re-anchor
     a whole run's prediction. Each model's cache is as long as the calibration's was (`calibrated_cache_len`): the
     length sets the stride of the cache's reads, and a cache cut to the spot check's one context ran its passes
-    2-4 % faster on this CPU (batch 8, the built-in target), a bias every re-anchored prediction would inherit."""
+    2-4 % faster on this CPU (batch 8, the built-in target), a bias every re-anchored prediction would inherit.
+    `decoders` keeps the random-weight models (their caches and, on a GPU, the runner's graphs of them) for the
+    caller's next check; without it they are built for this check's takes alone."""
     from calibrate.calibration import Timed, time_together
     from calibrate.timing import Effort, Timer
 
@@ -194,10 +196,11 @@ def time_spot(profile: Profile, device: Any, runner: Any, batches: Sequence[int]
     models = [Timed(spec, (1,), max(calibrated_cache_len(profile, spec), context + 2))
               for spec in (profile.target, profile.draft)]
     samples: dict[tuple[str, int], list[float]] = {}
-    decoders: dict[tuple, Any] = {}  # built once for the takes (each take draws its own inputs)
+    keep = decoders is not None  # the caller's models, caches and graphs stay for its next check
+    decoders = {} if decoders is None else decoders  # built once for the takes (each take draws its own inputs)
     for i in range(takes):
         for r in time_together(models, device, Timer(device), runner, shown, [context], _Quiet(),
-                               Effort.of(quick=True, busy=False), seed + i, decoders):
+                               Effort.of(quick=True, busy=False), seed + i, decoders, keep=keep):
             if r.get("median_s"):
                 samples.setdefault((r["model"], r["batch"]), []).append(float(r["median_s"]))
     return {key: float(np.median(v)) for key, v in samples.items()}

@@ -22,6 +22,7 @@ Rotary embeddings use the rotate-half convention of Hugging Face's Llama, so a l
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -246,12 +247,18 @@ def rope_tables(cfg: DecoderConfig, device: torch.device | str) -> tuple[torch.T
     return angles.cos(), angles.sin()
 
 
+_DECODER_UIDS = itertools.count()
+
+
 class Decoder(nn.Module):
     """Build it on the meta device and move it with `materialize` (every tensor then lives where it is put)."""
 
     def __init__(self, cfg: DecoderConfig) -> None:
         super().__init__()
         self.cfg = cfg
+        # Never reused, unlike id(): a graph captured on a model that is gone must not replay for a new one that
+        # happens to sit at the same address (`engine.pass_runner.GraphRunner`).
+        self.uid = next(_DECODER_UIDS)
         self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)

@@ -133,7 +133,7 @@ class GraphRunner:
     def __call__(self, model: Decoder, tokens: torch.Tensor, window: Window, pattern: tuple) -> torch.Tensor:
         """`pattern` names the window's offsets and visibility (they are fixed per pattern and captured with it);
         the batch, the new tokens, the keys read and whether positions are given complete the shape."""
-        key = (id(model), model.cache_version, tuple(tokens.shape), window.keys, pattern,
+        key = (model.uid, model.cache_version, tuple(tokens.shape), window.keys, pattern,
                window.positions is not None, window.row0)
         entry = self.graphs.get(key)
         if entry is None:
@@ -164,7 +164,7 @@ class GraphRunner:
 
     def _forget_stale(self, model: Decoder) -> None:
         """Graphs of this model's previous caches can never replay again: free them."""
-        for key in [k for k in self.graphs if k[0] == id(model) and k[1] != model.cache_version]:
+        for key in [k for k in self.graphs if k[0] == model.uid and k[1] != model.cache_version]:
             del self.graphs[key]
 
     def reset(self) -> None:

@@ -164,3 +164,26 @@ def test_graph_runner_captures_each_shape_once_and_replays_with_new_inputs():
     with torch.inference_mode():
         graphs(a, tok, causal_window(torch.tensor([1, 1]), 1, 16), ("causal", 1))
     assert backend.captures == 3
+
+
+def test_a_graph_never_replays_for_a_model_built_where_a_gone_one_lived():
+    """A runner that outlives the models it ran (a served stream's spot checks) captures each new model afresh and
+    replays its own weights: graphs are keyed by a number no two models share (`Decoder.uid`; id() is reused once
+    a model is freed, and a graph of the freed model's weights and cache would replay for the new one - which its
+    entry, holding the pass and so the model, also prevents)."""
+    import gc
+
+    graphs = GraphRunner(EagerStandIn())
+    tok = torch.tensor([[3], [5]])
+    window = causal_window(torch.tensor([0, 0]), 1, 16)
+    uids = set()
+    with torch.inference_mode():
+        for seed in range(6):  # built, run once and freed, one after another: CPython reuses their addresses
+            m = build_decoder(TINY_T, max_seq_len=64, seed=seed)
+            m.setup_cache(2)
+            out = graphs(m, tok, window, ("causal", 1)).clone()
+            assert torch.allclose(out, EagerRunner()(m, tok, window, ("causal", 1)), atol=1e-6)
+            uids.add(m.uid)
+            del m
+            gc.collect()
+    assert graphs.captures == 6 and len(uids) == 6

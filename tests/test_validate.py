@@ -351,7 +351,7 @@ def test_spot_checks_time_passes_in_the_calibrations_cache_length(builtin_profil
     assert calibrated_cache_len(p, p.target) == want > 6
     seen = []
 
-    def fake(models, device, timer, runner, batches, contexts, bar, effort, seed=0, decoders=None):
+    def fake(models, device, timer, runner, batches, contexts, bar, effort, seed=0, decoders=None, keep=False):
         seen.extend((m.spec.name, m.max_len) for m in models)
         return [{"model": m.spec.name, "batch": b, "new_tokens": 1, "context": contexts[0], "median_s": 1e-3}
                 for m in models for b in batches]
@@ -385,3 +385,27 @@ def test_real_runs_use_the_threads_the_profile_was_timed_on(builtin_profile):
         assert match_threads(dataclasses.replace(one, device_state={})) is None  # an old profile: as it is
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_served_streams_spot_checks_capture_their_passes_once(tiny_profile, monkeypatch):
+    """The spot checks around every run of a served stream time the same passes again and again: given the same
+    models (`decoders`), a graph runner captures each (model, batch) once for all of them. On the first H200 run the
+    spot checks were 120 of a stream's 151 captures (each check built its models anew and captured them again)."""
+    import torch
+
+    from calibrate.timing import Effort
+    from calibrate.validate import time_spot
+    from engine.pass_runner import EagerStandIn, GraphRunner
+
+    monkeypatch.setattr(Effort, "of", classmethod(lambda cls, quick, busy: cls(0.01, 3, 3, 0.5)))
+    p = tiny_profile.profile
+    backend, models = EagerStandIn(), {}
+    runner = GraphRunner(backend)
+    for _ in range(3):  # before the first run, between runs, after the last
+        out = time_spot(p, torch.device("cpu"), runner, [1, 2], 8, 0, takes=2, decoders=models)
+        assert set(out) == {(m.name, b) for m in (p.target, p.draft) for b in (1, 2)}
+    assert backend.captures == 4 and backend.replays > 0  # two models x two batches, once
+    without = EagerStandIn()
+    for _ in range(2):
+        time_spot(p, torch.device("cpu"), GraphRunner(without), [1, 2], 8, 0, takes=2)
+    assert without.captures == 16  # each call, each take, again
