@@ -137,9 +137,9 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
     7-16 % cheaper, at TinyLlama's shapes; batch-by-batch offsets of 10-30 % in quick calibrations' held-out
     passes, their sign changing from run to run). An out-of-memory point is recorded and skipped. Records come
     model by model, batch by batch. `decoders` keeps the random-weight models between calls that time the same
-    shapes again (a spot check's takes: building the built-in target costs as much as timing it). With `keep` (a
-    spot check's few points, timed again and again) their caches, one of the largest batch's rows per model, and
-    the runner's graphs stay for the next call: a served stream's spot checks were 120 of its 151 graph captures."""
+    shapes again (a spot check's takes: building the built-in target costs as much as timing it); with `keep` their
+    caches (the largest batch's rows) and the runner's graphs stay too (a served stream's spot checks, timed again
+    and again, were 120 of its 151 graph captures)."""
     gen = torch.Generator(device=device).manual_seed(seed)
     rng = np.random.default_rng(seed)
     records: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(models))}
@@ -165,10 +165,8 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
             for b, n, c in itertools.product(batches, m.new_tokens, contexts):
                 record(i, b, n, c, oom=True)
     key_bucket = 64 if runner.mode == "graph" else KEY_ALIGN
-    # Eager, one cache of the largest batch's rows serves every batch; CUDA graphs keep a memory pool each, so
-    # there the batches take turns.
-    together = (runner.mode != "graph" or keep) and len(batches) > 1
-    blocks = [tuple(batches)] if together else [(b,) for b in batches]
+    # Eager or kept, one cache of the largest batch's rows serves every batch; else graphs (a pool each) take turns.
+    blocks = [tuple(batches)] if (runner.mode != "graph" or keep) and len(batches) > 1 else [(b,) for b in batches]
     while blocks:
         block = blocks.pop(0)
         if not keep:
@@ -215,11 +213,10 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
                 timings = interleaved(steps, timer, effort, rng, group=lambda key: key[0], warmup=1)
             for (i, b, c, n), t in timings.items():
                 record(i, b, n, c, **t.to_dict())
-        if keep:
-            continue
-        runner.reset()
-        for model, _ in built.values():
-            model.free_cache()  # before the next block's caches are allocated
+        if not keep:
+            runner.reset()
+            for model, _ in built.values():
+                model.free_cache()  # before the next block's caches are allocated
     if device.type == "cuda":
         torch.cuda.empty_cache()
     order = {b: j for j, b in enumerate(batches)}
