@@ -74,9 +74,9 @@ class Grid:
     @classmethod
     def default(cls, quick: bool, batches: Sequence[int] | None = None, contexts: Sequence[int] | None = None,
                 tree_sizes: Sequence[int] = ()) -> Grid:
-        if quick:  # batch 2 left to the fit: on five fresh quick profiles (2026-12-04) the fit without it priced its
-            #        passes within 3.2-4.6 % (median), as it priced the held-out ones, for a quarter of the grid's time
-            b, n, c = (1, 4, 8), tuple(range(1, 9)), (64, 384)
+        if quick:  # batch 2 and 4, 6, 7 new tokens left to the passes around them, which priced them within 0.4-4.6 %
+            #        (median) in quick CPU and H200 profiles, each for a quarter of the grid time (docs/calibration.md)
+            b, n, c = (1, 4, 8), (1, 2, 3, 5, 8), (64, 384)
         else:
             b, n, c = (1, 2, 4, 8, 16, 32), tuple(range(1, 9)) + (11, 16), (64, 512)
         n = tuple(sorted(set(n) | {t for t in tree_sizes}))
