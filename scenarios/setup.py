@@ -459,10 +459,10 @@ def roofline_view(setup: Setup, dtype: str, context: int,
     if setup.profile is None or setup.engine is not None:  # modelled: a preset, or a profiled device and an engine
         models = [m for m in (setup.target, setup.draft.module) if m is not None]
         points = modelled_points(setup.cost, models, batches, [1, 5], context)
+        ceiling = (f"({hw.bw_efficiency:.0%} of datasheet bandwidth, {hw.flops_efficiency:.0%} of {dtype} FLOP/s)"
+                   if setup.profile is None else f"(micro-benchmarked read bandwidth, {dtype} GEMM FLOP/s)")
         return RooflineView(points, hw.mem_bw_bytes_per_s * hw.bw_efficiency,
-                            hw.peak_flops(dtype) * hw.flops_efficiency, caption,
-                            f"({hw.bw_efficiency:.0%} of datasheet bandwidth, {hw.flops_efficiency:.0%} of {dtype} "
-                            "FLOP/s)")
+                            hw.peak_flops(dtype) * hw.flops_efficiency, caption, ceiling)
     p = setup.profile
     specs = {p.target.name: p.target, p.draft.name: p.draft}
     points = measured_points(setup.cost, specs, [(q.model, q.batch, q.new_tokens, q.context, q.median_s)
