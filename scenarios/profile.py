@@ -634,6 +634,10 @@ class Profile:
         the bandwidth attention reaches and how weight streaming and compute combine."""
         from scenarios import datasheet_for, load_engine, load_hardware, load_speculation_tax
 
+        if "not measured" in str(self.micro.raw.get("source", "")):
+            raise SpecsimError(f"profile {self.path} holds {self.origin}'s step times and measured no device, so "
+                               f"--engine {engine} has no device to price: drop --engine (the profile prices that "
+                               f"engine as measured), or give --hardware NAME --engine {engine}")
         measured = self.micro.hardware(self.device.name, self.device.memory_bytes,
                                        f"micro-benchmarks of {self.path or 'a profile'} ({self.created[:10]})")
         like = datasheet_for(self.device.name)

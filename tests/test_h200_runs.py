@@ -148,3 +148,14 @@ def test_the_quick_grid_leaves_out_what_its_neighbours_price(profile_name, media
     errors = [abs(cost.pass_time_s(profile.target, q.batch, q.new_tokens, q.context) / q.time_s - 1)
               for q in left_out]
     assert len(errors) >= 40 and float(np.median(errors)) < median_bar
+
+
+def test_an_imported_profile_has_no_device_for_another_engine(tmp_path):
+    """A profile imported from an engine's step times (`calibrate --from`) carries a preset's datasheet, not a
+    measured device: pricing it with another engine's costs is refused in one line, with what to do instead."""
+    out = tmp_path / "vllm.json"
+    r = run("calibrate", "--from", "vllm:scenarios/samples/vllm/manifest.toml", "--hardware", "h100-sxm",
+            "--target", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    bad = run("predict", "--profile", str(out), "--engine", "gpt-fast", "--acceptance", "iid:0.7", "--batch", "1")
+    one_line_error(bad, "measured no device", "--hardware NAME --engine gpt-fast")
