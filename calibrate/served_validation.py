@@ -272,7 +272,8 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
                 "passes_per_rate": repeats,
                 "spot_checks": [c.to_dict() for c in checks],  # as the predictions used them (`steady`)
                 "spot_timings": [{f"{m}@{b}": t for (m, b), t in sorted(timing.items())} for timing in timings],
-                "largest_drift": max(spot_check(profile, t, t, context).largest for t in timings)}  # as timed
+                "largest_drift": max(spot_check(profile, t, t, context).largest for t in timings),  # as timed
+                "graph_captures": {"stream": engine.runner.captures, "spot_checks": spot_runner.captures}}
     return ServingValidation(rows, nominals, [p.label for p in policies], settings)
 
 

@@ -331,6 +331,7 @@ def test_a_burst_during_one_spot_check_does_not_reprice_the_runs_beside_it(tiny_
     for check in settings["spot_checks"]:
         for point in check["points"]:
             assert point["before_s"] == point["after_s"] == base[(point["model"], point["batch"])]
+    assert settings["graph_captures"] == {"stream": 0, "spot_checks": 0}  # eager on a CPU: nothing captured
 
 
 @pytest.mark.parametrize("policy", ["fixed:3", "adaptive:4", "off"])
