@@ -99,6 +99,10 @@ def serving(out: Path, name: str, what: str) -> list[str]:
     for pol, c in r["crossovers"].items():
         lines.append(f"  {pol}: stops paying at {c['measured']} req/s measured, {c['predicted']} predicted "
                      f"({c['grid_steps_apart']} grid steps apart; goal <= 1)")
+    captures = r.get("settings", {}).get("graph_captures")
+    if captures:
+        lines.append(f"  graphs captured: {captures['stream']} by the stream, {captures['spot_checks']} by its spot "
+                     "checks")
     return lines
 
 
