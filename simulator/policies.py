@@ -211,8 +211,8 @@ class Adaptive(Policy):
     def holds(self, state: BatchState, context_means: np.ndarray, durations: StepDurations, draft_lags: bool) -> int:
         if state.draft_missing_mean > 0 or draft_lags:
             return 1  # the catch-up term changes every step
-        if int(context_means[-1] // self.context_step) == int(context_means[0] // self.context_step):
-            return len(context_means)
+        if float(context_means[-1]) // self.context_step == float(context_means[0]) // self.context_step:
+            return len(context_means)  # (Python floats: numpy scalars' arithmetic costs more than this test)
         cells = context_means // self.context_step
         chosen = self.choose(state, durations)  # from the second step on, the previous step drafted this
         for i in np.flatnonzero(cells[1:] != cells[:-1]) + 1:  # each new cell once

@@ -232,9 +232,9 @@ class Scheduler:
         drafted last."""
         batch = len(self.active)
         lazy = self.with_draft and not self.eager
-        missing_mean = int(self.draft_missing.sum()) / batch if lazy else 0.0
-        remaining_mean = int(self.remaining.sum()) / batch if missing_mean else 1.0
-        self.context_total = int(self.context.sum())
+        missing_mean = int(np.add.reduce(self.draft_missing)) / batch if lazy else 0.0  # ufuncs: no wrapper, as
+        remaining_mean = int(np.add.reduce(self.remaining)) / batch if missing_mean else 1.0  # it runs every step
+        self.context_total = int(np.add.reduce(self.context))
         return BatchState(batch, self.context_total / batch, missing_mean, remaining_mean, self.draft_warm,
                           self.last_cand)
 
@@ -260,8 +260,8 @@ class Scheduler:
         if not len(finished):
             return finished
         self.admit_blocked = False
-        self.kv_free += int(self.reserved[done].sum())
-        self.free_slots.extend(int(s) for s in self.active[done])
+        self.kv_free += int(np.add.reduce(self.reserved[done]))
+        self.free_slots.extend(self.active[done].tolist())
         rows = np.flatnonzero(~done) if order is None else np.asarray(order, dtype=np.int64)
         self.active, self.request, self.remaining = self.active[rows], self.request[rows], self.remaining[rows]
         self.context, self.draft_missing = self.context[rows], self.draft_missing[rows]

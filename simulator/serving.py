@@ -120,6 +120,10 @@ class _Log:
 
 BULK_CELLS = 1 << 15  # most (step, sequence) draws one bulk advance makes
 
+# The bulk path's reductions on small arrays, called as ufuncs: ndarray.sum/.any/.min go through a Python wrapper
+# that costs as much as the reduction itself on a batch of a few sequences (measured: ~10 % of a run at 1 req/s).
+_sum, _any, _min = np.add.reduce, np.logical_or.reduce, np.minimum.reduce
+
 
 @dataclass
 class _NextArrival:
@@ -302,7 +306,7 @@ class Engine(Scheduler):
         first = cand = policy.choose(state, costs)
         lags = cand.is_plain and self.with_draft and not self.eager  # the draft falls one token behind every step
         catchup = 0.0
-        shortest = int(remaining.min())
+        shortest = int(_min(remaining))
         m = max(1, min(shortest, BULK_CELLS // batch))
         if not cand.is_plain and state.draft_missing_mean > 0:
             catchup = (costs.draft_sync_s(batch, state.draft_missing_mean, state.context_mean) if runs is None else
@@ -326,9 +330,9 @@ class Engine(Scheduler):
                 self.sampler.keep(self.active, 1)
                 accepted = np.concatenate([lead, self.sampler.draw_steps(self.active, cand, m - 1)])
             done = (accepted + 1).cumsum(axis=0)  # tokens each sequence has emitted after each step
-            finished = (done >= remaining).any(axis=1)  # done only grows, so finished is monotone
+            finished = _any(done >= remaining, axis=1)  # done only grows, so finished is monotone
             n = int(finished.argmax()) + 1 if finished[-1] else m
-            step_tokens = accepted[:n].sum(axis=1) + batch
+            step_tokens = _sum(accepted[:n], axis=1) + batch
         emitted_before = step_tokens[:n].cumsum()
         context_means = (emitted_before - step_tokens[:n] + self.context_total) / batch
         context_model = self.sampler.context
@@ -384,7 +388,7 @@ class Engine(Scheduler):
             per_sequence = np.minimum(done[n - 1], remaining)  # the last step emits only what a sequence needs
             if finishes:
                 step_tokens = step_tokens[:n].copy()
-                step_tokens[n - 1] -= int((done[n - 1] - per_sequence).sum())
+                step_tokens[n - 1] -= int(_sum(done[n - 1] - per_sequence))
         self.remaining -= per_sequence
         self.context += per_sequence
         if first is not cand:
