@@ -190,11 +190,13 @@ class Adaptive(Policy):
         tokens, times, best = self._rates(state.batch, state.context_mean, durations)
         if state.draft_missing_mean > 0:
             catchup = durations.draft_sync_s(state.batch, state.draft_missing_mean, state.context_mean)
-            if not state.draft_warm:  # depends on the remaining length too: not worth caching
-                return self.candidates[self._best_with_catchup(tokens, times, catchup, state)]
-            key = (id(durations), state.batch, int(state.context_mean // self.context_step), catchup)
+            # a cold draft's choice depends on the remaining length too (a new request's is its output length)
+            key = (id(durations), state.batch, int(state.context_mean // self.context_step), catchup,
+                   None if state.draft_warm else state.remaining_mean)
             best = self._loaded.get(key, -1)
             if best < 0:
+                if len(self._loaded) >= LOADED_CHOICES:  # bounded: remaining lengths can take many values
+                    self._loaded.clear()
                 best = self._loaded[key] = self._best_with_catchup(tokens, times, catchup, state)
         return self.candidates[best]
 
@@ -219,6 +221,9 @@ class Adaptive(Policy):
             if self._steady(state.batch, int(cells[i]), durations, chosen) != chosen.k:
                 return int(i)
         return len(context_means)
+
+
+LOADED_CHOICES = 1 << 16  # most choices with a catch-up an Adaptive policy remembers
 
 
 def _first_best(rates: np.ndarray) -> int:

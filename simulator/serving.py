@@ -351,7 +351,7 @@ class Engine(Scheduler):
             warm = BatchState(batch, float(context_means[1]), previous=first)
             n = 1 + policy.holds(warm, context_means[1:], costs, lags) if policy.choose(warm, costs) == cand else 1
         pad = self._padding()
-        priced = context_means[:n] + pad  # the contexts the steps' attention reads per sequence
+        priced = context_means[:n] + pad if pad else context_means[:n]  # the contexts the steps' attention reads
         if runs is None:
             durations = costs.decode_many_s(batch, priced, cand)
             if first is not cand:
@@ -361,7 +361,8 @@ class Engine(Scheduler):
             if first is not cand:
                 at = state.context_mean + pad
                 durations[0] = costs.over_runs(runs, first, lambda b: costs.decode_s(b, at, first))
-        durations[0] += catchup
+        if catchup:
+            durations[0] += catchup
         if self.last_cand is not None and first is not self.last_cand and first != self.last_cand:
             durations[0] += costs.switch_s(batch, state.context_mean + pad)
         if first is not cand and n > 1:
