@@ -15,7 +15,7 @@ import torch
 from engine.speculative import Decoding, RealEngine
 from simulator import SpecsimError
 from simulator.trees import Tree
-from simulator.validation import MeasuredConfig, Summary
+from simulator.validation import MeasuredConfig, Summary, ratio_standard_error
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,10 @@ def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Seque
 
     def summary(groups_steps: list[list[Any]], b: int) -> dict[str, float] | None:
         """One run's figures from its groups' steps."""
-        counted = sum((as_served(g) for g in groups_steps), np.zeros(2))
+        rows = [as_served_rows(g) for g in groups_steps]
+        seq_tokens = [float(x) for t, _ in rows for x in t]
+        seq_passes = [float(x) for _, n in rows for x in n]
+        counted = np.array([sum(seq_tokens), sum(seq_passes)])
         timed = [s for g in groups_steps for s in g if not s.captured]  # a capturing step is not steady state
         if not timed:
             return None
@@ -73,6 +76,7 @@ def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Seque
             "emitted_per_s": b * tokens_per_pass / (decode_s / n_steps),
             "tokens_per_pass": tokens_per_pass,
             "tokens": float(counted[0]), "passes": float(counted[1]),
+            "seq_tokens": seq_tokens, "seq_passes": seq_passes,  # per sequence, as counted
             "step_s": decode_s / n_steps,
             "draft_s": sum(s.phases.draft_s for s in timed) / n_steps,
             "verify_s": sum(s.phases.verify_s for s in timed) / n_steps,
@@ -124,8 +128,14 @@ def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Seque
             tokens_per_s=Summary.of([r["emitted_per_s"] for r in reps]),
             cost_ratio=Summary.of([b["step_s"] / r["step_s"] for r, b in zip(reps, base)]),
             pooled_tokens_per_pass=sum(r["tokens"] for r in reps) / sum(r["passes"] for r in reps),
+            tokens_per_pass_se=finite_or_none(ratio_standard_error([t for r in reps for t in r["seq_tokens"]],
+                                                                   [n for r in reps for n in r["seq_passes"]])),
         ))
     return out
+
+
+def finite_or_none(x: float) -> float | None:
+    return x if np.isfinite(x) else None
 
 
 def as_served(steps: Sequence[Any]) -> np.ndarray:
@@ -140,13 +150,19 @@ def as_served(steps: Sequence[Any]) -> np.ndarray:
     pass averaged alike are 1.5 % above the pooled count at k = 4 and 2.9 % at k = 6. Simulated with every sequence's
     alpha ~ Beta(12, 3.35), 8 a batch, 48 tokens: alike +3.6 / +6.5 % at k = 4 / 6, this count +0.6 / +1.6 %, the
     last step's overshoot in requests this short.)"""
+    tokens, needed = as_served_rows(steps)
+    return np.array([tokens.sum(), needed.sum()], dtype=float)
+
+
+def as_served_rows(steps: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """``as_served`` per sequence: the tokens each sequence is counted for, and the passes it took for them."""
     if not steps:
-        return np.zeros(2)
+        return np.zeros(0), np.zeros(0)
     emitted = np.cumsum([[a + 1 for a in s.accepted] for s in steps], axis=0)  # (steps, sequences)
     reach = emitted[-1].min()
     needed = (emitted < reach).sum(axis=0) + 1  # steps each sequence took to emit `reach` tokens
     tokens = emitted[needed - 1, np.arange(emitted.shape[1])]
-    return np.array([tokens.sum(), needed.sum()], dtype=float)
+    return tokens.astype(float), needed.astype(float)
 
 
 def pairing(engine: RealEngine) -> str:

@@ -25,6 +25,11 @@ def format_report(report: ValidationReport, primary: str = PRIMARY) -> str:
             + ("  *" if r.extrapolated else ""))
     lines.append(" measured: tokens per pass pooled over the repeats x the median of the pairs' cost ratios; "
                  "[min, max]: the pairs' own speed-ups")
+    noise = report.within_acceptance_noise(primary)
+    if noise is not None:
+        lines.append(f" the acceptance a finite run draws: each measured speed-up +/- {100 * noise[0]:.1f} % (median "
+                     f"over the rows; one standard error of its pooled tokens per pass over the sequences decoded); "
+                     f"{primary}'s error within two of them in {noise[1]} of {noise[2]} rows")
     if any(r.extrapolated for r in report.rows):
         lines.append(" * beyond the profile's calibration grid (batch or rows): the fit extrapolates; calibrate with "
                      "a --batch range that covers it for measured anchors")

@@ -52,6 +52,16 @@ class MeasuredConfig:
     cost_ratio: Summary | None = None  # per pair: the plain run's step over the speculative run's (speed-up / tokens
     # per pass: what the speed-up is at the acceptance the pair drew)
     pooled_tokens_per_pass: float | None = None  # every repeat's tokens over every repeat's passes
+    tokens_per_pass_se: float | None = None  # the pooled figure's standard error over the sequences decoded
+    #                                          (`ratio_standard_error`): what the acceptance draw alone leaves open
+
+    @property
+    def acceptance_noise(self) -> float | None:
+        """The measured speed-up's relative standard error from its tokens per pass alone (the prompts and the
+        accept/reject draws of a finite run; the cost ratio's own noise comes on top). None: not recorded."""
+        if self.tokens_per_pass_se is None or not self.pooled_tokens_per_pass:
+            return None
+        return self.tokens_per_pass_se / self.pooled_tokens_per_pass
 
     @property
     def tokens_per_pass_estimate(self) -> float:
@@ -82,6 +92,20 @@ class MeasuredConfig:
         summaries = {k: Summary(**v) for k, v in d.items() if isinstance(v, Mapping)}
         rest = {k: v for k, v in d.items() if not isinstance(v, Mapping)}
         return cls(**rest, **summaries)
+
+
+def ratio_standard_error(tokens: Sequence[float], passes: Sequence[float]) -> float:
+    """Standard error of a pooled ratio sum(tokens) / sum(passes) over independent units (here the sequences of a
+    validation row: tokens each emitted over the passes it took), by the ratio estimator's linearisation
+    (Cochran, *Sampling Techniques*, 3rd ed., section 6.3): with R = sum t / sum n over m units,
+    se(R) = sqrt(sum (t_i - R n_i)^2 / (m (m - 1))) / mean(n). It counts every source of spread between the units
+    (their prompts and their draws); nan with fewer than two units."""
+    t, n = np.asarray(tokens, dtype=float), np.asarray(passes, dtype=float)
+    m = t.size
+    if m < 2 or n.sum() <= 0:
+        return float("nan")
+    r = t.sum() / n.sum()
+    return float(np.sqrt(((t - r * n) ** 2).sum() / (m * (m - 1))) / n.mean())
 
 
 @dataclass(frozen=True)
@@ -149,6 +173,17 @@ class ValidationReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def within_acceptance_noise(self, primary: str) -> tuple[float, int, int] | None:
+        """How much of the miss a finite run leaves open: the median over the rows of the measured speed-up's
+        relative standard error from its tokens per pass (`MeasuredConfig.acceptance_noise`), and in how many of the
+        rows that record it the `primary` prediction's speed-up error is within two of them. None: no row records
+        it (runs stored before it was measured)."""
+        pairs = [(r.measured.acceptance_noise, r.predicted[primary].err_speedup) for r in self.rows
+                 if r.measured.acceptance_noise is not None]
+        if not pairs:
+            return None
+        return (float(np.median([n for n, _ in pairs])), sum(abs(e) <= 2 * n for n, e in pairs), len(pairs))
 
 
 @dataclass(frozen=True)

@@ -175,6 +175,57 @@ def test_batches_counted_as_served_pool_like_the_acceptance_models():
     assert alike[0] / alike[1] > 1.03 * model
 
 
+def test_ratio_standard_error_by_hand_and_against_monte_carlo():
+    """By hand: units on one line through the origin leave no error; (6, 2) and (2, 2) tokens over passes pool to
+    R = 2 with residuals +2 and -2, so se = sqrt(8 / 2) / 2 = 1. Monte Carlo: 24 sequences of 48 tokens, each with its
+    own alpha ~ Beta(8, 3) at k = 4 (a validation row's shape), in 2,000 runs: the pooled tokens per pass spreads
+    from run to run as the formula says each run alone (its median within 10 % of the spread)."""
+    from simulator.validation import ratio_standard_error
+
+    assert ratio_standard_error([6, 4], [3, 2]) == 0.0
+    assert ratio_standard_error([6, 2], [2, 2]) == pytest.approx(1.0)
+    assert np.isnan(ratio_standard_error([6], [2]))
+    rng = np.random.default_rng(1)
+    pooled, se = [], []
+    for _ in range(2000):
+        alpha = rng.beta(8, 3, size=24)
+        a = (rng.random((48, 24, 4)) < alpha[None, :, None]).cumprod(axis=2).sum(axis=2)  # (steps, sequences)
+        emitted = np.cumsum(a + 1, axis=0)
+        passes = (emitted < 48).sum(axis=0) + 1  # steps each sequence took to reach 48 tokens
+        tokens = emitted[passes - 1, np.arange(24)]
+        pooled.append(tokens.sum() / passes.sum())
+        se.append(ratio_standard_error(tokens, passes))
+    assert np.median(se) == pytest.approx(np.std(pooled), rel=0.10)
+
+
+def test_report_says_what_the_acceptance_draw_leaves_open(builtin_profile):
+    """Rows that record their tokens per pass's standard error: the report gives its median and counts the rows whose
+    error is within two of them (here one of two: a 1 % error against 2 % noise, a 9 % error against 3 %)."""
+    from dataclasses import replace
+
+    preds = predictors(builtin_profile)
+
+    def s(v):
+        return Summary(v, 0.0, v, v, 1)
+
+    measured = []
+    for b, miss, noise in ((1, 1.01, 0.02), (2, 1.09, 0.03)):
+        p = preds[PRIMARY](b, Candidate(2), 30)
+        m = MeasuredConfig(b, 2, None, s(p.speedup / miss), s(p.tokens_per_pass / miss), s(p.step_s),
+                           s(p.phases.draft_s), s(p.phases.verify_s), s(p.phases.accept_s), s(p.baseline_s),
+                           s(1.0))
+        measured.append(replace(m, pooled_tokens_per_pass=p.tokens_per_pass / miss,
+                                tokens_per_pass_se=noise * p.tokens_per_pass / miss))
+    report = compare(builtin_profile, measured, [], 30, [1, 2], {"new_tokens": 12, "repeats": 1, "profile": "p"})
+    median, within, rows = report.within_acceptance_noise(PRIMARY)
+    assert median == pytest.approx(0.025) and (within, rows) == (1, 2)
+    assert f"{PRIMARY}'s error within two of them in 1 of 2 rows" in format_report(report, PRIMARY)
+    stored = report.to_dict()["rows"][0]["measured"]
+    assert MeasuredConfig.from_dict(stored).acceptance_noise == pytest.approx(0.02)
+    del stored["tokens_per_pass_se"]  # a run stored before the field: no noise, no line
+    assert MeasuredConfig.from_dict(stored).acceptance_noise is None
+
+
 def test_predictors_and_perfect_measurements(builtin_profile):
     """Measurements made equal to the primary prediction give zero error for it, and the report says so."""
     preds = predictors(builtin_profile)
