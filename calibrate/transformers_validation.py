@@ -15,6 +15,7 @@ from calibrate.engine_steps import measured_pass_s, replay
 from calibrate.transformers_engine import HFModel, generate, load_hf, require_transformers
 from scenarios.profile import Profile
 from simulator import SpecsimError
+from simulator.validation import median_standard_error
 
 
 @dataclass(frozen=True)
@@ -137,27 +138,38 @@ def validate_hf(profile: Profile, target_dir: str | Path, draft_dir: str | Path,
         a = np.array(per_prompt)
         measured, predicted = float(np.median(a[:, 0])), float(np.median(a[:, 1]))
         rows.append({"run": run.label, "kind": run.kind, "k": run.k, "measured_speedup": measured,
+                     "measured_se": median_standard_error(a[:, 0], np.random.default_rng(seed)) if len(a) > 1
+                     else None,
                      "predicted_speedup": predicted, "rel_error": predicted / measured - 1,
                      "measured_spread": [float(np.percentile(a[:, 0], 25)), float(np.percentile(a[:, 0], 75))],
                      "plain_s": float(np.median(a[:, 2])), "speculative_s": float(np.median(a[:, 3]))})
     err = np.abs([r["rel_error"] for r in rows])
+    within = sum(r["measured_se"] is not None and abs(r["rel_error"]) <= 2 * r["measured_se"] / r["measured_speedup"]
+                 for r in rows)
     return {"engine": f"transformers {require_transformers().__version__}", "target": str(target.folder),
             "draft": str(draft.folder), "prompts": len(held), "tokens": new_tokens, "repeats": repeats,
             "decoding": "greedy", "rows": rows, "median_abs_err_speedup": float(np.median(err)),
-            "p90_abs_err_speedup": float(np.percentile(err, 90)), "outputs_differ": mismatched}
+            "p90_abs_err_speedup": float(np.percentile(err, 90)), "within_prompt_noise": int(within),
+            "outputs_differ": mismatched}
 
 
 def format_validation(report: Mapping[str, Any]) -> str:
     lines = [f"{report['engine']}: {report['target']} with {report['draft']}, batch 1, greedy, "
              f"{report['prompts']} held-out prompts x {report['repeats']} rounds, {report['tokens']} tokens",
-             f"{'run':<16}{'measured':>10}{'predicted':>11}{'error':>9}   plain -> speculative (median s)"]
+             f"{'run':<16}{'measured':>16}{'predicted':>11}{'error':>9}   plain -> speculative (median s)"]
     for r in report["rows"]:
         lo, hi = r["measured_spread"]
-        lines.append(f"{r['run']:<16}{r['measured_speedup']:>9.2f}x{r['predicted_speedup']:>10.2f}x"
+        se = r.get("measured_se")  # absent from reports written before it was measured
+        noise = f" +/- {se:.2f}" if se is not None and np.isfinite(se) else " " * 7
+        lines.append(f"{r['run']:<16}{r['measured_speedup']:>9.2f}x{noise}{r['predicted_speedup']:>10.2f}x"
                      f"{100 * r['rel_error']:>+8.1f}%   {r['plain_s']:.2f} -> {r['speculative_s']:.2f} "
                      f"(IQR of prompts {lo:.2f}-{hi:.2f}x)")
     lines.append(f"speed-up |error|: median {100 * report['median_abs_err_speedup']:.1f} %, p90 "
                  f"{100 * report['p90_abs_err_speedup']:.1f} %")
+    if "within_prompt_noise" in report:
+        lines.append(f"measured: the median over the prompts, +/- its bootstrap standard error (another draw of as "
+                     f"many prompts); the error is within two of them in {report['within_prompt_noise']} of "
+                     f"{len(report['rows'])} runs")
     lines.append("every speculative output equalled the plain one" if not report["outputs_differ"] else
                  f"outputs differ from plain generate for: {', '.join(report['outputs_differ'])}")
     return "\n".join(lines)

@@ -108,6 +108,17 @@ def ratio_standard_error(tokens: Sequence[float], passes: Sequence[float]) -> fl
     return float(np.sqrt(((t - r * n) ** 2).sum() / (m * (m - 1))) / n.mean())
 
 
+def median_standard_error(xs: Sequence[float], rng: np.random.Generator, resamples: int = 2000) -> float:
+    """Bootstrap standard error of the median of `xs` (a validation row's per-prompt figures: how much the median
+    of these few prompts would move over another draw of as many prompts; Efron and Tibshirani, *An Introduction
+    to the Bootstrap*, chapter 6). nan with fewer than two values."""
+    a = np.asarray(xs, dtype=float)
+    if a.size < 2:
+        return float("nan")
+    medians = np.median(a[rng.integers(0, a.size, size=(resamples, a.size))], axis=1)
+    return float(medians.std(ddof=1))
+
+
 @dataclass(frozen=True)
 class PredictedPoint:
     tokens_per_pass: float

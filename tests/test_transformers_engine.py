@@ -30,6 +30,29 @@ def test_without_transformers_the_engine_says_what_to_install(monkeypatch):
         require_transformers()
 
 
+def test_the_validation_report_says_how_far_the_prompts_alone_move_a_row():
+    """Each run's measured speed-up carries its prompts' bootstrap standard error, and the report counts the runs whose
+    error is within two of them (k = 1: 2 % against 0.05 / 1.5; lookup: 10 % against 0.02 / 1.2); a report stored
+    before the field prints without it."""
+    from calibrate.transformers_validation import format_validation
+
+    def row(run, measured, se, err):
+        return {"run": run, "measured_speedup": measured, "measured_se": se, "predicted_speedup": measured * (1 + err),
+                "rel_error": err, "measured_spread": [measured - 0.1, measured + 0.1], "plain_s": 1.0,
+                "speculative_s": 1.0 / measured}
+
+    report = {"engine": "transformers 5.24.0", "target": "t", "draft": "d", "prompts": 8, "repeats": 2, "tokens": 64,
+              "rows": [row("assistant k=1", 1.5, 0.05, 0.02), row("lookup k=2", 1.2, 0.02, 0.10)],
+              "median_abs_err_speedup": 0.06, "p90_abs_err_speedup": 0.09, "within_prompt_noise": 1,
+              "outputs_differ": []}
+    text = format_validation(report)
+    assert "1.50x +/- 0.05" in text and "within two of them in 1 of 2 runs" in text
+    for r in report["rows"]:
+        del r["measured_se"]
+    del report["within_prompt_noise"]
+    assert "+/-" not in format_validation(report)
+
+
 @pytest.fixture(scope="module")
 def hf_pair(tmp_path_factory):
     pytest.importorskip("transformers", reason="pip install transformers to check specsim against it")

@@ -198,6 +198,18 @@ def test_ratio_standard_error_by_hand_and_against_monte_carlo():
     assert np.median(se) == pytest.approx(np.std(pooled), rel=0.10)
 
 
+def test_median_standard_error_against_its_large_sample_form():
+    """The bootstrap standard error of a median of n normal values approaches sqrt(pi / 2) sigma / sqrt(n) (the
+    median's asymptotic variance, 1 / (4 n f(m)^2)): over 200 samples of 101 values, its median within 10 %."""
+    from simulator.validation import median_standard_error
+
+    rng = np.random.default_rng(3)
+    se = [median_standard_error(rng.normal(0.0, 2.0, 101), rng, resamples=500) for _ in range(200)]
+    assert np.median(se) == pytest.approx(np.sqrt(np.pi / 2) * 2.0 / np.sqrt(101), rel=0.10)
+    assert np.isnan(median_standard_error([1.0], rng))
+    assert median_standard_error([2.0, 2.0, 2.0], rng) == 0.0
+
+
 def test_report_says_what_the_acceptance_draw_leaves_open(builtin_profile):
     """Rows that record their tokens per pass's standard error: the report gives its median and counts the rows whose
     error is within two of them (here one of two: a 1 % error against 2 % noise, a 9 % error against 3 %)."""
