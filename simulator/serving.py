@@ -120,8 +120,8 @@ class _Log:
 
 BULK_CELLS = 1 << 15  # most (step, sequence) draws one bulk advance makes
 
-# The bulk path's reductions on small arrays, called as ufuncs: ndarray.sum/.any/.min go through a Python wrapper
-# that costs as much as the reduction itself on a batch of a few sequences (measured: ~10 % of a run at 1 req/s).
+# The bulk path's reductions on small arrays, called as ufuncs: ndarray.sum/.any/.min go through Python wrappers,
+# which held 9 % of a run's samples at 1 req/s (py-spy) where a batch is a sequence or two.
 _sum, _any, _min = np.add.reduce, np.logical_or.reduce, np.minimum.reduce
 
 
