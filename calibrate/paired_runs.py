@@ -128,19 +128,21 @@ def measure(engine: RealEngine, prompts: Sequence[Sequence[int]], configs: Seque
             tokens_per_s=Summary.of([r["emitted_per_s"] for r in reps]),
             cost_ratio=Summary.of([b["step_s"] / r["step_s"] for r, b in zip(reps, base)]),
             pooled_tokens_per_pass=sum(r["tokens"] for r in reps) / sum(r["passes"] for r in reps),
-            tokens_per_pass_se=finite_or_none(ratio_standard_error([t for r in reps for t in r["seq_tokens"]],
-                                                                   [n for r in reps for n in r["seq_passes"]])),
+            tokens_per_pass_se=se if np.isfinite(se := ratio_standard_error(
+                [t for r in reps for t in r["seq_tokens"]], [n for r in reps for n in r["seq_passes"]])) else None,
         ))
     return out
 
 
-def finite_or_none(x: float) -> float | None:
-    return x if np.isfinite(x) else None
-
-
 def as_served(steps: Sequence[Any]) -> np.ndarray:
-    """(tokens, passes) of one batch decoded together, counted as a server's rows would count them: each sequence up to
-    the first step at which it has emitted as many tokens as the batch's slowest one did in the run.
+    """`as_served_rows` summed: (tokens, passes) of one batch decoded together."""
+    tokens, needed = as_served_rows(steps)
+    return np.array([tokens.sum(), needed.sum()], dtype=float)
+
+
+def as_served_rows(steps: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Per sequence of one batch decoded together, (tokens, passes) counted as a server's rows would count them: each
+    sequence up to the first step at which it has emitted as many tokens as the batch's slowest one did in the run.
 
     A batch run until its first sequence is done gives every sequence the same number of steps, so its plain tokens
     per pass weighs a hard sequence (low acceptance) like an easy one. In a server a request's length does not depend
@@ -150,12 +152,6 @@ def as_served(steps: Sequence[Any]) -> np.ndarray:
     pass averaged alike are 1.5 % above the pooled count at k = 4 and 2.9 % at k = 6. Simulated with every sequence's
     alpha ~ Beta(12, 3.35), 8 a batch, 48 tokens: alike +3.6 / +6.5 % at k = 4 / 6, this count +0.6 / +1.6 %, the
     last step's overshoot in requests this short.)"""
-    tokens, needed = as_served_rows(steps)
-    return np.array([tokens.sum(), needed.sum()], dtype=float)
-
-
-def as_served_rows(steps: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """``as_served`` per sequence: the tokens each sequence is counted for, and the passes it took for them."""
     if not steps:
         return np.zeros(0), np.zeros(0)
     emitted = np.cumsum([[a + 1 for a in s.accepted] for s in steps], axis=0)  # (steps, sequences)

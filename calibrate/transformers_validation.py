@@ -160,7 +160,7 @@ def format_validation(report: Mapping[str, Any]) -> str:
     for r in report["rows"]:
         lo, hi = r["measured_spread"]
         se = r.get("measured_se")  # absent from reports written before it was measured
-        noise = f" +/- {se:.2f}" if se is not None and np.isfinite(se) else " " * 7
+        noise = f" +/- {se:.2f}" if se is not None else " " * 7
         lines.append(f"{r['run']:<16}{r['measured_speedup']:>9.2f}x{noise}{r['predicted_speedup']:>10.2f}x"
                      f"{100 * r['rel_error']:>+8.1f}%   {r['plain_s']:.2f} -> {r['speculative_s']:.2f} "
                      f"(IQR of prompts {lo:.2f}-{hi:.2f}x)")
