@@ -78,7 +78,7 @@ def causes(served: Served, costs: StepCosts, policy: Policy, predicted_runs: Seq
     (tokens per sequence-step, simulated against measured) and queueing (mean wait before a request's prefill)."""
     costs = costs.for_policy(policy)
     steps = [s for s in served.steps if not s.captured]
-    pre = served.prefills
+    pre = [p for p in served.prefills if not p.captured]
     out = {"step time": rel(sum(s.duration_s for s in steps), sum(s.predicted_s(costs, policy) for s in steps))
            if steps else math.nan,
            "prefill": rel(sum(p.duration_s for p in pre), sum(p.predicted_s(costs, policy) for p in pre))
@@ -106,11 +106,13 @@ def auto_rates(costs: StepCosts, config: EngineConfig, workload: Workload, quick
     return [float(f"{saturation * f:.3g}") for f in fractions]
 
 
-def served_config(config: EngineConfig, max_batch: int, max_seq_len: int) -> tuple[EngineConfig, int]:
-    """The simulator's engine as the real one runs: padded prefills, attention padded to the batch's longest context,
-    eager draft sync, reserved KV allocation, and the real cache's capacity (every row holds `max_seq_len` slots)."""
+def served_config(config: EngineConfig, max_batch: int, max_seq_len: int,
+                  prefill_bucket: int = 1) -> tuple[EngineConfig, int]:
+    """The simulator's engine as the real one runs: padded prefills (to a multiple of `prefill_bucket` tokens: the
+    engine's on CUDA graphs), attention padded to the batch's longest context, eager draft sync, reserved KV
+    allocation, and the real cache's capacity (every row holds `max_seq_len` slots)."""
     return (replace(config, max_batch=max_batch, draft_sync="eager", prefill_padded=True, attention_padded=True,
-                    kv_allocation="reserve"), max_batch * max_seq_len)
+                    prefill_bucket=prefill_bucket, kv_allocation="reserve"), max_batch * max_seq_len)
 
 
 def check_fits(device: Any, models: Sequence[Any], rows: int, max_seq_len: int) -> None:
@@ -157,7 +159,7 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
     from calibrate.validate import check_validatable, spot_check, time_spot
     from engine.device import device_identity, resolve_device
     from engine.pass_runner import make_runner
-    from engine.speculative import RealEngine
+    from engine.speculative import PREFILL_BUCKET, RealEngine
     from scenarios.profile import check_device
     from scenarios.serving_scenario import build_scenario
     from scenarios.setup import resolve_acceptance
@@ -189,8 +191,11 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
     else:
         grid = sorted(set(rates)) if rates else []
     span = max(p.lookahead_tokens for p in policies)
-    max_seq_len = int((workload.prompt_tokens + workload.output_tokens).max()) + span + 8
-    config, kv_tokens = served_config(scenario.config, serving.max_batch, max_seq_len)
+    bucket = PREFILL_BUCKET if device.type == "cuda" and profile.engine_mode != "eager" else 1
+    longest_prompt = int(workload.prompt_tokens.max())
+    max_seq_len = max(int((workload.prompt_tokens + workload.output_tokens).max()) + span + 8,
+                      -(-longest_prompt // bucket) * bucket)  # a padded prefill fits the cache
+    config, kv_tokens = served_config(scenario.config, serving.max_batch, max_seq_len, bucket)
     if not grid:
         grid = list(auto_rates(scenario.costs, config, workload, quick))
     models = [profile.target] + ([profile.draft] if any(p.uses_draft for p in policies) else [])

@@ -39,7 +39,19 @@ class OneLineErrors(click.Group):
             message = e.format_message() if isinstance(e, click.ClickException) else str(e)
             click.echo(f"specsim: error: {' '.join(message.split())}", err=True)
             sys.exit(2)
+        except ModuleNotFoundError as e:  # a package this command needs (torch for a device, simpy for serving)
+            if (e.name or "").split(".")[0] in OWN_PACKAGES:
+                raise  # a broken checkout, not a missing install
+            package = INSTALL_NAMES.get(e.name or "", e.name)
+            click.echo(f"specsim: error: this command needs {e.name!r}, which is not installed here: "
+                       f"pip install {package} (or pip install -e . from the repository)", err=True)
+            sys.exit(2)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+# The distributions that install a missing module, where the names differ.
+OWN_PACKAGES = {"simulator", "calibrate", "scenarios", "plots", "cli", "specsim"}
+INSTALL_NAMES = {"pynvml": "nvidia-ml-py", "torch": "'torch>=2.3'", "ray": "'ray[default]'"}
 
 
 

@@ -7,11 +7,14 @@ on simpy's clock) driven by real passes:
   ones first come, first served while a batch row, the KV cache (each request reserves its whole life plus the
   policy's lookahead: the simulator's ``reserve`` allocation) and the step's prompt budget allow;
 - a step that admits requests is a prefill: one pass of the target (and of the draft, when the policy speculates)
-  over the new prompts padded to the longest, into the cache rows after the running batch's; it emits each one's
-  first token (`RealEngine.join`);
+  over the new prompts padded to the longest (on CUDA graphs, to a bucket, replayed), into the cache rows after
+  the running batch's; it emits each one's first token (`RealEngine.join`);
 - otherwise the running batch decodes one step: the policy chooses k (or a tree) from the scheduler's `BatchState`
-  and the step costs the simulator gives it; plain steps under a speculating policy also run the draft over the
-  current token (the simulator's ``eager`` draft sync); each sequence keeps at most the tokens it still needs;
+  and the step costs the simulator gives it (every choice the stream can meet is made before the clock starts, so a
+  step looks its choice up as a served policy table would: `Policy.warm`; cold, an adaptive choice evaluates the
+  cost model, ~10 ms on a host, which the H200 run of 2026-12-04 measured as 5x the step time predicted);
+  plain steps under a speculating policy also run the draft over the current token (the simulator's ``eager``
+  draft sync); each sequence keeps at most the tokens it still needs;
 - finished sequences leave and the last running rows move into their rows (`RealEngine.leave`); the scheduler takes
   the engine's new row order.
 
@@ -41,6 +44,8 @@ from simulator.workload import Workload
 if TYPE_CHECKING:
     from engine.speculative import RealEngine
 
+WARM_CONTEXT_STEP = 16  # tokens between the mean contexts at which a stream's decisions are made before it starts
+
 
 @dataclass
 class ServedStep:
@@ -64,8 +69,9 @@ class ServedStep:
 @dataclass
 class ServedPrefill:
     requests: int
-    tokens_per_request: int  # the longest prompt (the pass is padded to it)
+    tokens_per_request: int  # the longest prompt, padded as the pass runs (`RealEngine.prefill_length`)
     duration_s: float
+    captured: bool = False  # a CUDA graph was captured during the prefill: not a steady-state time
 
     def predicted_s(self, costs: StepCosts, policy: Policy) -> float:
         return costs.prefill_s(self.requests, self.tokens_per_request, policy.uses_draft)
@@ -126,6 +132,10 @@ def serve(engine: RealEngine, workload: Workload, prompts: Sequence[Sequence[int
     arrived = 0
     waiting_at_last_arrival = -1
     deadline_s = arrival[-1] + time_cap_s if n else time_cap_s
+    if n:  # every decision the stream can meet, made before the clock starts (`Policy.warm`)
+        lo = int(workload.prompt_tokens.min())
+        hi = int((workload.prompt_tokens + workload.output_tokens).max()) + policy.lookahead_tokens
+        policy.warm(costs, range(1, config.max_batch + 1), range(lo, hi + WARM_CONTEXT_STEP, WARM_CONTEXT_STEP))
     t0 = time.perf_counter()
 
     def clock() -> float:
@@ -160,11 +170,12 @@ def serve(engine: RealEngine, workload: Workload, prompts: Sequence[Sequence[int
             admission = sched.admit() if sched.waiting else None
             if admission is not None:
                 reqs = admission.requests
-                start = now
+                start, captures = now, engine.runner.captures
                 engine.join(batch, [prompts[r] for r in reqs], uses_draft, temperature, gen)
                 end = clock()
                 sched.join(admission)
-                prefills.append(ServedPrefill(len(reqs), max(len(prompts[r]) for r in reqs), end - start))
+                prefills.append(ServedPrefill(len(reqs), engine.prefill_length(max(len(prompts[r]) for r in reqs)),
+                                              end - start, engine.runner.captures != captures))
                 first_s[reqs] = end
                 retire(end)
                 continue

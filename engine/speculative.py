@@ -98,6 +98,7 @@ class Ngram:
 
 
 DRAFTERS = ("model", "heads", "ngram")
+PREFILL_BUCKET = 32  # a served prefill through CUDA graphs pads its prompts to a multiple of this many tokens
 
 
 @dataclass
@@ -440,11 +441,13 @@ class RealEngine:
     def join(self, batch: _Batch, prompts: Sequence[Sequence[int]], use_draft: bool, temperature: float,
              gen: torch.Generator | None) -> None:
         """Prefill `prompts` into the cache rows after the running batch's, one pass per model padded to the longest
-        prompt, and sample each one's first token from the target at its last prompt token: they join the batch
-        with that token emitted. The draft's cache is filled too when `use_draft` (it is then current)."""
+        prompt (`prefill_length`: with CUDA graphs, to a bucket, and replayed as the calibration times its
+        prefill-shaped passes), and sample each one's first token from the target at its last prompt token: they
+        join the batch with that token emitted. The draft's cache is filled too when `use_draft` (it is then
+        current)."""
         B0, n = len(batch.P_host), len(prompts)
         lengths = [len(p) for p in prompts]
-        longest = max(lengths)
+        longest = self.prefill_length(max(lengths))
         for m in [self.target] + ([self.draft] if use_draft and self.draft is not None else []):
             m.check_window(n, longest - 1, longest, row0=B0)
         padded = torch.tensor([list(p) + [0] * (longest - len(p)) for p in prompts], device=self.device)
@@ -452,7 +455,13 @@ class RealEngine:
         base = causal_window(start, longest, longest)
         window = Window(start, base.offsets, base.visible, round_keys(longest, self.target.cfg.max_seq_len),
                         row0=B0)
-        logits = self.target(padded, window)
+        graphed = self.runner.mode == "graph" and self.heads is None  # heads read the target's hidden state
+        pattern = ("prefill", longest)
+
+        def run(model: Decoder) -> torch.Tensor:
+            return self.runner(model, padded, window, pattern) if graphed else model(padded, window)
+
+        logits = run(self.target)
         at_last = (torch.arange(n, device=self.device), torch.tensor(lengths, device=self.device) - 1)
         last = logits[at_last]
         first = sample(distribution(last, temperature), gen)
@@ -461,7 +470,7 @@ class RealEngine:
             new = self.target.hidden[at_last]
             batch.features = new if batch.features is None else torch.cat([batch.features, new])
         if use_draft and self.draft is not None:
-            self.draft(padded, window)  # padding sits past each prompt's end and is overwritten before it is read
+            run(self.draft)  # padding sits past each prompt's end and is overwritten before it is read
         firsts = first.tolist()
         batch.P = torch.cat([batch.P, torch.tensor(lengths, device=self.device)])
         batch.P_host.extend(lengths)
@@ -471,6 +480,15 @@ class RealEngine:
         batch.out.extend([t] for t in firsts)
         if self.forced is not None:
             self._streams.extend(self.forced.stream(self.forced_rng, stationary=True) for _ in prompts)
+
+    def prefill_length(self, longest: int) -> int:
+        """The tokens a served prefill pass runs for prompts of at most `longest`: padded to a multiple of
+        `PREFILL_BUCKET` when passes replay CUDA graphs (a stream of prompts of every length would capture a graph
+        per length; eagerly a pass of any length costs nothing extra to start), at most the cache."""
+        if self.runner.mode != "graph":
+            return longest
+        cache = min(m.cfg.max_seq_len for m in (self.target, self.draft) if m is not None)
+        return max(longest, min(-(-longest // PREFILL_BUCKET) * PREFILL_BUCKET, cache))
 
     def leave(self, batch: _Batch, finished: Sequence[int]) -> list[int]:
         """Finished sequences leave; the last running rows move into the rows they free (both caches), so the batch

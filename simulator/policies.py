@@ -15,6 +15,7 @@ Ties: a policy that finds plain decoding and speculation equally fast picks plai
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
@@ -75,6 +76,15 @@ class Policy:
 
     def choose(self, state: BatchState, durations: StepDurations) -> Candidate:
         raise NotImplementedError
+
+    def warm(self, durations: StepDurations, batches: Sequence[int], contexts: Sequence[float]) -> None:
+        """Make every choice at these batch sizes and mean contexts now (with the draft current, after each thing
+        the policy may have drafted), so that a real engine's step pays a table look-up for its decision, as a
+        serving engine's exported policy does, not the first evaluation of the cost model (ms each on a host)."""
+        for b in batches:
+            for c in contexts:
+                for previous in (None, *self.candidates):
+                    self.choose(BatchState(b, float(c), previous=previous), durations)
 
     def holds(self, state: BatchState, context_means: np.ndarray, durations: StepDurations, draft_lags: bool) -> int:
         """How many of the coming steps of this batch, at these mean contexts (the first is `state`'s, and they

@@ -85,6 +85,8 @@ class EngineConfig:
     lookahead_slots: bool = True  # False: reserve only the tokens a request keeps (what engines do not do)
     prefill_padded: bool = False  # a prefill pass pads every prompt to its longest (static shapes, specsim's own
     #                               engine); False: the prompts' tokens are packed, as vLLM does
+    prefill_bucket: int = 1  # with prefill_padded: the longest prompt rounded up to a multiple of this many tokens
+    #                          (specsim's engine on CUDA graphs: a graph per bucket, not per length)
     attention_padded: bool = False  # every sequence's attention reads as many cache slots as the batch's longest
     #                                 (static shapes, specsim's own engine); False: its own (paged attention, vLLM)
     prefill_mixed: bool = False  # new prompts ride in the running batch's decode pass (llama-server's one
@@ -93,8 +95,8 @@ class EngineConfig:
     #                          runs one pass per run of consecutive busy slots (module docstring)
 
     def __post_init__(self) -> None:
-        if self.max_batch < 1 or self.max_prefill_tokens < 1:
-            raise SpecsimError("max batch and max prefill tokens must be at least 1")
+        if self.max_batch < 1 or self.max_prefill_tokens < 1 or self.prefill_bucket < 1:
+            raise SpecsimError("max batch, max prefill tokens and the prefill bucket must be at least 1")
         if self.draft_sync not in DRAFT_SYNC:
             raise SpecsimError(f"draft sync {self.draft_sync!r} is not one of {', '.join(DRAFT_SYNC)}")
         if self.kv_allocation not in KV_ALLOCATION:
@@ -180,7 +182,11 @@ class Engine(Scheduler):
         end time (nothing outside the engine sees the batch before then)."""
         joined = self.join(admission)
         computed = joined.computed
-        per_request = float(computed.max()) if self.config.prefill_padded else int(computed.sum()) / len(computed)
+        if self.config.prefill_padded:
+            bucket = self.config.prefill_bucket
+            per_request = float(-(-int(computed.max()) // bucket) * bucket)
+        else:
+            per_request = int(computed.sum()) / len(computed)
         eager = self.with_draft and self.eager
         if self.config.slot_runs:  # a pass per run of consecutive slots
             duration = sum(self.costs.prefill_s(r, per_request, eager) for r in slot_runs(np.asarray(admission.slots)))

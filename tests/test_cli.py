@@ -282,3 +282,11 @@ def test_a_policy_says_when_k_0_is_a_memory_limit():
     assert "batch 40..52 at context 8192: k = 0 because the draft's weights" in r.stderr
     ranges = json.loads(run(*args, "--format", "json").stdout)["ranges"]
     assert ranges[-1]["why"].startswith("the draft's weights") and ranges[0]["why"].startswith("the fastest k")
+
+
+def test_a_missing_package_is_one_line_that_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now fails as if it were not installed
+    monkeypatch.delitem(sys.modules, "calibrate.calibration", raising=False)
+    one_line_error(run("calibrate", "--quick", "--out", str(tmp_path / "p.json")), "needs 'torch'",
+                   "pip install 'torch>=2.3'")
+    assert not (tmp_path / "p.json").exists()

@@ -23,9 +23,10 @@ RUNS = Path(__file__).resolve().parent.parent / "scenarios" / "samples" / "h200-
 
 
 @functools.cache  # each run priced once for the tests that read it
-def repriced(profile_name: str, validation_name: str):
-    profile = load_profile(RUNS / profile_name)
-    stored = json.loads((RUNS / validation_name).read_text())
+def repriced(profile_name: str, validation_name: str, lease: str = "h200-graph"):
+    runs = RUNS.parent / lease
+    profile = load_profile(runs / profile_name)
+    stored = json.loads((runs / validation_name).read_text())
     settings = stored["settings"]
     measured = [MeasuredConfig.from_dict(r["measured"]) for r in stored["rows"]]
     forced = parse_acceptance(settings["acceptance"]) if "acceptance" in settings else None
@@ -51,12 +52,14 @@ def test_the_h200_runs_are_predicted_within_the_bars(profile_name, validation_na
     assert report.predictors["roofline"].median_abs_err_speedup > 4 * summary.median_abs_err_speedup
 
 
-def test_repricing_reproduces_what_the_gpu_run_reported():
+@pytest.mark.parametrize("lease", ["h200-graph", "h200-graph-2"])
+def test_repricing_reproduces_what_the_gpu_run_reported(lease):
     """Today's model prices the stored runs as the run itself did (to 1 %): a drift here means the cost model
-    changed under a measured GPU, and the validation figures in docs/gpu.md need measuring again."""
+    changed under a measured GPU, and the validation figures in docs/gpu.md need measuring again. (The second
+    lease's built-in validation missed by more, 6.6 % / 17.8 %: it is kept as it was measured, docs/gpu.md.)"""
     for profile_name, validation_name in [("builtin-profile.json", "validate.json"),
                                           ("real-profile.json", "validate-shapes.json")]:
-        _, stored, report = repriced(profile_name, validation_name)
+        _, stored, report = repriced(profile_name, validation_name, lease)
         for row, then in zip(report.rows, stored["rows"], strict=True):
             assert row.predicted[PRIMARY].speedup == pytest.approx(then["predicted"][PRIMARY]["speedup"], rel=0.01)
 

@@ -172,3 +172,22 @@ def test_off_tax_keeps_speculation_on_longer_and_switch_cost_removes_boundaries(
     assert [c.k for c in sticky] == sorted((c.k for c in sticky), reverse=True)
     kept = [(c.batch, c.k) for c, c0 in zip(sticky, taxed) if c.k != c0.k]
     assert kept, "a switch cost this large must keep some batch on its previous k"
+
+
+def test_warm_makes_every_choice_a_look_up(h100):
+    """After `warm` over a stream's batches and contexts, choosing at any of them (after anything the policy may
+    have drafted) evaluates no step time: a real engine's decision costs a table look-up, as an exported policy's."""
+    cost, target, draft = h100
+    costs = StepCosts(cost, target, draft)
+    policy = parse_policy("adaptive:6", parse_acceptance("iid:0.7"))
+    policy.warm(costs, range(1, 9), range(100, 400, 16))
+    evaluated = []
+    original = costs.decode_s
+    costs.decode_s = lambda *a: evaluated.append(a) or original(*a)  # type: ignore[method-assign]
+    for b in (1, 3, 8):
+        for c in (100.0, 237.5, 399.0):
+            for previous in (None, *policy.candidates):
+                policy.choose(BatchState(b, c, previous=previous), costs)
+    assert evaluated == []
+    policy.choose(BatchState(32, 100.0), costs)  # a batch it was not warmed for is evaluated then
+    assert evaluated

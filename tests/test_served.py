@@ -358,3 +358,35 @@ def test_the_served_loop_takes_the_simulators_own_steps(builtin_pair, builtin_pr
     assert real.step_drafted.tolist() == simulated.step_drafted.tolist()
     assert real.step_tokens.tolist() == simulated.step_tokens.tolist()
     assert len(real.prefill_duration_s) == len(simulated.prefill_duration_s)
+
+
+def test_on_graphs_a_served_prefill_is_padded_to_a_bucket_and_replayed(builtin_pair, builtin_profile):
+    """Through the graph runner (its CPU stand-in), a served prefill pads its prompts to a multiple of
+    PREFILL_BUCKET and runs as a graph: the outputs are still each request's own, the prefills record the padded
+    length the simulator prices, and a prefill shape met again is replayed, not captured."""
+    from engine.pass_runner import EagerStandIn, GraphRunner
+    from engine.speculative import PREFILL_BUCKET
+
+    target, draft = builtin_pair
+    backend = EagerStandIn()
+    engine = RealEngine(target, draft, GraphRunner(backend))
+    w, ps = stream(6, 0.0, 5, 10, seed=2)
+    pol = parse_policies("fixed:2", builtin_profile.acceptance.model())[0]
+    config, kv = served_config(EngineConfig(), max_batch=1, max_seq_len=target.cfg.max_seq_len,
+                               prefill_bucket=PREFILL_BUCKET)
+    first = serve(engine, w, ps, pol, costs_of(builtin_profile), config, kv, 0.0, 0, 600)
+    again = serve(engine, w, ps, pol, costs_of(builtin_profile), config, kv, 0.0, 0, 600)
+    alone = RealEngine(target, draft)
+    for i, p in enumerate(ps):
+        want = alone.generate([p], int(w.output_tokens[i]), Decoding(k=0, temperature=0)).tokens[0]
+        assert first.tokens[i] == want, f"request {i}"
+    assert all(p.tokens_per_request % PREFILL_BUCKET == 0 for p in first.prefills)
+    assert any(p.captured for p in first.prefills) and not any(p.captured for p in again.prefills)
+    assert backend.replays > 0
+    # The simulator prices the same padded pass.
+    from simulator.serving import simulate
+
+    sim = simulate(w, costs_of(builtin_profile), pol, builtin_profile.acceptance.model(), np.random.default_rng(0),
+                   config)
+    padded = costs_of(builtin_profile).prefill_s(1, first.prefills[0].tokens_per_request, True)
+    assert sim.prefill_duration_s[0] == pytest.approx(padded)
