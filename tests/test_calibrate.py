@@ -357,14 +357,27 @@ def test_engine_overheads_from_real_step_phases():
     # Steps without a marked forward (none of specsim's engine's) are not used.
     assert step_extras(alone, Candidate(0), [StepRecord([0], [0], StepPhases(0, 1.0, 0))]) == {}
     # A fixed part and a part per sequence through two batches, neither ever negative: a term the line through the
-    # measurements would make negative is held at 0, and said.
+    # measurements would make negative is held at 0, and said, and the other is the least-squares one: a falling
+    # pair is a constant at its mean, a pair whose line crosses zero is a line through the origin.
     assert per_step({1: 3e-4, 9: 7e-4}) == PerStep(pytest.approx(2.5e-4), pytest.approx(5e-5))
-    assert per_step({1: 3e-4, 9: 1e-4}) == PerStep(3e-4, 0.0)
+    assert per_step({1: 3e-4, 9: 1e-4}) == PerStep(pytest.approx(2e-4), 0.0)
     assert per_step({4: -1e-5}) == PerStep(0.0, 0.0)
     bounds: list[str] = []
-    assert per_step({1: 1e-4, 9: -7e-4}, "verify", bounds) == PerStep(1e-4, 0.0)
-    assert per_step({1: -2e-4, 9: 6e-4}, "draft", bounds) == PerStep(0.0, pytest.approx(1e-4))
+    assert per_step({1: 1e-4, 9: -7e-4}, "verify", bounds) == PerStep(0.0, 0.0)
+    assert per_step({1: -2e-4, 9: 6e-4}, "draft", bounds) == PerStep(0.0, pytest.approx((-2e-4 + 9 * 6e-4) / 82))
     assert len(bounds) == 2 and all("held at 0" in b for b in bounds)
+    # Least squares under the constraint: no other non-negative fixed cost and slope is closer to the two points.
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        t1, t2 = rng.normal(0, 1e-3, 2)
+        fit = per_step({1: t1, 9: t2})
+
+        def sse(f: float, s: float, t1: float = t1, t2: float = t2) -> float:
+            return (t1 - f - s) ** 2 + (t2 - f - 9 * s) ** 2
+
+        grid = [(f, s) for f in np.linspace(0, 2e-3, 41) for s in np.linspace(0, 3e-4, 41)]
+        assert fit.fixed_s >= 0 and fit.per_sequence_s >= 0
+        assert sse(fit.fixed_s, fit.per_sequence_s) <= min(sse(f, s) for f, s in grid) + 1e-15
 
 
 def test_trust_reads_how_well_the_medians_are_known_not_how_single_passes_spread():
