@@ -223,13 +223,16 @@ class Adaptive(Policy):
     def holds(self, state: BatchState, context_means: np.ndarray, durations: StepDurations, draft_lags: bool) -> int:
         if state.draft_missing_mean > 0 or draft_lags:
             return 1  # the catch-up term changes every step
-        if float(context_means[-1]) // self.context_step == float(context_means[0]) // self.context_step:
+        step = self.context_step
+        first, last = int(float(context_means[0]) // step), int(float(context_means[-1]) // step)
+        if first == last:
             return len(context_means)  # (Python floats: numpy scalars' arithmetic costs more than this test)
-        cells = context_means // self.context_step
         chosen = self.choose(state, durations)  # from the second step on, the previous step drafted this
-        for i in np.flatnonzero(cells[1:] != cells[:-1]) + 1:  # each new cell once
-            if self._steady(state.batch, int(cells[i]), durations, chosen) != chosen.k:
-                return int(i)
+        for cell in range(first + 1, last + 1):  # the contexts never fall: each new cell once, in order
+            if self._steady(state.batch, cell, durations, chosen) != chosen.k:
+                i = int(np.searchsorted(context_means, cell * step))  # the first step in this cell or past it
+                if int(float(context_means[i]) // step) == cell:  # (a cell the steps skip over is no change)
+                    return i
         return len(context_means)
 
 

@@ -43,7 +43,9 @@ class AcceptedHistogram:
 
     def add(self, cand: Candidate, accepted: np.ndarray) -> None:
         depth = cand.shape.depth
-        c = np.bincount(np.asarray(accepted, dtype=np.int64).ravel(), minlength=depth + 1)[:depth + 1]
+        a = accepted if isinstance(accepted, np.ndarray) and accepted.dtype == np.int64 else np.asarray(accepted,
+                                                                                                        np.int64)
+        c = np.bincount(a.reshape(-1), minlength=depth + 1)[:depth + 1]
         if cand.label in self.counts:
             self.counts[cand.label] += c
         else:
@@ -215,7 +217,7 @@ class Scheduler:
         reqs = np.asarray(admission.requests, dtype=np.int64)
         w = self.workload
         prompts = w.prompt_tokens[reqs]
-        emitted = np.ones_like(prompts)  # a new request's prefill emits its first token
+        emitted = np.ones(len(prompts), dtype=prompts.dtype)  # a new request's prefill emits its first token
         if self.resumed:
             emitted = np.array([self.resumed.pop(r, 1) for r in admission.requests], dtype=np.int64)
         computed = prompts + emitted - 1  # a preempted request recomputes the tokens it had emitted
@@ -223,7 +225,8 @@ class Scheduler:
         self.request = np.concatenate([self.request, reqs])
         self.remaining = np.concatenate([self.remaining, w.output_tokens[reqs] - emitted])
         self.context = np.concatenate([self.context, prompts + emitted])
-        self.draft_missing = np.concatenate([self.draft_missing, np.zeros_like(prompts) if self.eager else computed])
+        missing = np.zeros(len(prompts), dtype=prompts.dtype) if self.eager else computed
+        self.draft_missing = np.concatenate([self.draft_missing, missing])
         self.reserved = np.concatenate([self.reserved, np.asarray(admission.needs, dtype=np.int64)])
         return Joined(prompts, emitted, computed)
 
@@ -262,7 +265,7 @@ class Scheduler:
         self.admit_blocked = False
         self.kv_free += int(np.add.reduce(self.reserved[done]))
         self.free_slots.extend(self.active[done].tolist())
-        rows = np.flatnonzero(~done) if order is None else np.asarray(order, dtype=np.int64)
+        rows = (~done).nonzero()[0] if order is None else np.asarray(order, dtype=np.int64)
         self.active, self.request, self.remaining = self.active[rows], self.request[rows], self.remaining[rows]
         self.context, self.draft_missing = self.context[rows], self.draft_missing[rows]
         self.reserved = self.reserved[rows]

@@ -171,7 +171,7 @@ class Engine(Scheduler):
                 yield from self._decode_step(riding=admitted)
                 continue
             end = self._prefill(admitted)
-            if self.config.bulk and not self.waiting and self.arrivals.next_s > end and self.remaining.min() > 0:
+            if self.config.bulk and not self.waiting and self.arrivals.next_s > end and _min(self.remaining) > 0:
                 yield from self._decode_run(end)  # nothing to admit when the prefill ends: decode straight on
             else:
                 yield env.timeout(end - env.now)
@@ -186,7 +186,7 @@ class Engine(Scheduler):
             bucket = self.config.prefill_bucket
             per_request = float(-(-int(computed.max()) // bucket) * bucket)
         else:
-            per_request = int(computed.sum()) / len(computed)
+            per_request = int(_sum(computed)) / len(computed)
         eager = self.with_draft and self.eager
         if self.config.slot_runs:  # a pass per run of consecutive slots
             duration = sum(self.costs.prefill_s(r, per_request, eager) for r in slot_runs(np.asarray(admission.slots)))
@@ -355,7 +355,8 @@ class Engine(Scheduler):
             n = policy.holds(state, context_means, costs, lags)
         elif n > 1:  # the second step sees a current draft: is `cand` its choice, and for how long?
             warm = BatchState(batch, float(context_means[1]), previous=first)
-            n = 1 + policy.holds(warm, context_means[1:], costs, lags) if policy.choose(warm, costs) == cand else 1
+            again = policy.choose(warm, costs)
+            n = 1 + policy.holds(warm, context_means[1:], costs, lags) if again is cand or again == cand else 1
         pad = self._padding()
         priced = context_means[:n] + pad if pad else context_means[:n]  # the contexts the steps' attention reads
         if runs is None:
@@ -415,7 +416,7 @@ class Engine(Scheduler):
 
     def _retire(self) -> None:
         done = self.finished()
-        if done.any():
+        if _any(done):
             self.log.finish_s[self.retire(done)] = self.env.now
 
 

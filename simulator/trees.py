@@ -91,7 +91,7 @@ class Tree:
             d.append(d[p] + 1)
         return tuple(d[1:])
 
-    @property
+    @cached_property
     def depth(self) -> int:
         return max(self.depths, default=0)
 
