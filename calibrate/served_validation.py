@@ -317,9 +317,12 @@ def score(runs: Sequence[tuple[Served, Any]], workload: Workload, rate: float, p
     # The measured row averages len(runs) draws of the stream, the prediction PREDICTION_SEEDS per run.
     draws = 1 / len(runs) + 1 / (len(runs) * PREDICTION_SEEDS)
     sampling = {k: nanmean([sp[k] for sp in spreads]) * math.sqrt(draws) for k in spreads[0]}
+    steps = [s for served, _ in runs for s in served.steps if not s.captured]
+    loop_s = float(np.median([s.loop_s for s in steps])) if steps else math.nan
+    step_s = float(np.median([s.duration_s for s in steps])) if steps else math.nan
     return ServedRow(rate, policy.label, held, average(measured), average(predicted), mean_pieces,
                      sum(served.captures for served, _ in runs), sum(served.wall_s for served, _ in runs),
-                     replace(as_profiled, rate_per_s=rate), sampling)
+                     replace(as_profiled, rate_per_s=rate), sampling, loop_s, step_s)
 
 
 def _partial(served: Served, rate: float) -> ServingMetrics:

@@ -65,6 +65,10 @@ class ServedRow:
     # metric -> the standard deviation of (predicted - measured) / measured that acceptance's chance alone gives this
     # row (the simulation's spread over its seeds, for the row's runs and the prediction's seeds); empty if unknown
     sampling: dict[str, float] = field(default_factory=dict)
+    # the served loop's own work per decode step, outside the engine's step (median over the steps; s), and the
+    # measured step's median: what a served engine pays between passes that the simulator does not price
+    loop_s: float = math.nan
+    step_s: float = math.nan
 
     def beyond_chance(self, key: str, target: float) -> bool:
         """Whether |error| exceeds `target` by more than two of the row's sampling standard deviations: a miss that
@@ -170,7 +174,7 @@ class ServingValidation:
                 "rows": [{"rate_per_s": r.rate_per_s, "policy": r.policy, "held": r.held, "cause": r.cause,
                           "tpot_p50_net_of_step_and_acceptance": r.net_tpot_p50,
                           "causes": r.causes, "errors": r.errors, "sampling_sd": r.sampling,
-                          "captures": r.captures, "wall_s": r.wall_s,
+                          "captures": r.captures, "wall_s": r.wall_s, "loop_s": r.loop_s, "step_s": r.step_s,
                           "measured": r.measured.as_dict(), "predicted": r.predicted.as_dict()} for r in self.rows]}
 
 
@@ -233,6 +237,12 @@ def format_serving_validation(report: ServingValidation) -> str:
         lines.append(f"the device drifted up to {100 * st.get('largest_drift', 0.0):.0f} % from its profile during "
                      f"the runs (a spot check around every run); priced as profiled, TPOT p50 |error| median "
                      f"{100 * a['median']:.1f} %, max {100 * a['max']:.1f} %")
+    loops = [(r.loop_s, r.step_s) for r in report.rows if r.loop_s == r.loop_s and r.step_s > 0]
+    if loops:
+        loop, step = np.median([x for x, _ in loops]), np.median([x / y for x, y in loops])
+        lines.append(f"the served loop's own work between the engine's steps (scheduling, keeping tokens, retiring, "
+                     f"moving rows): a median {1e6 * loop:.0f} us a step, {100 * step:.1f} % of a measured step; "
+                     f"not priced by the simulator")
     if s["rows_not_held"]:
         lines.append(f"{s['rows_not_held']} row(s) not held within the time cap: raise --time-cap-s or lower the rate")
     return "\n".join(lines) + "\n"

@@ -59,6 +59,13 @@ class ServedStep:
     tokens: int  # kept by the whole batch
     duration_s: float
     captured: bool  # a CUDA graph was captured during the step
+    engine_s: float = float("nan")  # the engine's step alone (its phases: drafting, the passes, accept/reject)
+
+    @property
+    def loop_s(self) -> float:
+        """The served loop's own work in the step, outside the engine's: the scheduler's view and the policy's
+        look-up, keeping tokens, retiring and moving rows. Measured, not priced by the simulator."""
+        return self.duration_s - self.engine_s
 
     def predicted_s(self, costs: StepCosts, policy: Policy) -> float:
         """The simulator's charge for this step; attention priced at the longest context (the engine pads to it)."""
@@ -196,7 +203,7 @@ def serve(engine: RealEngine, workload: Workload, prompts: Sequence[Sequence[int
             end = clock()
             duration = end - start
             steps.append(ServedStep(state.batch, state.context_mean, context_max, cand, previous, int(kept.sum()),
-                                    duration, record.captured))
+                                    duration, record.captured, record.phases.total_s))
             log.append(StepRun(np.array([end]), np.array([duration]), np.array([state.context_mean]),
                                np.array([int(kept.sum())]), state.batch, cand.shape.n_nodes))
             if not cand.is_plain:

@@ -199,11 +199,14 @@ def test_validate_serving_end_to_end_and_its_bad_inputs(tiny_profile, tmp_path, 
     # 2 rates x 2 policies x 2 passes: a check before the first run and after every run, one re-anchoring per run.
     assert len(report["settings"]["spot_timings"]) == 9 and len(report["settings"]["spot_checks"]) == 8
     assert {"step time", "prefill", "acceptance", "queueing"} == set(report["rows"][1]["causes"])
+    # the served loop's own work between the engine's steps: measured, positive, a part of the step
+    assert all(0 < row["loop_s"] < row["step_s"] for row in report["rows"])
     assert (tmp_path / "out" / "validation-serving.png").read_bytes()[:4] == b"\x89PNG"
     trace = tmp_path / "arrivals.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{0.01 * i},8,5\n" for i in range(8)))
     r = run(*common[:-8], "--arrivals", f"trace:{trace}", "--policy", "off,fixed:2")
     assert r.exit_code == 0, r.output
+    assert "the served loop's own work between the engine's steps" in r.output
     assert "stops paying" in r.output and r.output.count("fixed:2") >= 2
     empty = tmp_path / "empty.csv"
     empty.write_text("arrival_s,prompt_tokens,output_tokens\n")
