@@ -9,7 +9,9 @@
 #      acceptance replayed (the hidden-chain model `specsim acceptance fit` chose for that trace: no file needed);
 #   5. served streams against their simulation (`validate --serving --quick`): the built-in pair, and the 8B / 1B
 #      shapes with EAGLE-3's acceptance replayed (off, fixed:4, adaptive at four rates to past saturation);
-#   6. exactness on the device; then a summary of the figures the GPU issue asks for (benchmarks/gpu_report.py).
+#   6. exactness on the device; last, what a served prefill and a served step cost, eager and replayed
+#      (benchmarks/gpu_prefill.py, skipped when the budget is spent); then a summary of the figures
+#      (benchmarks/gpu_report.py: each served row's step and prefill pieces and the served loop's own work too).
 #
 # The device machine has no package registry: simpy travels as a wheel. Before the call, here, once:
 #   echo /.whl/ >> .git/info/exclude
@@ -22,8 +24,7 @@
 # validation 88 s at 2 repeats; the served streams at 96 requests ran past 60 s caps (a graph captured per batch and
 # keys read before anything is timed), hence their smaller sizes here. The second lease: 43 / 73 s, 78 s, 14 s,
 # 82 s; the served streams 56 s and, at the 8B shapes, past the 90 s cap (its stream done at 68 s, its 16-seed
-# simulations after), hence its 130 s cap now. A served prefill's cost, eager and replayed, and a served step's:
-#   python3 benchmarks/gpu_prefill.py   (24 s)
+# simulations after), hence its 130 s cap now; gpu_prefill.py took 24 s.
 #
 # The same script runs the plumbing on a CPU in a few minutes (no GPU figures, tiny grids; 2-core CPU: see the
 # closing line of its log):
@@ -116,5 +117,6 @@ step validate-serving "$SPECSIM validate --profile $OUT/builtin-profile.json --s
   --time-cap-s 20 --plot $OUT --json > $OUT/validate-serving.json" 75
 step validate-serving-shapes "$SPECSIM validate --profile $OUT/real-profile.json --serving --quick \
   --acceptance '$EAGLE_SHAREGPT' $SERVE_SHAPES --time-cap-s 20 --json > $OUT/validate-serving-shapes.json" 130
+step prefill "python3 benchmarks/gpu_prefill.py $([ "$DEVICE" = cpu ] && echo --device cpu --joins 3) > $OUT/prefill.txt" 45
 python3 benchmarks/gpu_report.py "$OUT" | tee "$OUT/summary.txt"
 echo "=== all steps: $(( $(date +%s) - T0 )) s" | tee -a "$LOG"

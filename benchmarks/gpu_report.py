@@ -25,7 +25,9 @@ EAGER_BEFORE_MS = {(1, 1): 32.96, (1, 5): 34.99, (8, 1): 37.51, (8, 5): 23.67, (
 
 
 def times(out: Path) -> dict[str, tuple[int, float]]:
-    rows = {}
+    rows: dict[str, tuple[int, float]] = {}
+    if not (out / "times.txt").exists():  # a folder of a run's files without the check's step times
+        return rows
     for line in (out / "times.txt").read_text().splitlines():
         name, rc, ms = line.split()
         rows[name] = (int(rc), float(ms) / 1e3)
@@ -99,6 +101,12 @@ def serving(out: Path, name: str, what: str) -> list[str]:
     for pol, c in r["crossovers"].items():
         lines.append(f"  {pol}: stops paying at {c['measured']} req/s measured, {c['predicted']} predicted "
                      f"({c['grid_steps_apart']} grid steps apart; goal <= 1)")
+    for row in r["rows"]:  # where a row's steps went: the step-time piece, and the loop's own work around the engine
+        loop, step = row.get("loop_s"), row.get("step_s")
+        extra = (f", the loop's own work {1e6 * loop:.0f} us of a {1e3 * step:.2f} ms step"
+                 if loop is not None and step else "")
+        lines.append(f"  {row['rate_per_s']:g} req/s {row['policy']}: steps {100 * row['causes']['step time']:+.0f} %, "
+                     f"prefills {100 * row['causes']['prefill']:+.0f} % against their prediction{extra}")
     captures = r.get("settings", {}).get("graph_captures")
     if captures:
         lines.append(f"  graphs captured: {captures['stream']} by the stream, {captures['spot_checks']} by its spot "
@@ -128,6 +136,9 @@ def main() -> None:
     lines += validation(out, "validate-shapes.json", "validation at the real shapes, EAGLE-3 ShareGPT replayed")
     lines += serving(out, "validate-serving.json", "served stream, built-in pair")
     lines += serving(out, "validate-serving-shapes.json", "served stream at the real shapes, EAGLE-3 replayed")
+    if (out / "prefill.txt").exists():
+        lines += ["served prefills and steps (benchmarks/gpu_prefill.py):"] + [
+            f"  {line}" for line in (out / "prefill.txt").read_text().splitlines()]
     print("\n".join(lines))
 
 
