@@ -49,11 +49,9 @@ class OneLineErrors(click.Group):
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
+OWN_PACKAGES = {"simulator", "calibrate", "scenarios", "plots", "cli", "specsim"}  # never a missing install
 # The distributions that install a missing module, where the names differ.
-OWN_PACKAGES = {"simulator", "calibrate", "scenarios", "plots", "cli", "specsim"}
 INSTALL_NAMES = {"pynvml": "nvidia-ml-py", "torch": "'torch>=2.3'", "ray": "'ray[default]'"}
-
-
 
 
 # -- progress, notes and outputs -------------------------------------------------------------------------------------
