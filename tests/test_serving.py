@@ -495,3 +495,29 @@ def test_token_budget_caps_the_batch_at_budget_over_verification_tokens(h100):
     run = simulate(static_batch(20, 64, 16), StepCosts(cost, target, draft), parse_policy("fixed:7", acc), acc,
                    np.random.default_rng(0), EngineConfig(max_prefill_tokens=64))
     assert int(run.step_batch.max()) == 8
+
+
+@pytest.mark.parametrize("bad", [{"max_batch": 0}, {"max_prefill_tokens": 0}, {"prefill_bucket": 0},
+                                 {"draft_sync": "sometimes"}, {"kv_allocation": "paged"}])
+def test_an_engine_config_that_cannot_run_is_refused_in_one_line(bad):
+    with pytest.raises(SpecsimError, match="must be at least 1|is not one of"):
+        EngineConfig(**bad)
+
+
+def test_a_bucketed_prefill_is_priced_at_the_padded_length(h100):
+    """Padded to a bucket (specsim's engine on CUDA graphs), a prefill of prompts of 40 and 70 tokens is priced as
+    two prompts of 96; padded to the longest, of 70; packed, at their mean."""
+    from simulator.policies import parse_policy
+    from simulator.serving import simulate
+
+    cost, target, draft = h100
+    costs = StepCosts(cost, target, draft)
+    acc = parse_acceptance("iid:0.7")
+    w = Workload(np.zeros(2), np.array([40, 70]), np.array([4, 4]), "two")
+    runs = {name: simulate(w, costs, parse_policy("off", acc), acc, np.random.default_rng(0), config)
+            for name, config in [("bucket", EngineConfig(prefill_padded=True, prefill_bucket=32)),
+                                 ("longest", EngineConfig(prefill_padded=True)), ("packed", EngineConfig())]}
+    assert runs["bucket"].prefill_duration_s[0] == pytest.approx(costs.prefill_s(2, 96, False))
+    assert runs["longest"].prefill_duration_s[0] == pytest.approx(costs.prefill_s(2, 70, False))
+    assert runs["packed"].prefill_duration_s[0] == pytest.approx(costs.prefill_s(2, 55, False))
+    assert runs["bucket"].prefill_duration_s[0] > runs["longest"].prefill_duration_s[0]
