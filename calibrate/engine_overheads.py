@@ -17,11 +17,18 @@ is a tenth of the step; the built-in pair's small vocabulary makes it negligible
 drafting and verification extras apart: a tree draws each node's candidates without replacement, ~18 ms more per
 draft pass than a chain at batch 32 there, which pooled with the chains' had priced every chain's drafting 60 %
 too high (a validation at those shapes missed by 10 % on average for it).
+
+A step's accept phase runs to its host read on the wall clock (`engine.speculative.RealEngine.step`), so what the
+host does outside the device's marks is in it. On a GPU, where the device's clock is precise, the target's forward
+is timed alone too and stands for the one marked inside the step: a step's extras are then everything it costs
+beyond what the calibration prices, not only the work after its forward (the H200's third lease priced plain steps
+~10 % short that way, its served `off` steps 23-31 %).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -30,7 +37,7 @@ from calibrate.timing import Timer
 from engine.rejection import distribution, sample
 from engine.speculative import Decoding, RealEngine, RunResult, StepRecord
 from simulator.specs import EngineOverheads, PerStep
-from simulator.sweep import Candidate, StepPhases
+from simulator.sweep import Candidate
 from simulator.trees import parse_branching
 
 KINDS = ("plain", "draft", "verify", "chain_accept", "tree_draft", "tree_verify", "tree_walk")
@@ -40,27 +47,40 @@ TREE = parse_branching("2,2,1")
 FORCED_ACCEPTANCE = "iid:0.7"
 
 
-def step_extras(alone: StepPhases, cand: Candidate, steps: Sequence[StepRecord]) -> dict[str, float]:
-    """The engine's own work in real steps of one kind. `alone` is what the calibration prices in such a step,
-    timed alone (`timed_alone`): the step's draft passes (``draft_s``) and what a calibrated pass does after its
-    forward (``verify_s``: the probabilities at its last position, one sample). Drafting's extra is the measured
-    phase minus its passes, per draft pass; the target's forward is marked inside each real step
-    (`StepRecord.verify_pass_s`), so the verify (or plain) extra is the work after it minus the calibrated pass's
-    own, never a difference of two long passes timed apart. Plain steps give `plain`, chains `draft`, `verify` and
-    `chain_accept`, trees `tree_draft`, `tree_verify` and `tree_walk` (`tree_extra` prices them). Medians over the
-    steps."""
+@dataclass(frozen=True)
+class Alone:
+    """What the calibration prices in a step, timed alone (`timed_alone`): the step's draft passes, what a calibrated
+    pass does after its forward (the probabilities at its last position, one sample), and, where the device's clock
+    is precise (CUDA events), the target's forward of the step's tokens."""
+
+    draft_s: float
+    draw_s: float
+    forward_s: float | None = None
+
+
+def step_extras(alone: Alone, cand: Candidate, steps: Sequence[StepRecord]) -> dict[str, float]:
+    """The engine's own work in real steps of one kind. `alone` is what the calibration prices in such a step, timed
+    alone. Drafting's extra is the measured phase minus its passes, per draft pass; the verify (or plain) extra is
+    the work after the target's forward minus the calibrated pass's own. The forward is the one timed alone where
+    there is one (a GPU: the step's host work before it launches is then the step's), else the one marked inside
+    each step (`StepRecord.verify_pass_s`: on a CPU, never a difference of two long passes timed apart). Plain steps
+    give `plain`, chains `draft`, `verify` and `chain_accept`, trees `tree_draft`, `tree_verify` and `tree_walk`
+    (`tree_extra` prices them). Medians over the steps."""
     def med(f: Callable[[StepRecord], float]) -> float:
         return float(np.median([f(s) for s in steps]))
+
+    def forward(s: StepRecord) -> float:
+        return alone.forward_s if alone.forward_s is not None else s.verify_pass_s  # type: ignore[return-value]
 
     steps = [s for s in steps if s.verify_pass_s is not None]
     if not steps:
         return {}
     if cand.is_plain:
-        return {"plain": med(lambda s: s.phases.total_s - s.verify_pass_s) - alone.verify_s}
+        return {"plain": med(lambda s: s.phases.total_s - forward(s)) - alone.draw_s}
     tree = cand.tree is not None
     return {"tree_draft" if tree else "draft":
             (med(lambda s: s.phases.draft_s) - alone.draft_s) / len(cand.shape.draft_pass_widths),
-            "tree_verify" if tree else "verify": med(lambda s: s.phases.verify_s - s.verify_pass_s) - alone.verify_s,
+            "tree_verify" if tree else "verify": med(lambda s: s.phases.verify_s - forward(s)) - alone.draw_s,
             "tree_walk" if tree else "chain_accept": med(lambda s: s.phases.accept_s)}
 
 
@@ -74,14 +94,14 @@ def tree_extra(extras: dict[str, float], tree_draft_passes: int) -> float:
 
 
 def timed_alone(engine: RealEngine, batch: int, context: int, cand: Candidate, catchup_tokens: int,
-                timer: Timer) -> StepPhases:
-    """What the calibration prices in a step of `cand`, timed now on the engine's own models: the step's draft
-    passes (its first re-reading `catchup_tokens`), each as the calibration times a pass
-    (`calibrate.calibration.time_together`:
-    the pass, the probabilities at its last position, one sample), as ``draft_s``; and the part of a calibrated
-    target pass after its forward, the probabilities and one sample over `batch` rows, as ``verify_s``. Timed right
-    before and after the engine's runs, not taken from the calibration minutes earlier: a shared machine drifts
-    10-20 % in that time, as much as the extras themselves at a large model."""
+                timer: Timer) -> Alone:
+    """What the calibration prices in a step of `cand`, timed now on the engine's own models (`Alone`): the step's
+    draft passes (its first re-reading `catchup_tokens`), each as the calibration times a pass
+    (`calibrate.calibration.time_together`: the pass, the probabilities at its last position, one sample); the part
+    of a calibrated target pass after its forward, the probabilities and one sample over `batch` rows; and on a GPU
+    the target's forward of the step's tokens. Timed right before and after the engine's runs, not taken from the
+    calibration minutes earlier: a shared machine drifts 10-20 % in that time, as much as the extras themselves at
+    a large model."""
     widths = list(cand.shape.draft_pass_widths)
     if widths:
         widths[0] = max(widths[0], catchup_tokens)
@@ -95,7 +115,11 @@ def timed_alone(engine: RealEngine, batch: int, context: int, cand: Candidate, c
                          dtype=engine.target.output.weight.dtype)
     after_forward = timer.measure(lambda: sample(distribution(logits[:, -1], 1.0), None), warmup=1, min_reps=5,
                                   max_reps=20, max_time_s=0.5).median_s
-    return StepPhases(sum(times[w] for w in widths), after_forward, 0.0)
+    forward = None
+    if timer.cuda:
+        run = engine.calibrated_pass(engine.target, batch, cand.shape.n_nodes + 1, context, draw=False)
+        forward = timer.measure(run, warmup=1, min_reps=5, max_reps=20, max_time_s=0.5).median_s
+    return Alone(sum(times[w] for w in widths), after_forward, forward)
 
 
 def per_step(by_batch: dict[int, float], name: str = "", bounds: list[str] | None = None) -> PerStep:
@@ -158,10 +182,12 @@ def measure_engine_overheads(engine: RealEngine, prompts: Sequence[Sequence[int]
                 run = _run(engine, ps, new_tokens, how, gen)
                 with torch.inference_mode():
                     after = timed_alone(engine, b, context, cand, catchup_tokens, timer)
-                alone = StepPhases((before.draft_s + after.draft_s) / 2, (before.verify_s + after.verify_s) / 2, 0.0)
+                alone = Alone((before.draft_s + after.draft_s) / 2, (before.draw_s + after.draw_s) / 2,
+                              None if before.forward_s is None or after.forward_s is None
+                              else (before.forward_s + after.forward_s) / 2)
                 for kind, extra in step_extras(alone, cand, run.timed_steps).items():
                     samples[kind][b].append(extra)
-                samples["pass_draw"][b].append(alone.verify_s)
+                samples["pass_draw"][b].append(alone.draw_s)
                 if tick:
                     tick()
     extras = {k: {b: float(np.median(v)) for b, v in by.items() if v} for k, by in samples.items()}

@@ -333,13 +333,13 @@ def test_engine_overheads_from_real_step_phases():
     alone plus known extras per pass; the target's forward (marked inside each step) varying from step to step by
     more than the extras, as a long pass on a drifting machine does, while the work after it is the calibrated
     pass's own (the probabilities and one sample) plus a known extra. The extras come back exactly."""
-    from calibrate.engine_overheads import per_step, step_extras, tree_extra
+    from calibrate.engine_overheads import Alone, per_step, step_extras, tree_extra
     from engine.speculative import StepRecord
     from simulator.specs import PerStep
     from simulator.sweep import Candidate, StepPhases
     from simulator.trees import parse_branching
 
-    alone = StepPhases(draft_s=3e-3, verify_s=2e-4, accept_s=0.0)  # 3 draft passes; what follows a forward
+    alone = Alone(draft_s=3e-3, draw_s=2e-4)  # 3 draft passes; what follows a forward
     forward = [0.05 * (1 + 0.1 * j) for j in range(5)]  # 50-70 ms, far more than the extras
     steps = [StepRecord([0], [1], StepPhases(3e-3 + 3 * 2e-4, f + 2e-4 + 5e-4, 7e-4 + j * 1e-6), verify_pass_s=f)
              for j, f in enumerate(forward)]
@@ -350,10 +350,17 @@ def test_engine_overheads_from_real_step_phases():
     # A tree's extras are kept apart from a chain's; what it costs beyond a chain's extras for the same passes is
     # priced per step (tree_accept): its walk, plus 2 draft passes x (5 - 2) e-4 and (9 - 5) e-4 of verification.
     tree = [StepRecord([0], [1], StepPhases(2e-3 + 2 * 5e-4, f + 2e-4 + 9e-4, 3e-3), verify_pass_s=f) for f in forward]
-    extras = step_extras(StepPhases(2e-3, 2e-4, 0.0), Candidate(None, parse_branching("2,1")), tree)
+    extras = step_extras(Alone(2e-3, 2e-4), Candidate(None, parse_branching("2,1")), tree)
     assert extras == pytest.approx({"tree_draft": 5e-4, "tree_verify": 9e-4, "tree_walk": 3e-3})
     chain = {"draft": 2e-4, "verify": 5e-4}
     assert tree_extra({**extras, **chain}, 2) == pytest.approx(3e-3 + 2 * 3e-4 + 4e-4)
+    # Where the forward is timed alone (a GPU), it stands for the marked one: a step whose forward ran 0.1 ms past
+    # it (the host building the pass's inputs while the device waits) has that 0.1 ms in its extra.
+    timed = Alone(draft_s=3e-3, draw_s=2e-4, forward_s=0.05)
+    late = [StepRecord([0], [0], StepPhases(0, 0.05 + 1e-4 + 2e-4 + 3e-4, 1e-4), verify_pass_s=0.05 + 1e-4)
+            for _ in range(3)]
+    assert step_extras(timed, Candidate(0), late) == pytest.approx({"plain": 5e-4})
+    assert step_extras(alone, Candidate(0), late) == pytest.approx({"plain": 4e-4})
     # Steps without a marked forward (none of specsim's engine's) are not used.
     assert step_extras(alone, Candidate(0), [StepRecord([0], [0], StepPhases(0, 1.0, 0))]) == {}
     # A fixed part and a part per sequence through two batches, neither ever negative: a term the line through the
