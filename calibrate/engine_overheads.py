@@ -19,10 +19,10 @@ draft pass than a chain at batch 32 there, which pooled with the chains' had pri
 too high (a validation at those shapes missed by 10 % on average for it).
 
 A step's accept phase runs to its host read on the wall clock (`engine.speculative.RealEngine.step`), so what the
-host does outside the device's marks is in it. On a GPU, where the device's clock is precise, the target's forward
-is timed alone too and stands for the one marked inside the step: a step's extras are then everything it costs
-beyond what the calibration prices, not only the work after its forward (the H200's third lease priced plain steps
-~10 % short that way, its served `off` steps 23-31 %).
+host does outside the device's marks is in it. On a GPU, where the device's clock is precise, the target's pass is
+timed alone with and without its draw, and a step's extras are everything it costs beyond the calibrated pass
+(`timed_alone`): measured on the H200's third lease, a plain step at batch 1, 8, 64 cost 1.34, 1.53, 1.68 ms
+against 1.25, 1.33, 1.61 priced, the extras having taken off a draw timed alone that the calibrated pass hides.
 """
 
 from __future__ import annotations
@@ -101,7 +101,12 @@ def timed_alone(engine: RealEngine, batch: int, context: int, cand: Candidate, c
     of a calibrated target pass after its forward, the probabilities and one sample over `batch` rows; and on a GPU
     the target's forward of the step's tokens. Timed right before and after the engine's runs, not taken from the
     calibration minutes earlier: a shared machine drifts 10-20 % in that time, as much as the extras themselves at
-    a large model."""
+    a large model.
+
+    On a GPU the draw is what it adds to a calibrated pass (the pass with it minus the pass without), not the draw
+    timed by itself: after a pass, its kernels launch while the pass still runs (H200, batch 1: the pass 1.145 ms,
+    with its draw 1.196, the draw alone 0.175 of launches on an idle device), and taking the 0.175 off a real step
+    had priced plain steps 5-13 % short."""
     widths = list(cand.shape.draft_pass_widths)
     if widths:
         widths[0] = max(widths[0], catchup_tokens)
@@ -111,15 +116,18 @@ def timed_alone(engine: RealEngine, batch: int, context: int, cand: Candidate, c
         if n not in times:
             run = engine.calibrated_pass(engine.draft, batch, n, context)
             times[n] = timer.measure(run, warmup=1, min_reps=3, max_reps=5, max_time_s=1.0).median_s
+    draft_s = sum(times[w] for w in widths)
+    if timer.cuda:  # the pass with and without its draw: what the draw adds to a pass as the calibration times it
+        n = cand.shape.n_nodes + 1
+        with_draw, forward = (timer.measure(engine.calibrated_pass(engine.target, batch, n, context, draw=draw),
+                                            warmup=1, min_reps=5, max_reps=20, max_time_s=0.5).median_s
+                              for draw in (True, False))
+        return Alone(draft_s, max(with_draw - forward, 0.0), forward)
     logits = torch.randn(batch, 1, engine.target.cfg.vocab_size, device=engine.device,
                          dtype=engine.target.output.weight.dtype)
     after_forward = timer.measure(lambda: sample(distribution(logits[:, -1], 1.0), None), warmup=1, min_reps=5,
                                   max_reps=20, max_time_s=0.5).median_s
-    forward = None
-    if timer.cuda:
-        run = engine.calibrated_pass(engine.target, batch, cand.shape.n_nodes + 1, context, draw=False)
-        forward = timer.measure(run, warmup=1, min_reps=5, max_reps=20, max_time_s=0.5).median_s
-    return Alone(sum(times[w] for w in widths), after_forward, forward)
+    return Alone(draft_s, after_forward, None)
 
 
 def per_step(by_batch: dict[int, float], name: str = "", bounds: list[str] | None = None) -> PerStep:

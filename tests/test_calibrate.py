@@ -328,6 +328,31 @@ def test_interleaved_measurement_visits_every_point_each_round():
     assert Effort.of(True, True).per_point_s == 3 * Effort.of(True, False).per_point_s
 
 
+def test_timed_alone_on_a_gpu_takes_the_draw_as_the_calibrated_pass_pays_it():
+    """On a GPU a pass's draw launches while the pass still runs: what the calibration prices for it is the pass
+    with its draw minus the pass without (H200, batch 1: 1.196 - 1.145 ms), not the draw timed on an idle device
+    (0.175 ms), and the forward timed alone stands for the one marked in the step. A plain step of 1.322 ms then has
+    0.126 ms of the engine's own work, where the draw timed alone had left it at none."""
+    from types import SimpleNamespace
+
+    from calibrate.engine_overheads import step_extras, timed_alone
+    from engine.speculative import StepRecord
+    from simulator.sweep import Candidate, StepPhases
+
+    class Engine:
+        draft = target = object()
+
+        def calibrated_pass(self, model, batch, n, context, draw=True):
+            assert model is self.target and n == 1
+            return lambda: 1.196e-3 if draw else 1.145e-3
+
+    timer = SimpleNamespace(cuda=True, measure=lambda fn, **kw: SimpleNamespace(median_s=fn()))
+    alone = timed_alone(Engine(), 1, 120, Candidate(0), 2, timer)
+    assert (alone.draft_s, alone.draw_s, alone.forward_s) == pytest.approx((0.0, 0.051e-3, 1.145e-3))
+    step = StepRecord([0], [0], StepPhases(1.1e-5, 1.226e-3, 0.085e-3), verify_pass_s=1.177e-3)
+    assert step_extras(alone, Candidate(0), [step]) == pytest.approx({"plain": 0.126e-3})
+
+
 def test_engine_overheads_from_real_step_phases():
     """What a real step costs beyond what the calibration prices in it, worked by hand: the draft passes timed
     alone plus known extras per pass; the target's forward (marked inside each step) varying from step to step by

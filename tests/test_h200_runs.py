@@ -52,7 +52,7 @@ def test_the_h200_runs_are_predicted_within_the_bars(profile_name, validation_na
     assert report.predictors["roofline"].median_abs_err_speedup > 4 * summary.median_abs_err_speedup
 
 
-@pytest.mark.parametrize("lease", ["h200-graph", "h200-graph-2"])
+@pytest.mark.parametrize("lease", ["h200-graph", "h200-graph-2", "h200-graph-3"])
 def test_repricing_reproduces_what_the_gpu_run_reported(lease):
     """Today's model prices the stored runs as the run itself did (to 1 %): a drift here means the cost model
     changed under a measured GPU, and the validation figures in docs/gpu.md need measuring again. (The second
