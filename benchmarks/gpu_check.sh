@@ -9,6 +9,7 @@
 #      acceptance replayed (the hidden-chain model `specsim acceptance fit` chose for that trace: no file needed);
 #   5. served streams against their simulation (`validate --serving --quick`): the built-in pair, and the 8B / 1B
 #      shapes with EAGLE-3's acceptance replayed (off, fixed:4, adaptive at four rates to past saturation);
+#   2b. real steps against the passes timed alone, and what the profile prices (benchmarks/gpu_steps.py);
 #   6. exactness on the device; last, what a served prefill and a served step cost, eager and replayed
 #      (benchmarks/gpu_prefill.py, skipped when the budget is spent); then a summary of the figures
 #      (benchmarks/gpu_report.py: each served row's step and prefill pieces and the served loop's own work too).
@@ -106,6 +107,8 @@ EAGLE_SHAREGPT="hmm:0.8817,0.6407,0.07342/0.903,0.04214,0.05489/0.06914,0.6495,0
 
 step calibrate-builtin "$SPECSIM calibrate --device $DEVICE --quick --batch $BUILTIN_BATCH --out $OUT/builtin-profile.json" 110
 step validate "$SPECSIM validate --profile $OUT/builtin-profile.json $VALIDATE --plot $OUT --json > $OUT/validate.json" 90
+step steps "python3 benchmarks/gpu_steps.py --device $DEVICE --batches $([ "$SMALL" = 1 ] && echo 1,4 --steps 12 || echo 1,8,64) \
+  --profile $OUT/builtin-profile.json > $OUT/steps.txt" 40
 step exactness "$SPECSIM exactness --device $DEVICE --samples $SAMPLES --k 1,4 --tree 2,2" 45
 step calibrate-real "$SPECSIM calibrate --device $DEVICE --quick $REAL --out $OUT/real-profile.json" 170
 step predict-profile "$SPECSIM predict --profile $OUT/real-profile.json --acceptance iid:0.7 --batch $PRED_BATCH \

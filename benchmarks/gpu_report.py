@@ -136,6 +136,9 @@ def main() -> None:
     lines += validation(out, "validate-shapes.json", "validation at the real shapes, EAGLE-3 ShareGPT replayed")
     lines += serving(out, "validate-serving.json", "served stream, built-in pair")
     lines += serving(out, "validate-serving-shapes.json", "served stream at the real shapes, EAGLE-3 replayed")
+    if (out / "steps.txt").exists():
+        lines += ["real steps against the passes timed alone (benchmarks/gpu_steps.py):"] + [
+            f"  {line}" for line in (out / "steps.txt").read_text().splitlines()]
     if (out / "prefill.txt").exists():
         lines += ["served prefills and steps (benchmarks/gpu_prefill.py):"] + [
             f"  {line}" for line in (out / "prefill.txt").read_text().splitlines()]
