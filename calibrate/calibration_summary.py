@@ -65,11 +65,12 @@ def format_summary(profile: Profile, path: Path) -> str:
     ov = fit.overheads
     lines.append(f"fitted overheads: {ov.pass_s * 1e6:.0f} us per pass, {ov.layer_s * 1e6:.0f} us per layer, "
                  f"{ov.row_s * 1e6:.2f} us per token row, {ov.sequence_layer_s * 1e6:.1f} us per sequence and layer")
-    for name in ("plain", "draft", "verify", "chain_accept", "tree_accept", "pass_draw"):
+    for name in ("plain", "draft", "verify", "chain_accept", "tree_accept", "pass_draw", "prefill"):
         v = getattr(ov.engine, name)
         if v.fixed_s or v.per_sequence_s:
+            per = "request per prefill" if name == "prefill" else "sequence per step"
             lines.append(f"  engine, {name.replace('_', ' ')}: {v.fixed_s * 1e6:.0f} us + "
-                         f"{v.per_sequence_s * 1e6:.1f} us per sequence per step")
+                         f"{v.per_sequence_s * 1e6:.1f} us per {per}")
     lin = fit.linear_rates
     lines.append("fitted linear-layer time per weight byte by rows, as GB/s: " + ", ".join(
         f"{r}: {b / 1e9:.1f}" for r, b in zip(lin.rows, lin.mem_bw_bytes_per_s)))

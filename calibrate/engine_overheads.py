@@ -27,6 +27,7 @@ against 1.25, 1.33, 1.61 priced, the extras having taken off a draw timed alone 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -166,7 +167,8 @@ def measure_engine_overheads(engine: RealEngine, prompts: Sequence[Sequence[int]
     step times), each run between two timings of what the calibration prices in it (`timed_alone`, averaged), each
     kind's extras the median over the repeats. With `engine.forced` set, chains replay it and trees run the real
     rule. `catchup_tokens`: how many tokens the draft re-reads in a step's first draft pass. Returns the extras by
-    kind and batch, and the fitted `EngineOverheads`; a term held at zero is said in `bounds`.
+    kind and batch, and the fitted `EngineOverheads`; a term held at zero is said in `bounds`. On a GPU, served
+    prefills too (`join_extras`).
 
     The verify phase's extra is a difference: its own work after the forward (the probabilities at every verified
     position) minus what a calibrated pass does after its forward (one draw over the vocabulary per sequence), so
@@ -204,9 +206,38 @@ def measure_engine_overheads(engine: RealEngine, prompts: Sequence[Sequence[int]
                              if all(b in extras[k] for k in KINDS)}
     # the verify phase's own work: its extra plus the calibrated pass's draw that the extra had taken off
     own = {"verify": {b: t + extras["pass_draw"][b] for b, t in extras["verify"].items() if b in extras["pass_draw"]}}
-    fitted = ("plain", "draft", "verify", "chain_accept", "tree_accept", "pass_draw")
+    if timer.cuda:
+        extras["prefill"] = join_extras(engine, prompts, batches, repeats, timer)
+    fitted = ("plain", "draft", "verify", "chain_accept", "tree_accept", "pass_draw", "prefill")
     return extras, EngineOverheads(**{k: per_step(own.get(k, extras[k]), k.replace("_", " "), bounds)
-                                      for k in fitted if extras[k]})
+                                      for k in fitted if extras.get(k)})
+
+
+def join_extras(engine: RealEngine, prompts: Sequence[Sequence[int]], batches: Sequence[int], repeats: int,
+                timer: Timer, clock: Callable[[], float] = time.perf_counter) -> dict[int, float]:
+    """A served prefill's own work (`EngineOverheads.prefill`) at each batch: the wall time of `RealEngine.join` of
+    that many prompts (its graph captured by an untimed join first), less the calibrated pass over the same padded
+    prompts timed alone (the pass and its draw at the last position, as the calibration times its prefill-shaped
+    passes), medians over `repeats`. Only where the device's clock is precise (a GPU; on the H200 a join of one
+    prompt took 1.94 ms replayed against a 1.45 ms pass): on a CPU it is a difference of two long passes."""
+    out = {}
+    for b in batches:
+        ps = [prompts[i % len(prompts)] for i in range(b)]
+        alone = engine.calibrated_pass(engine.target, b, engine.prefill_length(max(len(p) for p in ps)), 0)
+        walls, passes = [], []
+        with torch.inference_mode():
+            for i in range(repeats + 1):
+                batch = engine.open_batch(b, False)
+                timer.sync()
+                t0 = clock()
+                engine.join(batch, ps, False, 1.0, None)
+                timer.sync()
+                if i:  # the first captures
+                    walls.append(clock() - t0)
+                engine.leave(batch, list(range(b)))
+                passes.append(timer.measure(alone, warmup=1, min_reps=3, max_reps=5, max_time_s=0.5).median_s)
+        out[b] = float(np.median(walls) - np.median(passes))
+    return out
 
 
 def _run(engine: RealEngine, prompts: Sequence[Sequence[int]], new_tokens: int, how: Decoding,

@@ -54,6 +54,11 @@ class EngineOverheads:
     # and a verification step is priced as its pass + verify - pass_draw (every term >= 0; profiles before
     # 2026-12-03 kept the difference in `verify`, signed, and no pass_draw).
     pass_draw: PerStep = field(default_factory=PerStep)
+    # Around a served prefill of the joining requests (a cost per prefill and per request joining): building the
+    # padded prompts, the first tokens' draw and read, the running batch's bookkeeping. Measured where the device's
+    # clock is precise (a GPU: 0.5 ms beside a 1.45 ms pass on the H200); 0 elsewhere (a CPU's prefill passes of
+    # tens of ms drown it).
+    prefill: PerStep = field(default_factory=PerStep)
     # Tokens in a step's first draft pass: 1 where the draft's cache is kept current (the presets' engines); specsim's
     # own engine re-caches [previous, current] at the start of every draft phase (engine.speculative), so 2.
     draft_catchup_tokens: int = 1

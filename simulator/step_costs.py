@@ -158,12 +158,13 @@ class StepCosts(StepDurations):
         return t
 
     def prefill_s(self, n_requests: int, prompt_tokens_mean: float, with_draft: bool) -> float:
-        """One pass of the target (and the draft) over `n_requests` prompts."""
+        """One pass of the target (and the draft) over `n_requests` prompts, and the engine's own work around it."""
         tokens = self.prompt_step * math.ceil(prompt_tokens_mean / self.prompt_step)
         key = (n_requests, tokens, with_draft)
         t = self._prefill.get(key)
         if t is None:
-            t = self.cost.pass_time_s(self.target, n_requests, tokens, 0)
+            t = self.cost.pass_time_s(self.target, n_requests, tokens, 0) + self.cost.overheads.engine.prefill.at(
+                n_requests)
             if with_draft and self.draft is not None and self.draft.module is not None:
                 t += self.cost.pass_time_s(self.draft.module, n_requests, tokens, 0)
             self._prefill[key] = t

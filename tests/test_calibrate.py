@@ -353,6 +353,45 @@ def test_timed_alone_on_a_gpu_takes_the_draw_as_the_calibrated_pass_pays_it():
     assert step_extras(alone, Candidate(0), [step]) == pytest.approx({"plain": 0.126e-3})
 
 
+def test_a_served_prefills_own_work_is_its_join_less_the_calibrated_pass():
+    """`join_extras`: the wall time of a served join (the first one, which captures, left out) less the calibrated
+    pass over the same padded prompts timed alone, at each batch; the pass is the one the calibration prices
+    (context 0, the prompts padded to the engine's prefill length)."""
+    from types import SimpleNamespace
+
+    from calibrate.engine_overheads import join_extras, per_step
+
+    now = [0.0]
+    asked = []
+
+    class Engine:
+        target = object()
+
+        def prefill_length(self, longest):
+            return 32 * -(-longest // 32)
+
+        def calibrated_pass(self, model, batch, n, context, draw=True):
+            asked.append((batch, n, context, draw))
+            return lambda: 1.45e-3 + 1e-5 * batch
+
+        def open_batch(self, rows, use_draft):
+            return SimpleNamespace(joins=0)
+
+        def join(self, batch, prompts, use_draft, temperature, gen):  # the first join captures: 100 ms
+            now[0] += 0.1 if not asked_joins else 1.45e-3 + 1e-5 * len(prompts) + 4.5e-4 + 2e-5 * len(prompts)
+            asked_joins.append(len(prompts))
+
+        def leave(self, batch, rows):
+            pass
+
+    asked_joins: list[int] = []
+    timer = SimpleNamespace(cuda=True, sync=lambda: None, measure=lambda fn, **kw: SimpleNamespace(median_s=fn()))
+    extras = join_extras(Engine(), [[1] * 90, [2] * 70], [1, 8], 3, timer, clock=lambda: now[0])
+    assert extras == pytest.approx({1: 4.7e-4, 8: 6.1e-4})
+    assert asked[0] == (1, 96, 0, True) and len(asked_joins) == 8
+    assert per_step(extras).fixed_s == pytest.approx(4.5e-4) and per_step(extras).per_sequence_s == pytest.approx(2e-5)
+
+
 def test_engine_overheads_from_real_step_phases():
     """What a real step costs beyond what the calibration prices in it, worked by hand: the draft passes timed
     alone plus known extras per pass; the target's forward (marked inside each step) varying from step to step by

@@ -218,6 +218,21 @@ def test_riding_prefill_costs_the_rows_it_adds_not_a_pass(h100):
     assert costs.riding_prefill_s(40, 1024) > ride
 
 
+def test_a_prefill_pays_the_engines_own_work_around_its_passes(h100):
+    """`EngineOverheads.prefill` (measured on a GPU: building the padded prompts, the first tokens' draw and read)
+    is added once per prefill plus per request joining, whether or not the draft prefills too."""
+    from dataclasses import replace
+
+    from simulator.specs import PerStep
+
+    cost, target, draft = h100
+    engine = replace(cost.overheads.engine, prefill=PerStep(5e-4, 2e-5))
+    with_work = StepCosts(replace(cost, overheads=replace(cost.overheads, engine=engine)), target, draft)
+    bare = StepCosts(cost, target, draft)
+    for with_draft in (False, True):
+        assert with_work.prefill_s(4, 256, with_draft) - bare.prefill_s(4, 256, with_draft) == pytest.approx(5.8e-4)
+
+
 def test_slot_runs_are_runs_of_consecutive_ids():
     """llama.cpp splits a batch into a micro-batch per run of consecutive busy slots (any order in)."""
     assert slot_runs(np.array([0, 2])) == [1, 1]
