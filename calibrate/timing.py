@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -82,31 +82,22 @@ class Timer:
         return Timing(tuple(samples))
 
 
-# The standard error of a median over that of the spread's IQR, for normally spread samples: sqrt(pi / 2) / 1.349
-MEDIAN_SE_PER_IQR = 0.929
-
-
 @dataclass(frozen=True)
 class Effort:
     """How hard to measure: the time budget per measured point, spent in interleaved rounds, and when a point is done
-    (enough samples and an interquartile range below `rel_tol` of the median, or its median known to `median_tol`,
-    or `max_samples`)."""
+    (enough samples and an interquartile range below `rel_tol` of the median, or `max_samples`)."""
 
     per_point_s: float
     min_samples: int
     max_samples: int
     rel_tol: float
-    # The median's standard error, relative, from the samples' spread (~0.93 IQR / sqrt(n) for a bell-shaped spread):
-    # a noisy point stops once more samples would not move its median by more than this (0: only `rel_tol` stops it)
-    median_tol: float = 0.0
 
     @classmethod
     def of(cls, quick: bool, busy: bool) -> Effort:
         """Quick: a minute on a laptop; busy: a machine others are using (three times the time, more samples, and
         every point measured in every round, so interference hits all of them alike)."""
-        base = cls(0.35, 5, 60, 0.05, 0.02) if quick else cls(1.2, 7, 200, 0.03)
-        return replace(base, per_point_s=base.per_point_s * 3, min_samples=15,
-                       max_samples=base.max_samples * 3) if busy else base
+        base = cls(0.35, 5, 60, 0.05) if quick else cls(1.2, 7, 200, 0.03)
+        return cls(base.per_point_s * 3, 15, base.max_samples * 3, base.rel_tol) if busy else base
 
 
 def interleaved(points: Mapping[Hashable, Callable[[], object]], timer: Timer, effort: Effort,
@@ -138,8 +129,7 @@ def interleaved(points: Mapping[Hashable, Callable[[], object]], timer: Timer, e
         if len(s) < effort.min_samples:
             return False
         q1, med, q3 = np.percentile(s, [25, 50, 75])
-        spread = (q3 - q1) / med
-        return spread <= effort.rel_tol or MEDIAN_SE_PER_IQR * spread / np.sqrt(len(s)) <= effort.median_tol
+        return (q3 - q1) / med <= effort.rel_tol
 
     while True:
         todo = [k for k in keys if not done(k)]

@@ -328,31 +328,6 @@ def test_interleaved_measurement_visits_every_point_each_round():
     assert Effort.of(True, True).per_point_s == 3 * Effort.of(True, False).per_point_s
 
 
-def test_a_noisy_point_stops_once_its_median_is_known():
-    """A point whose samples spread 10 % (IQR over median) never meets a 5 % spread: it stops once the median's
-    standard error (0.929 x 10 % / sqrt(n)) is within 2 %, at 22 samples, not at the cap of 60; without that
-    tolerance it runs to the cap; a quiet point stops at the minimum either way."""
-    from types import SimpleNamespace
-
-    from calibrate.timing import Effort, interleaved
-
-    cycle = [0.9, 0.95, 1.0, 1.05, 1.1]
-    count = {"noisy": 0, "quiet": 0}
-
-    def point(name):
-        def call():
-            count[name] += 1
-            return cycle[count[name] % 5] if name == "noisy" else 1.0
-        return call
-
-    timer = SimpleNamespace(once=lambda fn: fn(), sync=lambda: None)
-    for tol, noisy_n in ((0.02, 22), (0.0, 60)):
-        points = {name: point(name) for name in count}
-        timings = interleaved(points, timer, Effort(100.0, 5, 60, 0.05, tol), np.random.default_rng(0), warmup=0)
-        assert len(timings["noisy"].samples_s) == noisy_n and len(timings["quiet"].samples_s) == 5
-    assert Effort.of(True, False).median_tol == 0.02 and Effort.of(False, False).median_tol == 0.0
-
-
 def test_timed_alone_on_a_gpu_takes_the_draw_as_the_calibrated_pass_pays_it():
     """On a GPU a pass's draw launches while the pass still runs: what the calibration prices for it is the pass
     with its draw minus the pass without (H200, batch 1: 1.196 - 1.145 ms), not the draw timed on an idle device
