@@ -50,7 +50,11 @@ def main() -> None:
     dtype = "bf16" if device.type == "cuda" else "fp32"
     if args.profile:
         from scenarios.profile import load_profile
-        profile = load_profile(args.profile)
+        from simulator import SpecsimError
+        try:
+            profile = load_profile(args.profile)
+        except SpecsimError as e:
+            sys.exit(f"gpu_steps.py: {e}")
         cost, spec, dtype = profile.cost_model(), profile.target, profile.dtype
     target, draft = load_pair(expanded=True, dtype=dtype, max_seq_len=320, device=device)
     engine = RealEngine(target, draft, make_runner(device))
