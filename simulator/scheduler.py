@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -35,21 +35,47 @@ class StepRun(NamedTuple):
     drafted: int
 
 
-@dataclass
 class AcceptedHistogram:
-    """Per draft shape (its label), how many sequence-steps accepted A = 0, 1, ..., depth drafts."""
+    """Per draft shape (its label), how many sequence-steps accepted A = 0, 1, ..., depth drafts.
 
-    counts: dict[str, np.ndarray] = field(default_factory=dict)
+    Runs of accepted lengths are kept as they come and counted a few hundred at a time (one ``bincount`` each time,
+    not one per run: the simulator adds a run per event)."""
+
+    FOLD_EVERY = 256  # runs kept before they are counted
+
+    def __init__(self) -> None:
+        self._counts: dict[str, np.ndarray] = {}
+        self._pending: dict[str, list[np.ndarray]] = {}
+        self._depth: dict[str, int] = {}
+        self._kept = 0
 
     def add(self, cand: Candidate, accepted: np.ndarray) -> None:
-        depth = cand.shape.depth
-        a = accepted if isinstance(accepted, np.ndarray) and accepted.dtype == np.int64 else np.asarray(accepted,
-                                                                                                        np.int64)
-        c = np.bincount(a.reshape(-1), minlength=depth + 1)[:depth + 1]
-        if cand.label in self.counts:
-            self.counts[cand.label] += c
-        else:
-            self.counts[cand.label] = c.astype(np.int64)
+        label = cand.label
+        runs = self._pending.get(label)
+        if runs is None:
+            runs = self._pending[label] = []
+            self._depth[label] = cand.shape.depth
+        runs.append(accepted)
+        self._kept += 1
+        if self._kept >= self.FOLD_EVERY:
+            self._fold()
+
+    def _fold(self) -> None:
+        for label, runs in self._pending.items():
+            if not runs:
+                continue
+            depth = self._depth[label]
+            a = np.concatenate([np.ravel(r) for r in runs]).astype(np.int64, copy=False)
+            c = np.bincount(a, minlength=depth + 1)[:depth + 1]
+            known = self._counts.get(label)
+            self._counts[label] = c if known is None else known + c
+            runs.clear()
+        self._kept = 0
+
+    @property
+    def counts(self) -> dict[str, np.ndarray]:
+        self._fold()
+        return self._counts
 
 
 def admissible(needs: Sequence[int], prefill_tokens: Sequence[int], kv_free: int, budget: int) -> int:

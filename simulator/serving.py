@@ -325,8 +325,9 @@ class Engine(Scheduler):
             m = max(1, min(m, int((next_arrival - t) / costs.decode_s(batch, state.context_mean, cand)) + 2))
         self.sampler.at_context(state.context_mean)
         if cand.is_plain:  # one token per sequence per step, no draws: the shortest finishes after min(remaining)
-            accepted = done = finished = None
+            accepted = done = None
             n = m
+            first_finish = shortest - 1  # the step after which a sequence has its last token (none within m if >= m)
             step_tokens = np.full(m, batch, dtype=np.int64)
         else:
             if first is cand:
@@ -336,11 +337,14 @@ class Engine(Scheduler):
                 self.sampler.keep(self.active, 1)
                 accepted = np.concatenate([lead, self.sampler.draw_steps(self.active, cand, m - 1)])
             done = (accepted + 1).cumsum(axis=0)  # tokens each sequence has emitted after each step
-            finished = _any(done >= remaining, axis=1)  # done only grows, so finished is monotone
-            n = int(finished.argmax()) + 1 if finished[-1] else m
+            hit = done >= remaining  # done only grows: a row once hit stays hit
+            at = int(hit.argmax())  # row-major: the first hit's row is the first step a sequence finishes in
+            first_finish = at // batch if hit.item(at) else m
+            n = min(first_finish + 1, m)
             step_tokens = _sum(accepted[:n], axis=1) + batch
-        emitted_before = step_tokens[:n].cumsum()
-        context_means = (emitted_before - step_tokens[:n] + self.context_total) / batch
+        before = step_tokens.cumsum()  # tokens the batch emitted before each step
+        before -= step_tokens
+        context_means = (before + self.context_total) / batch
         context_model = self.sampler.context
         if context_model is not None and not cand.is_plain:  # acceptance changes with the context's cell
             q = context_model.quantum
@@ -348,7 +352,7 @@ class Engine(Scheduler):
             n = min(n, int(np.searchsorted(cells, cells[0], side="right")))
             context_means = context_means[:n]
         if self.on_demand:  # cached tokens before each step, plus every request's lookahead
-            cache = emitted_before[:n] - step_tokens[:n] + self.context_total + batch * self.lookahead
+            cache = before[:n] + (self.context_total + batch * self.lookahead)
             n = min(n, max(1, int(np.searchsorted(cache, self.kv_capacity, side="right"))))
             context_means = context_means[:n]
         if not catchup:
@@ -380,7 +384,7 @@ class Engine(Scheduler):
         ends = t + durations.cumsum()
         arrives = next_arrival <= ends[-1]
         if arrives:
-            n = int(np.searchsorted(ends, next_arrival)) + 1  # the step during which it arrives
+            n = int(ends.searchsorted(next_arrival)) + 1  # the step during which it arrives
         if accepted is not None:
             self.sampler.keep(self.active, n - (first is not cand))
         self.last_cand = cand if n > 1 or first is cand else first
@@ -389,14 +393,15 @@ class Engine(Scheduler):
             self.draft_missing += n
         elif catchup:
             self.draft_missing[:] = 0
-        finishes = n >= shortest if finished is None else bool(finished[n - 1])
+        finishes = n > first_finish
         if done is None:
             per_sequence = n
-        else:
+        elif finishes:
             per_sequence = np.minimum(done[n - 1], remaining)  # the last step emits only what a sequence needs
-            if finishes:
-                step_tokens = step_tokens[:n].copy()
-                step_tokens[n - 1] -= int(_sum(done[n - 1] - per_sequence))
+            step_tokens = step_tokens[:n].copy()
+            step_tokens[n - 1] -= int(_sum(done[n - 1] - per_sequence))
+        else:
+            per_sequence = done[n - 1]  # no sequence finishes: each keeps all it emitted
         self.remaining -= per_sequence
         self.context += per_sequence
         if first is not cand:
