@@ -39,15 +39,17 @@ class AcceptedHistogram:
     """Per draft shape (its label), how many sequence-steps accepted A = 0, 1, ..., depth drafts.
 
     Runs of accepted lengths are kept as they come and counted a few hundred at a time (one ``bincount`` each time,
-    not one per run: the simulator adds a run per event)."""
+    not one per run: the simulator adds a run per event), or sooner once they hold many cells (a kept run is a view
+    that holds its whole draw alive)."""
 
-    FOLD_EVERY = 256  # runs kept before they are counted
+    FOLD_RUNS = 256  # runs kept before they are counted
+    FOLD_CELLS = 1 << 16  # or sequence-steps kept
 
     def __init__(self) -> None:
         self._counts: dict[str, np.ndarray] = {}
         self._pending: dict[str, list[np.ndarray]] = {}
         self._depth: dict[str, int] = {}
-        self._kept = 0
+        self._kept = self._cells = 0
 
     def add(self, cand: Candidate, accepted: np.ndarray) -> None:
         label = cand.label
@@ -57,7 +59,8 @@ class AcceptedHistogram:
             self._depth[label] = cand.shape.depth
         runs.append(accepted)
         self._kept += 1
-        if self._kept >= self.FOLD_EVERY:
+        self._cells += accepted.size
+        if self._kept >= self.FOLD_RUNS or self._cells >= self.FOLD_CELLS:
             self._fold()
 
     def _fold(self) -> None:
@@ -70,7 +73,7 @@ class AcceptedHistogram:
             known = self._counts.get(label)
             self._counts[label] = c if known is None else known + c
             runs.clear()
-        self._kept = 0
+        self._kept = self._cells = 0
 
     @property
     def counts(self) -> dict[str, np.ndarray]:

@@ -536,3 +536,29 @@ def test_a_bucketed_prefill_is_priced_at_the_padded_length(h100):
     assert runs["longest"].prefill_duration_s[0] == pytest.approx(costs.prefill_s(2, 70, False))
     assert runs["packed"].prefill_duration_s[0] == pytest.approx(costs.prefill_s(2, 55, False))
     assert runs["bucket"].prefill_duration_s[0] > runs["longest"].prefill_duration_s[0]
+
+
+def test_the_accepted_histogram_counts_every_run_it_was_given_however_it_folds():
+    """Runs are counted in batches (by runs kept and by cells kept); the counts must be those of every run given,
+    per draft shape, whether they were folded once, many times or not yet (read before a fold)."""
+    from simulator.scheduler import AcceptedHistogram
+    from simulator.sweep import Candidate
+
+    rng = np.random.default_rng(3)
+    k2, k4 = Candidate(2), Candidate(4)
+    runs = [(k2 if i % 3 else k4, rng.integers(0, (2 if i % 3 else 4) + 1, size=(int(rng.integers(1, 40)),
+                                                                                 int(rng.integers(1, 9)))))
+            for i in range(700)]
+    runs.append((k4, rng.integers(0, 5, size=(300, 256))))  # past the cells' fold on its own
+    hist = AcceptedHistogram()
+    for i, (cand, a) in enumerate(runs):
+        hist.add(cand, a[: max(1, len(a) - 1)])  # a view of the draw, as the simulator keeps it
+        if i == 10:
+            early = {label: c.copy() for label, c in hist.counts.items()}
+    want = {c.label: np.zeros(c.shape.depth + 1, dtype=np.int64) for c in (k2, k4)}
+    for cand, a in runs:
+        want[cand.label] += np.bincount(a[: max(1, len(a) - 1)].ravel(), minlength=cand.shape.depth + 1)
+    assert set(hist.counts) == set(want)
+    for label, counts in want.items():
+        assert hist.counts[label].tolist() == counts.tolist()
+    assert sum(int(c.sum()) for c in early.values()) == sum(a[: max(1, len(a) - 1)].size for _, a in runs[:11])
