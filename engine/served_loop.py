@@ -35,8 +35,8 @@ import numpy as np
 
 from simulator import SpecsimError
 from simulator.policies import Policy
-from simulator.scheduler import AcceptedHistogram, Scheduler, StepRun
-from simulator.serving import EngineConfig, ServingRun, step_columns
+from simulator.scheduler import AcceptedHistogram, Scheduler, StepLog
+from simulator.serving import EngineConfig, ServingRun
 from simulator.step_costs import StepCosts
 from simulator.sweep import Candidate
 from simulator.workload import Workload
@@ -138,7 +138,7 @@ def serve(engine: RealEngine, workload: Workload, prompts: Sequence[Sequence[int
     tokens: list[list[int] | None] = [None] * n
     steps: list[ServedStep] = []
     prefills: list[ServedPrefill] = []
-    log: list[StepRun] = []
+    log = StepLog()
     accepted = AcceptedHistogram()
     arrived = 0
     waiting_at_last_arrival = -1
@@ -213,15 +213,15 @@ def serve(engine: RealEngine, workload: Workload, prompts: Sequence[Sequence[int
             duration = end - start
             steps.append(ServedStep(state.batch, state.context_mean, context_max, cand, previous, int(kept.sum()),
                                     duration, record.captured, record.phases.total_s))
-            log.append(StepRun(np.array([end]), np.array([duration]), np.array([state.context_mean]),
-                               np.array([int(kept.sum())]), state.batch, cand.shape.n_nodes))
+            log.add(np.array([end]), np.array([duration]), np.array([state.context_mean]), np.array([int(kept.sum())]),
+                    state.batch, cand.shape.n_nodes)
             if not cand.is_plain:
                 accepted.add(cand, np.asarray(record.accepted))
     wall = clock()
     held = not np.isnan(finish_s).any()
     run = ServingRun(workload=workload, policy=policy.label, engines=1, router="least-loaded",
                      first_token_s=first_s, finish_s=finish_s, engine_of=np.zeros(n, dtype=np.int64),
-                     **step_columns(log),
+                     **log.columns(),
                      prefill_duration_s=np.array([p.duration_s for p in prefills]), accepted_hist=accepted.counts,
                      waiting_at_last_arrival=max(waiting_at_last_arrival, 0) if arrived == n else n,
                      kv_capacity_tokens=kv_tokens)

@@ -4,8 +4,8 @@ from, and retirement. The simulator (`simulator.serving.Engine`) runs this sched
 acceptance; the real engine's served loop (`engine.served_loop.serve`) runs the same scheduler on the wall clock
 with the accept/reject rule's acceptance, so a served validation tests the simulator's own decisions.
 
-The step log both write is `StepRun` (a run of decode steps with one batch and one draft shape), and the accepted
-lengths are counted once, by `AcceptedHistogram`.
+The step log both write is `StepLog` (runs of decode steps, each with one batch and one draft shape), and the
+accepted lengths are counted once, by `AcceptedHistogram`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
@@ -22,17 +21,62 @@ from .sweep import Candidate
 from .workload import Workload
 
 
-class StepRun(NamedTuple):
-    """Decode steps of one batch and one draft shape, as logged: per step its end time (s), duration (s), the
-    batch's mean context at its start (tokens) and the tokens the whole batch emitted; the batch, and the tokens
-    drafted per sequence (k, tree nodes, 0 for a plain step)."""
+class StepLog:
+    """Decode steps as logged, a run at a time (steps of one batch and one draft shape): per step its end time (s),
+    duration (s), the batch's mean context at its start (tokens) and the tokens the whole batch emitted; per run the
+    batch and the tokens drafted per sequence (k, tree nodes, 0 for a plain step).
 
-    ends_s: np.ndarray
-    durations_s: np.ndarray
-    context_means: np.ndarray
-    tokens: np.ndarray
-    batch: int
-    drafted: int
+    The steps go into arrays that double as they fill, so a run costs four slice writes: the simulator logs a run per
+    event, and concatenating 180,000 small arrays at the end took 0.6 s of a 14 s day of traffic."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self._ends = np.empty(capacity)
+        self._durations = np.empty(capacity)
+        self._contexts = np.empty(capacity)
+        self._tokens = np.empty(capacity, dtype=np.int64)
+        self._size = 0
+        self._batch: list[int] = []  # per run
+        self._drafted: list[int] = []
+        self._steps: list[int] = []
+
+    def add(self, ends_s: np.ndarray, durations_s: np.ndarray, context_means: np.ndarray, tokens: np.ndarray,
+            batch: int, drafted: int) -> None:
+        i = self._size
+        j = i + len(ends_s)
+        if j > len(self._ends):
+            self._grow(j)
+        self._ends[i:j] = ends_s
+        self._durations[i:j] = durations_s
+        self._contexts[i:j] = context_means
+        self._tokens[i:j] = tokens
+        self._size = j
+        self._batch.append(batch)
+        self._drafted.append(drafted)
+        self._steps.append(j - i)
+
+    def _grow(self, need: int) -> None:
+        size = max(need, 2 * len(self._ends))
+        for name in ("_ends", "_durations", "_contexts", "_tokens"):
+            old = getattr(self, name)
+            new = np.empty(size, dtype=old.dtype)
+            new[:self._size] = old[:self._size]
+            setattr(self, name, new)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """Per-step columns in completion order (engines plan runs ahead of the clock, so the log is in planning
+        order; one engine's already is in completion order, and a stable sort would leave it as it is)."""
+        n = self._size
+        ends = self._ends[:n]
+        steps = np.array(self._steps, dtype=np.int64)
+        cols = dict(step_time_s=ends, step_duration_s=self._durations[:n], step_context=self._contexts[:n],
+                    step_tokens=self._tokens[:n], step_batch=np.repeat(np.array(self._batch, dtype=np.int64), steps),
+                    step_drafted=np.repeat(np.array(self._drafted, dtype=np.int64), steps))
+        if n > 1 and not (ends[1:] >= ends[:-1]).all():
+            order = np.argsort(ends, kind="stable")
+            return {name: col[order] for name, col in cols.items()}
+        for name in ("step_time_s", "step_duration_s", "step_context", "step_tokens"):  # off the log's buffers
+            cols[name] = cols[name].copy()
+        return cols
 
 
 class AcceptedHistogram:

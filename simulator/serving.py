@@ -64,7 +64,7 @@ from . import SpecsimError
 from .acceptance import Acceptance
 from .policies import BatchState, Policy
 from .sampling import BatchSampler, batch_sampler
-from .scheduler import AcceptedHistogram, Admission, Scheduler, StepRun, slot_runs
+from .scheduler import AcceptedHistogram, Admission, Scheduler, StepLog, slot_runs
 from .step_costs import StepCosts, kv_capacity_tokens
 from .sweep import Candidate
 from .workload import Workload
@@ -114,7 +114,7 @@ class _Log:
     first_token_s: np.ndarray
     finish_s: np.ndarray
     engine_of: np.ndarray
-    steps: list[StepRun] = field(default_factory=list)
+    steps: StepLog = field(default_factory=StepLog)
     prefill_duration_s: list[float] = field(default_factory=list)
     accepted: AcceptedHistogram = field(default_factory=AcceptedHistogram)
     waiting_at_last_arrival: int = 0
@@ -415,7 +415,7 @@ class Engine(Scheduler):
 
     def _log_steps(self, cand: Candidate, ends: np.ndarray, durations: np.ndarray, context_means: np.ndarray,
                    batch: int, tokens: np.ndarray, accepted: np.ndarray | None) -> None:
-        self.log.steps.append(StepRun(ends, durations, context_means, tokens, batch, cand.shape.n_nodes))
+        self.log.steps.add(ends, durations, context_means, tokens, batch, cand.shape.n_nodes)
         if accepted is not None:
             self.log.accepted.add(cand, accepted)
 
@@ -470,26 +470,6 @@ def _arrivals(env: simpy.Environment, workload: Workload, engines: Sequence[Engi
     log.waiting_at_last_arrival = sum(len(e.waiting) for e in engines)
 
 
-def step_columns(runs: Sequence[StepRun]) -> dict:
-    """The logged runs of decode steps as per-step columns in completion order (engines plan runs ahead of the
-    clock, so the log is in planning order)."""
-    if not runs:
-        empty = np.empty(0)
-        return dict(step_time_s=empty, step_duration_s=empty, step_context=empty, step_tokens=empty.astype(np.int64),
-                    step_batch=empty.astype(np.int64), step_drafted=empty.astype(np.int64))
-    ends = np.concatenate([run[0] for run in runs])
-    order = np.argsort(ends, kind="stable")
-    lengths = [len(run[0]) for run in runs]
-    return dict(
-        step_time_s=ends[order],
-        step_duration_s=np.concatenate([run[1] for run in runs])[order],
-        step_context=np.concatenate([run[2] for run in runs])[order],
-        step_tokens=np.concatenate([run[3] for run in runs]).astype(np.int64)[order],
-        step_batch=np.repeat(np.array([run[4] for run in runs], dtype=np.int64), lengths)[order],
-        step_drafted=np.repeat(np.array([run[5] for run in runs], dtype=np.int64), lengths)[order],
-    )
-
-
 def engine_kv_tokens(workload: Workload, costs: StepCosts, policy: Policy, config: EngineConfig) -> int:
     """KV-cache tokens one engine holds under `policy` (the draft's weights and cache only if it speculates),
     checked to fit the workload's largest request."""
@@ -535,7 +515,7 @@ def simulate(workload: Workload, costs: StepCosts, policy: Policy, acceptance: A
     return ServingRun(
         workload=workload, policy=policy.label, engines=engines, router=router,
         first_token_s=log.first_token_s, finish_s=log.finish_s, engine_of=log.engine_of,
-        **step_columns(log.steps),
+        **log.steps.columns(),
         prefill_duration_s=np.asarray(log.prefill_duration_s), accepted_hist=log.accepted.counts,
         waiting_at_last_arrival=log.waiting_at_last_arrival, kv_capacity_tokens=kv_tokens,
         preemptions=sum(e.preemptions for e in fleet),

@@ -562,3 +562,42 @@ def test_the_accepted_histogram_counts_every_run_it_was_given_however_it_folds()
     for label, counts in want.items():
         assert hist.counts[label].tolist() == counts.tolist()
     assert sum(int(c.sum()) for c in early.values()) == sum(a[: max(1, len(a) - 1)].size for _, a in runs[:11])
+
+
+def test_the_step_log_gives_every_step_in_completion_order_as_the_runs_were_logged():
+    """Runs logged past the log's first capacity, from two engines whose runs interleave in time: the columns are
+    every step's, ordered by end time, ties in the order logged (a stable sort); one engine's log comes back as
+    logged."""
+    from simulator.scheduler import StepLog
+
+    rng = np.random.default_rng(5)
+    runs = []
+    for engine in (0, 1):
+        t = 0.0
+        for _ in range(300):
+            n = int(rng.integers(1, 12))
+            ends = t + np.cumsum(rng.choice([0.5, 1.0], size=n))  # ties between the engines' step ends
+            runs.append((ends, rng.random(n), rng.random(n) * 900, rng.integers(1, 40, size=n),
+                         int(rng.integers(1, 64)), int(rng.integers(0, 9)), engine))
+            t = float(ends[-1])
+    order = rng.permutation(len(runs))  # the engines' runs interleave in the log
+    log, one = StepLog(capacity=16), StepLog(capacity=16)
+    for i in order:
+        log.add(*runs[i][:6])
+    for run in runs[:300]:
+        one.add(*run[:6])
+
+    def reference(rs):
+        cat = [np.concatenate([r[j] for r in rs]) for j in range(4)]
+        lengths = [len(r[0]) for r in rs]
+        cols = dict(step_time_s=cat[0], step_duration_s=cat[1], step_context=cat[2], step_tokens=cat[3],
+                    step_batch=np.repeat([r[4] for r in rs], lengths),
+                    step_drafted=np.repeat([r[5] for r in rs], lengths))
+        by_end = np.argsort(cat[0], kind="stable")
+        return {name: col[by_end] for name, col in cols.items()}
+
+    for got, want in ((log.columns(), reference([runs[i] for i in order])), (one.columns(), reference(runs[:300]))):
+        assert set(got) == set(want)
+        for name in want:
+            assert got[name].tolist() == want[name].tolist(), name
+    assert one.columns()["step_time_s"].tolist() == np.concatenate([r[0] for r in runs[:300]]).tolist()
