@@ -168,7 +168,7 @@ class Joined:
     token; for a preempted request, every token it had emitted) and the tokens the pass computes."""
 
     prompts: np.ndarray
-    emitted: np.ndarray
+    emitted: np.ndarray | int  # 1: every one a new request
     computed: np.ndarray
 
 
@@ -290,10 +290,11 @@ class Scheduler:
         reqs = np.asarray(admission.requests, dtype=np.int64)
         w = self.workload
         prompts = w.prompt_tokens[reqs]
-        emitted = np.ones(len(prompts), dtype=prompts.dtype)  # a new request's prefill emits its first token
-        if self.resumed:
+        if self.resumed:  # a preempted request recomputes the tokens it had emitted
             emitted = np.array([self.resumed.pop(r, 1) for r in admission.requests], dtype=np.int64)
-        computed = prompts + emitted - 1  # a preempted request recomputes the tokens it had emitted
+            computed = prompts + emitted - 1
+        else:  # a new request's prefill computes its prompt and emits its first token
+            emitted, computed = 1, prompts
         self.active = np.concatenate([self.active, slots])
         self.request = np.concatenate([self.request, reqs])
         self.remaining = np.concatenate([self.remaining, w.output_tokens[reqs] - emitted])
