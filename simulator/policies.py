@@ -197,17 +197,18 @@ class Adaptive(Policy):
         if state.draft_missing_mean == 0:
             cell = int(state.context_mean // self.context_step)
             return self.candidates[self._steady(state.batch, cell, durations, state.previous)]
-        tokens, times, best = self._rates(state.batch, state.context_mean, durations)
-        if state.draft_missing_mean > 0:
-            catchup = durations.draft_sync_s(state.batch, state.draft_missing_mean, state.context_mean)
-            # a cold draft's choice depends on the remaining length too (a new request's is its output length)
-            key = (id(durations), state.batch, int(state.context_mean // self.context_step), catchup,
-                   None if state.draft_warm else state.remaining_mean)
-            best = self._loaded.get(key, -1)
-            if best < 0:
-                if len(self._loaded) >= LOADED_CHOICES:  # bounded: remaining lengths can take many values
-                    self._loaded.clear()
-                best = self._loaded[key] = self._best_with_catchup(tokens, times, catchup, state)
+        if not state.draft_missing_mean > 0:  # (negative or NaN: no catch-up to price)
+            return self.candidates[self._rates(state.batch, state.context_mean, durations)[2]]
+        catchup = durations.draft_sync_s(state.batch, state.draft_missing_mean, state.context_mean)
+        # a cold draft's choice depends on the remaining length too (a new request's is its output length)
+        key = (id(durations), state.batch, int(state.context_mean // self.context_step), catchup,
+               None if state.draft_warm else state.remaining_mean)
+        best = self._loaded.get(key, -1)
+        if best < 0:
+            if len(self._loaded) >= LOADED_CHOICES:  # bounded: remaining lengths can take many values
+                self._loaded.clear()
+            tokens, times, _ = self._rates(state.batch, state.context_mean, durations)
+            best = self._loaded[key] = self._best_with_catchup(tokens, times, catchup, state)
         return self.candidates[best]
 
     def _best_with_catchup(self, tokens: np.ndarray, times: np.ndarray, catchup: float, state: BatchState) -> int:

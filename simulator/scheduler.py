@@ -254,7 +254,7 @@ class Scheduler:
 
     def admit(self) -> Admission | None:
         """First come, first served while a slot, the KV cache and the prefill budget allow (`admissible`)."""
-        if self.admit_blocked:
+        if self.admit_blocked or not self.waiting:
             return None
         room = min(self.batch_cap - len(self.active), len(self.free_slots))
         head = [self.waiting[i] for i in range(min(max(room, 0), len(self.waiting)))]
