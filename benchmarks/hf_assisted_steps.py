@@ -34,6 +34,7 @@ from calibrate.transformers_engine import HFModel, crop, generate, load_hf, new_
 from calibrate.transformers_validation import HFRun, predict_call  # noqa: E402
 from engine.builtin import encode, prompts  # noqa: E402
 from scenarios.profile import load_profile  # noqa: E402
+from simulator import SpecsimError  # noqa: E402
 
 NEW_TOKENS = 64
 
@@ -74,12 +75,23 @@ def alone(target: HFModel, forward: Any, n: int, context: int, mask: bool, gen: 
     return step
 
 
+def draft_lengths(text: str) -> list[int]:
+    """`--ks`: comma-separated draft lengths, each at least 1."""
+    try:
+        ks = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of draft lengths, e.g. 1,4,5,6") from None
+    if not ks or min(ks) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: every draft length must be at least 1")
+    return ks
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("pair", type=Path, help="the folder `specsim export --format hf` wrote")
     ap.add_argument("--profile", type=Path, required=True, help="a profile from calibrate --engine transformers")
     ap.add_argument("--k", type=int, default=4, help="the draft length of parts 1 and 3")
-    ap.add_argument("--ks", default="1,4,5,6", help="the draft lengths of part 2")
+    ap.add_argument("--ks", type=draft_lengths, default=[1, 4, 5, 6], help="the draft lengths of part 2 (1,4,5,6)")
     ap.add_argument("--rounds", type=int, default=4)
     a = ap.parse_args()
     for path in (a.pair / "target", a.pair / "draft", a.profile):
@@ -87,7 +99,13 @@ def main() -> int:
             print(f"hf_assisted_steps.py: {path} does not exist (make the pair with specsim export --out "
                   f"{a.pair} --format hf, the profile with specsim calibrate --engine transformers)", file=sys.stderr)
             return 1
-    profile = load_profile(a.profile)
+    if a.k < 1 or a.rounds < 1:
+        ap.error("--k and --rounds must be at least 1")
+    try:
+        profile = load_profile(a.profile)
+    except SpecsimError as e:
+        print(f"hf_assisted_steps.py: {e}", file=sys.stderr)
+        return 1
     target, draft = load_hf(a.pair / "target", "target"), load_hf(a.pair / "draft", "draft")
     held = [encode(p) for p in prompts("heldout")[:8]]
     torch.set_grad_enabled(False)
@@ -130,7 +148,7 @@ def main() -> int:
     priced = 1e3 * (loop.get("target_loop_s", 0.0) + loop.get("draft_call_s", 0.0))
     print(f"2. an assisted step's parts (8 prompts, {NEW_TOKENS} tokens); the profile prices the rest at "
           f"{priced:.2f} ms + {1e3 * loop.get('draft_loop_s', 0.0):.2f} ms a drafted token", flush=True)
-    for k in [int(x) for x in a.ks.split(",")]:
+    for k in a.ks:
         spent.clear()
         calls.clear()
         total = sum(assisted(target, draft, p, k) for p in held)
