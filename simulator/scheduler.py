@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from itertools import islice
+from typing import NamedTuple
 
 import numpy as np
 
@@ -153,20 +154,22 @@ def slot_runs(slots: np.ndarray) -> list[int]:
     return np.diff(np.concatenate([[0], cuts, [len(ids)]])).tolist()
 
 
-@dataclass(frozen=True)
-class Admission:
-    """Requests admitted together: their batch slots, request indices and the KV tokens each reserved."""
+class Admission(NamedTuple):
+    """Requests admitted together: their batch slots, request indices and the KV tokens each reserved (named
+    tuples: one is built per admission)."""
 
     slots: list[int]
     requests: list[int]
     needs: list[int]
 
 
-@dataclass(frozen=True)
-class Joined:
-    """What a prefill of admitted requests computes, per request: prompt tokens, the tokens it emits (its first
-    token; for a preempted request, every token it had emitted) and the tokens the pass computes."""
+class Joined(NamedTuple):
+    """What a prefill of admitted requests computes, per request (slots and requests as arrays): prompt tokens,
+    the tokens it emits (its first token; for a preempted request, every token it had emitted) and the tokens the
+    pass computes."""
 
+    slots: np.ndarray
+    requests: np.ndarray
     prompts: np.ndarray
     emitted: np.ndarray | int  # 1: every one a new request
     computed: np.ndarray
@@ -181,6 +184,8 @@ class Scheduler:
     def __init__(self, workload: Workload, policy: Policy, max_batch: int, max_prefill_tokens: int,
                  kv_tokens: int, lookahead: int, on_demand: bool, eager_draft: bool, llama_slots: bool = False) -> None:
         self.workload, self.policy = workload, policy
+        self._prompts = workload.prompt_tokens.astype(np.int64).tolist()  # as Python ints: admission reads them
+        self._outputs = workload.output_tokens.astype(np.int64).tolist()
         # Which free slot a new request takes: the last freed (default), or llama-server's choice
         # (`server_context::get_available_slot`): the slot whose cached tokens share the longest prefix with the
         # prompt, if more than SLOT_PROMPT_SIMILARITY of it (where the workload has the prompts' ids), else the
@@ -224,14 +229,13 @@ class Scheduler:
     def need_tokens(self, request: int) -> int:
         """KV-cache tokens admitting `request` takes: its whole life (reserve), or what it holds once its prefill
         has run (on-demand: prompt and the tokens it had emitted, or the first token, plus lookahead)."""
-        w = self.workload
         if self.on_demand:
-            return int(w.prompt_tokens[request]) + max(self.resumed.get(request, 0), 1) + self.lookahead
-        return int(w.prompt_tokens[request] + w.output_tokens[request]) + self.lookahead
+            return self._prompts[request] + max(self.resumed.get(request, 0), 1) + self.lookahead
+        return self._prompts[request] + self._outputs[request] + self.lookahead
 
     def prefill_tokens(self, request: int) -> int:
         """Tokens a prefill of `request` computes: its prompt, and for a preempted one the tokens it had emitted."""
-        return int(self.workload.prompt_tokens[request]) + self.resumed.get(request, 0)
+        return self._prompts[request] + self.resumed.get(request, 0)
 
     def kv_free_now(self) -> int:
         if not self.on_demand:
@@ -257,7 +261,7 @@ class Scheduler:
         if self.admit_blocked or not self.waiting:
             return None
         room = min(self.batch_cap - len(self.active), len(self.free_slots))
-        head = [self.waiting[i] for i in range(min(max(room, 0), len(self.waiting)))]
+        head = list(islice(self.waiting, max(room, 0)))
         needs = [self.need_tokens(r) for r in head]
         n = admissible(needs, [self.prefill_tokens(r) for r in head], self.kv_free_now(), self.max_prefill_tokens)
         if not self.on_demand:
@@ -302,7 +306,7 @@ class Scheduler:
         missing = np.zeros(len(prompts), dtype=prompts.dtype) if self.eager else computed
         self.draft_missing = np.concatenate([self.draft_missing, missing])
         self.reserved = np.concatenate([self.reserved, np.asarray(admission.needs, dtype=np.int64)])
-        return Joined(prompts, emitted, computed)
+        return Joined(slots, reqs, prompts, emitted, computed)
 
     def state(self) -> BatchState:
         """What the policy chooses from: the batch, its mean context, what the draft's cache lacks, what was

@@ -64,7 +64,7 @@ from . import SpecsimError
 from .acceptance import Acceptance
 from .policies import BatchState, Policy
 from .sampling import BatchSampler, batch_sampler
-from .scheduler import AcceptedHistogram, Admission, Scheduler, StepLog, slot_runs
+from .scheduler import AcceptedHistogram, Admission, Joined, Scheduler, StepLog, slot_runs
 from .step_costs import StepCosts, kv_capacity_tokens
 from .sweep import Candidate
 from .workload import Workload
@@ -194,16 +194,17 @@ class Engine(Scheduler):
             duration = self.costs.prefill_s(len(computed), per_request, eager)
         end = self.env.now + duration
         self.log.prefill_duration_s.append(duration)
-        self._first_tokens(admission, end)
+        self._first_tokens(joined, end)
         return end
 
-    def _first_tokens(self, admission: Admission, end: float) -> None:
-        """The admitted requests' prefill ends at `end`: their first token then (a readmitted one's is kept)."""
-        reqs = np.asarray(admission.requests, dtype=np.int64)
-        new = np.isnan(self.log.first_token_s[reqs])
-        self.log.first_token_s[reqs[new]] = end
-        self.log.engine_of[reqs] = self.index
-        self.sampler.admit(np.asarray(admission.slots, dtype=np.int64))  # a readmitted sequence starts afresh
+    def _first_tokens(self, joined: Joined, end: float) -> None:
+        """The joined requests' prefill ends at `end`: their first token then (a readmitted one's is kept)."""
+        first_token_s, engine_of = self.log.first_token_s, self.log.engine_of
+        for r in joined.requests.tolist():  # (a few at a time: scalars cost less than numpy's calls)
+            if math.isnan(first_token_s[r]):
+                first_token_s[r] = end
+            engine_of[r] = self.index
+        self.sampler.admit(joined.slots)  # a readmitted sequence starts afresh
 
     def _decode(self):  # noqa: ANN202
         if self.config.bulk:
@@ -257,8 +258,7 @@ class Engine(Scheduler):
                         np.array([tokens]), None if plain else accepted)
         self._retire()
         if riding is not None:
-            self.join(riding)
-            self._first_tokens(riding, self.env.now)
+            self._first_tokens(self.join(riding), self.env.now)
 
     def _slot_runs_step_s(self, cand: Candidate, priced: float, draft: str | None, missing_mean: float,
                           riding: Admission | None) -> float:
@@ -290,17 +290,18 @@ class Engine(Scheduler):
         now = self.env.now
         t = now if start is None else start
         while True:
-            t, stop = self._plan(t)
-            if stop:
+            t, finishes, arrives = self._plan(t)
+            if finishes or arrives:
                 break
         yield self.env.timeout(t - now)
-        self._retire()
+        if finishes:  # (no sequence has all its tokens otherwise)
+            self._retire()
 
-    def _plan(self, t: float) -> tuple[float, bool]:
+    def _plan(self, t: float) -> tuple[float, bool, bool]:
         """Advance the batch from time `t` by the steps ``_decode_step`` would take in a row with one choice: every
         sequence's accepted lengths for up to m steps drawn at once, then cut at the first step after which
         something changes - a sequence finishes or a request arrives that this engine could admit (both stop the
-        run: returns (end time, True)), or the policy would choose differently (returns (end time, False)).
+        run), or the policy would choose differently. Returns (end time, a sequence finished, a request arrived).
         A first step that catches the draft's cache up may choose differently from the steps after it, which see a
         current draft: it is drafted with its own choice, `first`, and the rest with theirs.
         On-demand allocation: the run also ends before the first step whose cache would not fit."""
@@ -411,7 +412,7 @@ class Engine(Scheduler):
         else:
             self._log_steps(cand, ends[:n], durations[:n], context_means[:n], batch, step_tokens[:n],
                             None if accepted is None else accepted[:n])
-        return float(ends[n - 1]), finishes or arrives
+        return float(ends[n - 1]), finishes, arrives
 
     def _log_steps(self, cand: Candidate, ends: np.ndarray, durations: np.ndarray, context_means: np.ndarray,
                    batch: int, tokens: np.ndarray, accepted: np.ndarray | None) -> None:
