@@ -100,6 +100,18 @@ class BatchSampler:
     def keep(self, slots: np.ndarray, n: int) -> None:
         """Commit the state after the first n steps of the last ``draw_steps`` (stateless: nothing to do)."""
 
+    def draw_steps_after(self, slots: np.ndarray, lead: Candidate, candidate: Candidate, m: int) -> np.ndarray:
+        """A for a step drafting `lead` (kept) and then m - 1 steps drafting `candidate`, shape (m, len(slots));
+        follow with ``keep`` of the later steps."""
+        if type(self) is BatchSampler and lead.k and candidate.k:  # two chains: one draw of uniforms, the same
+            u = self.rng.random((m, len(slots)))  # stream as a row and then m - 1 rows
+            accepted = np.searchsorted(self._chain_cdf(candidate.k), u, side="right")
+            accepted[0] = np.searchsorted(self._chain_cdf(lead.k), u[0], side="right")
+            return accepted
+        first = self.draw_steps(slots, lead, 1)
+        self.keep(slots, 1)
+        return np.concatenate([first, self.draw_steps(slots, candidate, m - 1)])
+
 
 class _TreeTable:
     """Per node, its children ordered by rank with cumulative acceptance thresholds (padded with +inf)."""

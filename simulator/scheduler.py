@@ -41,7 +41,8 @@ class StepLog:
         self._steps: list[int] = []
 
     def add(self, ends_s: np.ndarray, durations_s: np.ndarray, context_means: np.ndarray, tokens: np.ndarray,
-            batch: int, drafted: int) -> None:
+            batch: int, drafted: int, lead_drafted: int | None = None) -> None:
+        """Log a run of steps; with `lead_drafted`, its first step drafted that instead (a run of its own)."""
         i = self._size
         j = i + len(ends_s)
         if j > len(self._ends):
@@ -51,6 +52,11 @@ class StepLog:
         self._contexts[i:j] = context_means
         self._tokens[i:j] = tokens
         self._size = j
+        if lead_drafted is not None:
+            self._batch.append(batch)
+            self._drafted.append(lead_drafted)
+            self._steps.append(1)
+            i += 1
         self._batch.append(batch)
         self._drafted.append(drafted)
         self._steps.append(j - i)

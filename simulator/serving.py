@@ -334,9 +334,7 @@ class Engine(Scheduler):
             if first is cand:
                 accepted = self.sampler.draw_steps(self.active, cand, m)
             else:
-                lead = self.sampler.draw_steps(self.active, first, 1)
-                self.sampler.keep(self.active, 1)
-                accepted = np.concatenate([lead, self.sampler.draw_steps(self.active, cand, m - 1)])
+                accepted = self.sampler.draw_steps_after(self.active, first, cand, m)
             done = (accepted + 1).cumsum(axis=0)  # tokens each sequence has emitted after each step
             hit = done >= remaining  # done only grows: a row once hit stays hit
             at = int(hit.argmax())  # row-major: the first hit's row is the first step a sequence finishes in
@@ -405,13 +403,15 @@ class Engine(Scheduler):
             per_sequence = done[n - 1]  # no sequence finishes: each keeps all it emitted
         self.remaining -= per_sequence
         self.context += per_sequence
-        if first is not cand:
-            self._log_steps(first, ends[:1], durations[:1], context_means[:1], batch, step_tokens[:1], accepted[:1])
-            self._log_steps(cand, ends[1:n], durations[1:n], context_means[1:n], batch, step_tokens[1:n],
-                            accepted[1:n])
+        self.log.steps.add(ends[:n], durations[:n], context_means[:n], step_tokens[:n], batch, cand.shape.n_nodes,
+                           None if first is cand else first.shape.n_nodes)
+        if accepted is None:
+            pass
+        elif first is cand:
+            self.log.accepted.add(cand, accepted[:n])
         else:
-            self._log_steps(cand, ends[:n], durations[:n], context_means[:n], batch, step_tokens[:n],
-                            None if accepted is None else accepted[:n])
+            self.log.accepted.add(first, accepted[:1])
+            self.log.accepted.add(cand, accepted[1:n])
         return float(ends[n - 1]), finishes, arrives
 
     def _log_steps(self, cand: Candidate, ends: np.ndarray, durations: np.ndarray, context_means: np.ndarray,

@@ -107,6 +107,29 @@ def test_keep_resumes_a_trace_walk_where_the_kept_steps_end():
     assert np.array_equal(cut.draw_steps(slots, Candidate(3), 5), steps[3:])
 
 
+@pytest.mark.parametrize("spec", ["iid:0.7", "beta:4,2", "markov:0.95,0.3,0.05,0.15"])
+def test_a_lead_step_then_the_rest_is_drawn_as_a_step_kept_and_then_the_rest(spec):
+    """``draw_steps_after`` (a catch-up step drafted with its own k, then the run's): the same accepted lengths, seed
+    for seed, as drawing the lead step, keeping it and drawing the rest (the stateless sampler's single draw of
+    uniforms included); a k of 0 in either place accepts nothing."""
+    acc = parse_acceptance(spec)
+    slots = np.arange(7)
+    for lead, rest, m in ((Candidate(2), Candidate(5), 9), (Candidate(6), Candidate(1), 1), (Candidate(0), Candidate(3),
+                                                                                               4)):
+        one = batch_sampler(acc, 7, np.random.default_rng(11))
+        parts = batch_sampler(acc, 7, np.random.default_rng(11))
+        one.admit(slots)
+        parts.admit(slots)
+        got = one.draw_steps_after(slots, lead, rest, m)
+        first = parts.draw_steps(slots, lead, 1)
+        parts.keep(slots, 1)
+        want = np.concatenate([first, parts.draw_steps(slots, rest, m - 1)])
+        assert got.shape == (m, 7) and got.tolist() == want.tolist()
+        assert (got[0] <= (lead.k or 0)).all() and (got[1:] <= rest.k).all()
+        if lead.k == 0:
+            assert not got[0].any()
+
+
 def test_beta_sampler_keeps_alpha_per_sequence():
     """A sequence's steps share its alpha: accepted lengths of one sequence correlate across steps."""
     sampler = batch_sampler(parse_acceptance("beta:1,1"), 2000, np.random.default_rng(0))
@@ -601,3 +624,19 @@ def test_the_step_log_gives_every_step_in_completion_order_as_the_runs_were_logg
         for name in want:
             assert got[name].tolist() == want[name].tolist(), name
     assert one.columns()["step_time_s"].tolist() == np.concatenate([r[0] for r in runs[:300]]).tolist()
+
+
+def test_a_run_logged_with_a_lead_step_is_two_runs():
+    """``StepLog.add`` with `lead_drafted` (a catch-up step that drafted its own k): the first step carries that
+    k, the rest the run's, as if logged as two runs."""
+    from simulator.scheduler import StepLog
+
+    ends, durations, contexts, tokens = np.arange(1.0, 5.0), np.full(4, 0.5), np.arange(4.0) * 10, np.arange(4)
+    split, two = StepLog(), StepLog()
+    split.add(ends, durations, contexts, tokens, 3, 4, lead_drafted=2)
+    two.add(ends[:1], durations[:1], contexts[:1], tokens[:1], 3, 2)
+    two.add(ends[1:], durations[1:], contexts[1:], tokens[1:], 3, 4)
+    got, want = split.columns(), two.columns()
+    assert got["step_drafted"].tolist() == [2, 4, 4, 4]
+    for name in want:
+        assert got[name].tolist() == want[name].tolist(), name
