@@ -86,11 +86,12 @@ class Policy:
                 for previous in (None, *self.candidates):
                     self.choose(BatchState(b, float(c), previous=previous), durations)
 
-    def holds(self, state: BatchState, context_means: np.ndarray, durations: StepDurations, draft_lags: bool) -> int:
+    def holds(self, state: BatchState, context_means: np.ndarray, durations: StepDurations, draft_lags: bool,
+              chosen: Candidate | None = None) -> int:
         """How many of the coming steps of this batch, at these mean contexts (the first is `state`'s, and they
-        never decrease), make the same choice as ``choose(state)``: the serving simulator advances that many in
-        bulk. `draft_lags`: the choice is plain decoding and the draft's cache falls one token further behind every
-        step. By default the choice depends on the batch size alone."""
+        never decrease), make the same choice as ``choose(state)`` (`chosen`, where the caller has it): the serving
+        simulator advances that many in bulk. `draft_lags`: the choice is plain decoding and the draft's cache falls
+        one token further behind every step. By default the choice depends on the batch size alone."""
         return len(context_means)
 
 
@@ -221,14 +222,16 @@ class Adaptive(Policy):
         loaded[0] = rates[0]
         return _first_best(loaded)
 
-    def holds(self, state: BatchState, context_means: np.ndarray, durations: StepDurations, draft_lags: bool) -> int:
+    def holds(self, state: BatchState, context_means: np.ndarray, durations: StepDurations, draft_lags: bool,
+              chosen: Candidate | None = None) -> int:
         if state.draft_missing_mean > 0 or draft_lags:
             return 1  # the catch-up term changes every step
         step = self.context_step
         first, last = int(float(context_means[0]) // step), int(float(context_means[-1]) // step)
         if first == last:
             return len(context_means)  # (Python floats: numpy scalars' arithmetic costs more than this test)
-        chosen = self.choose(state, durations)  # from the second step on, the previous step drafted this
+        if chosen is None:  # from the second step on, the previous step drafted this
+            chosen = self.choose(state, durations)
         for cell in range(first + 1, last + 1):  # the contexts never fall: each new cell once, in order
             if self._steady(state.batch, cell, durations, chosen) != chosen.k:
                 i = int(np.searchsorted(context_means, cell * step))  # the first step in this cell or past it

@@ -355,11 +355,11 @@ class Engine(Scheduler):
             n = min(n, max(1, int(np.searchsorted(cache, self.kv_capacity, side="right"))))
             context_means = context_means[:n]
         if not catchup:
-            n = policy.holds(state, context_means, costs, lags)
+            n = policy.holds(state, context_means, costs, lags, cand)
         elif n > 1:  # the second step sees a current draft: is `cand` its choice, and for how long?
             warm = BatchState(batch, float(context_means[1]), previous=first)
             again = policy.choose(warm, costs)
-            n = 1 + policy.holds(warm, context_means[1:], costs, lags) if again is cand or again == cand else 1
+            n = 1 + policy.holds(warm, context_means[1:], costs, lags, again) if again is cand or again == cand else 1
         pad = self._padding()
         priced = context_means[:n] + pad if pad else context_means[:n]  # the contexts the steps' attention reads
         if runs is None:

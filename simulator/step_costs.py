@@ -20,6 +20,11 @@ from .sweep import Candidate, step_time
 
 T = TypeVar("T", float, np.ndarray)
 
+try:  # np.interp's compiled core for real values (its Python wrapper cost more than the interpolation: run per step)
+    from numpy._core.multiarray import interp as _interp
+except ImportError:  # numpy < 2
+    _interp = np.interp
+
 
 def always_proposes(k: int) -> float:
     """A draft that proposes on every step (a module-level function: the step costs travel to worker processes)."""
@@ -93,7 +98,7 @@ class StepCosts(StepDurations):
             cells = range(lo, hi + 1)
             known = self._grids[key] = (lo, hi, np.array([i * self.context_step for i in cells], dtype=float),
                                         np.array([self._grid(batch, candidate, i) for i in cells]))
-        return np.interp(context_means, known[2], known[3])
+        return _interp(context_means, known[2], known[3], None, None)
 
     def draft_sync_s(self, batch: int, tokens_mean: float, context_mean: float) -> float:
         """One draft pass over `tokens_mean` tokens per sequence that the draft's caches miss."""
