@@ -119,7 +119,7 @@ class AcceptedHistogram:
             if not runs:
                 continue
             depth = self._depth[label]
-            a = np.concatenate([np.ravel(r) for r in runs]).astype(np.int64, copy=False)
+            a = np.concatenate(runs, axis=None).astype(np.int64, copy=False)  # (axis None: each run flattened)
             c = np.bincount(a, minlength=depth + 1)[:depth + 1]
             known = self._counts.get(label)
             self._counts[label] = c if known is None else known + c
