@@ -588,7 +588,7 @@ def test_the_accepted_histogram_counts_every_run_it_was_given_however_it_folds()
 
 
 def test_the_step_log_gives_every_step_in_completion_order_as_the_runs_were_logged():
-    """Runs logged past the log's first capacity, from two engines whose runs interleave in time: the columns are
+    """Runs logged past many folds of the log, from two engines whose runs interleave in time: the columns are
     every step's, ordered by end time, ties in the order logged (a stable sort); one engine's log comes back as
     logged."""
     from simulator.scheduler import StepLog
@@ -604,7 +604,7 @@ def test_the_step_log_gives_every_step_in_completion_order_as_the_runs_were_logg
                          int(rng.integers(1, 64)), int(rng.integers(0, 9)), engine))
             t = float(ends[-1])
     order = rng.permutation(len(runs))  # the engines' runs interleave in the log
-    log, one = StepLog(capacity=16), StepLog(capacity=16)
+    log, one = StepLog(fold_runs=16), StepLog(fold_runs=16)
     for i in order:
         log.add(*runs[i][:6])
     for run in runs[:300]:
