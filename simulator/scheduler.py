@@ -22,6 +22,17 @@ from .sweep import Candidate
 from .workload import Workload
 
 
+def total(a: np.ndarray) -> int:
+    """The sum of a 1-D integer array as a Python int: a batch's rows, summed every step (up to 64 rows a list's
+    sum costs less than numpy's call, 0.1-0.6 us against 0.9)."""
+    return sum(a.tolist()) if len(a) <= 64 else int(np.add.reduce(a))
+
+
+def least(a: np.ndarray) -> int:
+    """The minimum of a non-empty 1-D integer array as a Python int (as ``total``: up to 32 rows by a list)."""
+    return min(a.tolist()) if len(a) <= 32 else int(np.minimum.reduce(a))
+
+
 class StepLog:
     """Decode steps as logged, a run at a time (steps of one batch and one draft shape): per step its end time (s),
     duration (s), the batch's mean context at its start (tokens) and the tokens the whole batch emitted; per run the
@@ -318,9 +329,9 @@ class Scheduler:
         drafted last."""
         batch = len(self.active)
         lazy = self.with_draft and not self.eager
-        missing_mean = int(np.add.reduce(self.draft_missing)) / batch if lazy else 0.0  # ufuncs: no wrapper, as
-        remaining_mean = int(np.add.reduce(self.remaining)) / batch if missing_mean else 1.0  # it runs every step
-        self.context_total = int(np.add.reduce(self.context))
+        missing_mean = total(self.draft_missing) / batch if lazy else 0.0
+        remaining_mean = total(self.remaining) / batch if missing_mean else 1.0
+        self.context_total = total(self.context)
         return BatchState(batch, self.context_total / batch, missing_mean, remaining_mean, self.draft_warm,
                           self.last_cand)
 
@@ -346,7 +357,7 @@ class Scheduler:
         if not len(finished):
             return finished
         self.admit_blocked = False
-        self.kv_free += int(np.add.reduce(self.reserved[done]))
+        self.kv_free += total(self.reserved[done])
         self.free_slots.extend(self.active[done].tolist())
         rows = (~done).nonzero()[0] if order is None else np.asarray(order, dtype=np.int64)
         self.active, self.request, self.remaining = self.active[rows], self.request[rows], self.remaining[rows]

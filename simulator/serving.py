@@ -64,7 +64,7 @@ from . import SpecsimError
 from .acceptance import Acceptance
 from .policies import BatchState, Policy
 from .sampling import BatchSampler, batch_sampler
-from .scheduler import AcceptedHistogram, Admission, Joined, Scheduler, StepLog, slot_runs
+from .scheduler import AcceptedHistogram, Admission, Joined, Scheduler, StepLog, least, slot_runs, total
 from .step_costs import StepCosts, kv_capacity_tokens
 from .sweep import Candidate
 from .workload import Workload
@@ -124,7 +124,7 @@ BULK_CELLS = 1 << 15  # most (step, sequence) draws one bulk advance makes
 
 # The bulk path's reductions on small arrays, called as ufuncs: ndarray.sum/.any/.min go through Python wrappers,
 # which held 9 % of a run's samples at 1 req/s (py-spy) where a batch is a sequence or two.
-_sum, _any, _min = np.add.reduce, np.logical_or.reduce, np.minimum.reduce
+_sum, _any = np.add.reduce, np.logical_or.reduce
 
 
 @dataclass
@@ -171,7 +171,7 @@ class Engine(Scheduler):
                 yield from self._decode_step(riding=admitted)
                 continue
             end = self._prefill(admitted)
-            if self.config.bulk and not self.waiting and self.arrivals.next_s > end and _min(self.remaining) > 0:
+            if self.config.bulk and not self.waiting and self.arrivals.next_s > end and least(self.remaining) > 0:
                 yield from self._decode_run(end)  # nothing to admit when the prefill ends: decode straight on
             else:
                 yield env.timeout(end - env.now)
@@ -186,7 +186,7 @@ class Engine(Scheduler):
             bucket = self.config.prefill_bucket
             per_request = float(-(-int(computed.max()) // bucket) * bucket)
         else:
-            per_request = int(_sum(computed)) / len(computed)
+            per_request = total(computed) / len(computed)
         eager = self.with_draft and self.eager
         if self.config.slot_runs:  # a pass per run of consecutive slots
             duration = sum(self.costs.prefill_s(r, per_request, eager) for r in slot_runs(np.asarray(admission.slots)))
@@ -313,7 +313,7 @@ class Engine(Scheduler):
         first = cand = policy.choose(state, costs)
         lags = cand.is_plain and self.with_draft and not self.eager  # the draft falls one token behind every step
         catchup = 0.0
-        shortest = int(_min(remaining))
+        shortest = least(remaining)
         m = max(1, min(shortest, BULK_CELLS // batch))
         if not cand.is_plain and state.draft_missing_mean > 0:
             catchup = (costs.draft_sync_s(batch, state.draft_missing_mean, state.context_mean) if runs is None else
@@ -398,7 +398,7 @@ class Engine(Scheduler):
         elif finishes:
             per_sequence = np.minimum(done[n - 1], remaining)  # the last step emits only what a sequence needs
             step_tokens = step_tokens[:n].copy()
-            step_tokens[n - 1] -= int(_sum(done[n - 1] - per_sequence))
+            step_tokens[n - 1] -= total(done[n - 1] - per_sequence)
         else:
             per_sequence = done[n - 1]  # no sequence finishes: each keeps all it emitted
         self.remaining -= per_sequence
@@ -462,7 +462,9 @@ def _arrivals(env: simpy.Environment, workload: Workload, engines: Sequence[Engi
             upcoming.next_s = t
             yield env.timeout(t - env.now)
         upcoming.next_s = times[req + 1] if req + 1 < len(times) else math.inf
-        if router == "round-robin":
+        if len(engines) == 1:
+            target = engines[0]
+        elif router == "round-robin":
             target = engines[turn % len(engines)]
             turn += 1
         else:

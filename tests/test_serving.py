@@ -640,3 +640,16 @@ def test_a_run_logged_with_a_lead_step_is_two_runs():
     assert got["step_drafted"].tolist() == [2, 4, 4, 4]
     for name in want:
         assert got[name].tolist() == want[name].tolist(), name
+
+
+def test_a_batchs_totals_are_numpys_on_either_side_of_the_list_threshold():
+    """``total`` and ``least`` (a batch's sums and minimum, by a list up to a few dozen rows, by numpy above): the
+    same Python ints as numpy's reductions at every size around the switch, an empty batch summing to 0."""
+    from simulator.scheduler import least, total
+
+    rng = np.random.default_rng(3)
+    assert total(np.empty(0, dtype=np.int64)) == 0
+    for size in (1, 2, 31, 32, 33, 63, 64, 65, 300):
+        a = rng.integers(-10**12, 10**12, size=size)
+        assert type(total(a)) is int and total(a) == int(a.sum())
+        assert type(least(a)) is int and least(a) == int(a.min())
