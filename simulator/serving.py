@@ -124,7 +124,7 @@ BULK_CELLS = 1 << 15  # most (step, sequence) draws one bulk advance makes
 
 # The bulk path's reductions on small arrays, called as ufuncs: ndarray.sum/.any/.min go through Python wrappers,
 # which held 9 % of a run's samples at 1 req/s (py-spy) where a batch is a sequence or two.
-_sum, _any = np.add.reduce, np.logical_or.reduce
+_sum = np.add.reduce
 
 
 @dataclass
@@ -421,9 +421,8 @@ class Engine(Scheduler):
             self.log.accepted.add(cand, accepted)
 
     def _retire(self) -> None:
-        done = self.finished()
-        if _any(done):
-            self.log.finish_s[self.retire(done)] = self.env.now
+        if len(self.remaining) and least(self.remaining) <= 0:
+            self.log.finish_s[self.retire(self.finished())] = self.env.now
 
 
 @dataclass(frozen=True, eq=False)
