@@ -164,17 +164,21 @@ class Engine(Scheduler):
                 yield self.wake
                 continue
             admitted = self.admit()
-            if not admitted:
-                yield from self._decode()
+            if admitted is None and not self.config.bulk:
+                yield from self._decode_step()
                 continue
-            if self.config.prefill_mixed and len(self.active):
+            if admitted is not None and self.config.prefill_mixed and len(self.active):
                 yield from self._decode_step(riding=admitted)
                 continue
-            end = self._prefill(admitted)
-            if self.config.bulk and not self.waiting and self.arrivals.next_s > end and least(self.remaining) > 0:
-                yield from self._decode_run(end)  # nothing to admit when the prefill ends: decode straight on
+            if admitted is None:
+                end, finishes = self._decode_run(env.now)
             else:
-                yield env.timeout(end - env.now)
+                end = self._prefill(admitted)
+                finishes = True  # (a request of one output token is done at its prefill)
+                if self.config.bulk and not self.waiting and self.arrivals.next_s > end and least(self.remaining) > 0:
+                    end, finishes = self._decode_run(end)  # nothing to admit when the prefill ends: decode on
+            yield env.timeout(end - env.now)  # (one simpy event for a prefill and the run after it)
+            if finishes:
                 self._retire()
 
     def _prefill(self, admission: Admission) -> float:
@@ -205,12 +209,6 @@ class Engine(Scheduler):
                 first_token_s[r] = end
             engine_of[r] = self.index
         self.sampler.admit(joined.slots)  # a readmitted sequence starts afresh
-
-    def _decode(self):  # noqa: ANN202
-        if self.config.bulk:
-            yield from self._decode_run()
-        else:
-            yield from self._decode_step()
 
     def _decode_step(self, riding: Admission | None = None):  # noqa: ANN202
         """One decode step (the reference mode: every step a simpy event). With `riding` (``prefill_mixed``): the
@@ -281,21 +279,17 @@ class Engine(Scheduler):
             return 0.0
         return float(self.context.max() - self.context.mean())
 
-    def _decode_run(self, start: float | None = None):  # noqa: ANN202
-        """Decode steps of an unchanged batch in bulk, from `start` (default: now; later after a prefill): the steps
-        are planned ahead of the clock, a run at a time (``_plan``), until a sequence finishes or a request arrives
-        that this engine could admit; then one simpy event covers them all. Nothing outside the engine sees its
-        batch between those events (the router counts requests, which change only when one finishes), so the order
-        of events is the reference mode's."""
-        now = self.env.now
-        t = now if start is None else start
+    def _decode_run(self, start: float) -> tuple[float, bool]:
+        """Decode steps of an unchanged batch in bulk, from `start` (now, or later after a prefill): the steps are
+        planned ahead of the clock, a run at a time (``_plan``), until a sequence finishes or a request arrives that
+        this engine could admit; one simpy event then covers them all (the caller's). Nothing outside the engine
+        sees its batch between those events (the router counts requests, which change only when one finishes), so
+        the order of events is the reference mode's. Returns (end time, a sequence finished)."""
+        t = start
         while True:
             t, finishes, arrives = self._plan(t)
             if finishes or arrives:
-                break
-        yield self.env.timeout(t - now)
-        if finishes:  # (no sequence has all its tokens otherwise)
-            self._retire()
+                return t, finishes
 
     def _plan(self, t: float) -> tuple[float, bool, bool]:
         """Advance the batch from time `t` by the steps ``_decode_step`` would take in a row with one choice: every
