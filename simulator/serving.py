@@ -124,7 +124,7 @@ BULK_CELLS = 1 << 15  # most (step, sequence) draws one bulk advance makes
 
 # The bulk path's reductions on small arrays, called as ufuncs: ndarray.sum/.any/.min go through Python wrappers,
 # which held 9 % of a run's samples at 1 req/s (py-spy) where a batch is a sequence or two.
-_sum = np.add.reduce
+_sum, _cumsum = np.add.reduce, np.add.accumulate  # (ufuncs: a third of cumsum's cost at a run's few steps)
 
 
 @dataclass
@@ -329,13 +329,13 @@ class Engine(Scheduler):
                 accepted = self.sampler.draw_steps(self.active, cand, m)
             else:
                 accepted = self.sampler.draw_steps_after(self.active, first, cand, m)
-            done = (accepted + 1).cumsum(axis=0)  # tokens each sequence has emitted after each step
+            done = _cumsum(accepted + 1)  # tokens each sequence has emitted after each step (down axis 0)
             hit = done >= remaining  # done only grows: a row once hit stays hit
             at = int(hit.argmax())  # row-major: the first hit's row is the first step a sequence finishes in
             first_finish = at // batch if hit.item(at) else m
             n = min(first_finish + 1, m)
             step_tokens = _sum(accepted[:n], axis=1) + batch
-        before = step_tokens.cumsum()  # tokens the batch emitted before each step
+        before = _cumsum(step_tokens)  # tokens the batch emitted before each step
         before -= step_tokens
         context_means = (before + self.context_total) / batch
         context_model = self.sampler.context
@@ -374,7 +374,7 @@ class Engine(Scheduler):
         if cand.is_plain and self.with_draft and self.eager:  # the draft is kept current
             durations += (costs.draft_sync_many_s(batch, priced) if runs is None else
                           sum(costs.draft_sync_many_s(r, priced) for r in runs))
-        ends = t + durations.cumsum()
+        ends = t + _cumsum(durations)
         arrives = next_arrival <= ends[-1]
         if arrives:
             n = int(ends.searchsorted(next_arrival)) + 1  # the step during which it arrives
