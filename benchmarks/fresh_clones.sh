@@ -9,7 +9,8 @@
 #                                                                validated (about 9 minutes a clone; VALIDATE
 #                                                                replaces --quick, e.g. VALIDATE="--k 1..8
 #                                                                --repeats 2" for every k and K 2..8 on 8 prompts)
-# Minutes per clone on a 2-core machine; run nothing else meanwhile. One summary line per clone.
+# Minutes per clone on a 2-core machine; run nothing else meanwhile. One summary line per clone. OMP_NUM_THREADS=1
+# runs torch on one thread (steady where a co-tenant holds a core for minutes: docs/validation.md).
 set -euo pipefail
 N=${1:-5}
 OUT=${2:-$(mktemp -d /tmp/fresh-clones-XXXX)}
