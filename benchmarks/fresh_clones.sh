@@ -9,14 +9,28 @@
 #                                                                validated (about 9 minutes a clone; VALIDATE
 #                                                                replaces --quick, e.g. VALIDATE="--k 1..8
 #                                                                --repeats 2" for every k and K 2..8 on 8 prompts)
+#   ENGINE=llama.cpp bash benchmarks/fresh_clones.sh [N] [OUT_DIR]
+#                                                                the pair exported, llama.cpp's own passes
+#                                                                calibrated, a served stream through llama-server
+#                                                                against its simulation (--serving --k 4; about 6
+#                                                                minutes a clone); needs a build
+#                                                                (benchmarks/build_llama_cpp.sh), found as specsim
+#                                                                finds it before HOME is emptied
 # Minutes per clone on a 2-core machine; run nothing else meanwhile. One summary line per clone. OMP_NUM_THREADS=1
-# runs torch on one thread (steady where a co-tenant holds a core for minutes: docs/validation.md).
+# runs torch on one thread (steady where a co-tenant holds a core for minutes: docs/validation.md);
+# SPECSIM_LLAMA_THREADS=1 does the same for llama.cpp.
 set -euo pipefail
 N=${1:-5}
 OUT=${2:-$(mktemp -d /tmp/fresh-clones-XXXX)}
 DRAFTERS=${3:-model heads ngram}
 ENGINE=${ENGINE:-specsim}
-case "$ENGINE" in specsim|transformers) ;; *) echo "fresh_clones.sh: ENGINE must be specsim or transformers, not '$ENGINE'" >&2; exit 2;; esac
+case "$ENGINE" in specsim|transformers|llama.cpp) ;;
+  *) echo "fresh_clones.sh: ENGINE must be specsim, transformers or llama.cpp, not '$ENGINE'" >&2; exit 2;; esac
+if [ "$ENGINE" = llama.cpp ]; then
+  export SPECSIM_LLAMA_CPP=${SPECSIM_LLAMA_CPP:-${XDG_CACHE_HOME:-$HOME/.cache}/specsim/llama.cpp}
+  [ -x "$SPECSIM_LLAMA_CPP/bin/llama-server" ] || {
+    echo "fresh_clones.sh: no llama-server in $SPECSIM_LLAMA_CPP/bin: build it with bash benchmarks/build_llama_cpp.sh" >&2; exit 2; }
+fi
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$OUT"
 
@@ -62,6 +76,34 @@ v = json.load(open(f"{out}/validate-{i}.json"))
 rows = ", ".join(f"{r['run']} {100 * r['rel_error']:+.1f} %" for r in v["rows"])
 print(f"clone {i}: calibrate {cal} s; validate median {100 * v['median_abs_err_speedup']:.1f} %, p90 "
       f"{100 * v['p90_abs_err_speedup']:.1f} %; {rows}; outputs differ: {v['outputs_differ'] or 'none'}", flush=True)
+PY
+}
+
+llama.cpp_clone() {  # $1: clone number
+  local i=$1 start cal
+  pip install -q -e '.[hf]' >/dev/null 2>&1
+  specsim export --out pair/ --format both >/dev/null 2>&1
+  start=$(date +%s)
+  specsim calibrate --quick --engine llama.cpp --target pair/target --draft pair/draft \
+    --out "$OUT/llama-profile-$i.json" > "$OUT/calibrate-$i.txt" 2>&1
+  cal=$(( $(date +%s) - start ))
+  specsim validate --quick --engine llama.cpp --serving --k 4 --profile "$OUT/llama-profile-$i.json" \
+    --target pair/target --draft pair/draft --json > "$OUT/serving-$i.json" 2>/dev/null
+  python - "$OUT" "$i" "$cal" <<'PY'
+import json, sys
+out, i, cal = sys.argv[1:]
+p = json.load(open(f"{out}/llama-profile-{i}.json"))
+h = p["fit"]["heldout"]
+v = json.load(open(f"{out}/serving-{i}.json"))
+m = v["median_row"]
+row = next(r for r in v["rows"] if r["rate_per_s"] == m["rate_per_s"] and r["policy"] == m["policy"])
+th, tp = row["throughput"][2], row["tpot_p50_s"][2]
+e = v["median_abs_err"]
+met = abs(th) <= 0.05 and abs(tp) <= 0.10
+print(f"clone {i}: calibrate {cal} s, {v['threads']} threads, held out {100 * h['median_abs_err']:.1f} %"
+      f"{'' if p['trust']['trusted'] else ' (untrusted)'}; median row {m['rate_per_s']:g}/s {m['policy']}: "
+      f"throughput {100 * th:+.1f} %, TPOT p50 {100 * tp:+.1f} % ({'met' if met else 'missed'}); over the rows "
+      f"{100 * e['throughput']:.1f} / {100 * e['tpot_p50_s']:.1f} %", flush=True)
 PY
 }
 
