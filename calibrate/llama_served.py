@@ -28,7 +28,7 @@ import math
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,15 +83,34 @@ def serve_stream(server: Server, workload: Workload, prompts: Sequence[Sequence[
                       empty, empty.astype(int), empty.astype(int), empty.astype(int), empty, {}, 0, 0)
 
 
-def validate_llama_serving(profile: Any, target_dir: str | Path, draft_dir: str | Path, k: int, slots: int,
-                           n_requests: int, output_tokens: int, rates: Sequence[float] | None, seed: int,
-                           progress: Any) -> dict[str, Any]:
-    """Each rate, plain and a draft of k, served for real and simulated (see the module docstring)."""
-    from calibrate.served_validation import predict_run
+@dataclass(frozen=True)
+class StreamPlan:
+    """What a served stream and its simulation share: the requests' prompts, the rates, the arrival gaps (one
+    Poisson draw scaled to each rate), llama-server's schedule and the two policies, all from the profile and seed."""
+
+    prompts: list[list[int]]
+    rates: list[float]
+    gaps: np.ndarray
+    output_tokens: int
+    config: EngineConfig
+    policies: dict[str, Any]
+    costs: StepCosts
+    acceptance: Any
+
+    def workload(self, rate: float) -> Workload:
+        g = self.gaps
+        return Workload(np.cumsum(g) / rate - g[0] / rate, np.array([len(p) for p in self.prompts]),
+                        np.full(len(self.prompts), self.output_tokens), f"poisson {rate:g}/s",
+                        tuple(tuple(p) for p in self.prompts))  # llama-server picks slots by the prompts too
+
+
+def stream_plan(profile: Any, k: int, slots: int, n_requests: int, output_tokens: int, rates: Sequence[float] | None,
+                seed: int) -> StreamPlan:
+    """The stream `validate_llama_serving` serves: held-out prompts drawn with `seed`, and without `rates` four
+    from light load to past saturation of plain decoding, as the profile predicts it."""
     from engine.builtin import encode, prompts
     from simulator.policies import PLAIN, parse_policy
 
-    target, draft = gguf_of(target_dir, "target"), gguf_of(draft_dir, "draft")
     acceptance = profile.acceptance.model()
     costs = StepCosts(profile.cost_model(), profile.target, profile.draft)
     held = [encode(p) for p in prompts("heldout")]
@@ -100,21 +119,31 @@ def validate_llama_serving(profile: Any, target_dir: str | Path, draft_dir: str 
     ctx = 512
     config = EngineConfig(max_batch=slots, kv_capacity_tokens=slots * ctx, prefill_mixed=True, slot_runs=True)
     policies = {"off": parse_policy("off", acceptance), f"fixed:{k}": parse_policy(f"fixed:{k}", acceptance)}
-    if not rates:  # from light load to past saturation of plain decoding, as the profile predicts it
+    if not rates:
         mean_ctx = float(np.mean([len(p) for p in pick]) + output_tokens / 2)
         saturation = slots / costs.decode_s(slots, mean_ctx, PLAIN) / output_tokens
         rates = [float(f"{saturation * f:.3g}") for f in (0.2, 0.5, 0.9, 1.5)]
-    gaps = rng.exponential(1.0, n_requests)
+    return StreamPlan(pick, list(rates), rng.exponential(1.0, n_requests), output_tokens, config, policies, costs,
+                      acceptance)
+
+
+def validate_llama_serving(profile: Any, target_dir: str | Path, draft_dir: str | Path, k: int, slots: int,
+                           n_requests: int, output_tokens: int, rates: Sequence[float] | None, seed: int,
+                           progress: Any) -> dict[str, Any]:
+    """Each rate, plain and a draft of k, served for real and simulated (see the module docstring)."""
+    from calibrate.served_validation import predict_run
+
+    target, draft = gguf_of(target_dir, "target"), gguf_of(draft_dir, "draft")
+    plan = stream_plan(profile, k, slots, n_requests, output_tokens, rates, seed)
+    pick, costs, config = plan.prompts, plan.costs, plan.config
     base = profile.cost_model()
     rows = []
     drifts: dict[float, tuple[tuple[int, float], ...]] = {}
-    with progress("llama-server: a served stream per rate and policy", len(rates) * 2) as bar:
-        for rate in rates:
-            workload = Workload(np.cumsum(gaps) / rate - gaps[0] / rate, np.array([len(p) for p in pick]),
-                                np.full(n_requests, output_tokens), f"poisson {rate:g}/s",
-                                tuple(tuple(p) for p in pick))  # llama-server picks slots by the prompts too
-            for name, policy in policies.items():  # "off" first: its server takes the rate's spot check
-                with Server(target, draft if name != "off" else None, k, ctx=slots * ctx,
+    with progress("llama-server: a served stream per rate and policy", len(plan.rates) * 2) as bar:
+        for rate in plan.rates:
+            workload = plan.workload(rate)
+            for name, policy in plan.policies.items():  # "off" first: its server takes the rate's spot check
+                with Server(target, draft if name != "off" else None, k, ctx=config.kv_capacity_tokens,
                             slots=slots, threads=threads(profile)) as server:
                     server.complete(pick[0], 8)
                     if name == "off":
@@ -126,8 +155,8 @@ def validate_llama_serving(profile: Any, target_dir: str | Path, draft_dir: str 
                 f = drifts[rate]
                 anchored = StepCosts(replace(base, drift={m.name: f for m in (profile.target, profile.draft)}),
                                      profile.target, profile.draft)
-                simulated = predict_run(workload, costs, policy, acceptance, config, seed)
-                anchored_run = predict_run(workload, anchored, policy, acceptance, config, seed).mean
+                simulated = predict_run(workload, costs, policy, plan.acceptance, config, seed)
+                anchored_run = predict_run(workload, anchored, policy, plan.acceptance, config, seed).mean
                 r = row(rate, name, measured, simulated.mean, counters, simulated_counts(simulated.runs))
                 r["drift"] = [list(knot) for knot in f]
                 r["re_anchored"] = {"throughput": _rel(measured.throughput_tokens_per_s,
@@ -135,14 +164,45 @@ def validate_llama_serving(profile: Any, target_dir: str | Path, draft_dir: str 
                                     "tpot_p50_s": _rel(measured.tpot_s[0], anchored_run.tpot_s[0])}
                 rows.append(r)
                 bar.update(1)
+    return summary(rows, {"engine": "llama.cpp llama-server", "threads": threads(profile), "slots": slots,
+                          "requests": n_requests, "tokens": output_tokens, "k": k, "seed": seed})
+
+
+def summary(rows: list[dict[str, Any]], head: dict[str, Any]) -> dict[str, Any]:
+    """The report: its rows, the median row (the middle one by rate) and the median |error| over the rows."""
     med = sorted(rows, key=lambda r: r["rate_per_s"])[len(rows) // 2]
-    return {"engine": "llama.cpp llama-server", "threads": threads(profile), "slots": slots, "requests": n_requests,
-            "tokens": output_tokens, "k": k, "rows": rows,
-            "median_row": {"rate_per_s": med["rate_per_s"], "policy": med["policy"]},
-            "median_abs_err": {m: float(np.nanmedian([abs(r[m][2]) for r in rows]))
-                               for m in ("throughput", "tpot_p50_s", "ttft_p50_s")},
-            "median_abs_err_re_anchored": {m: float(np.nanmedian([abs(r["re_anchored"][m]) for r in rows]))
-                                           for m in ("throughput", "tpot_p50_s")}}
+    out = {**head, "rows": rows, "median_row": {"rate_per_s": med["rate_per_s"], "policy": med["policy"]},
+           "median_abs_err": {m: float(np.nanmedian([abs(r[m][2]) for r in rows]))
+                              for m in ("throughput", "tpot_p50_s", "ttft_p50_s")}}
+    if all("re_anchored" in r for r in rows):
+        out["median_abs_err_re_anchored"] = {m: float(np.nanmedian([abs(r["re_anchored"][m]) for r in rows]))
+                                             for m in ("throughput", "tpot_p50_s")}
+    return out
+
+
+def resimulate(profile: Any, report: dict[str, Any], seed: int | None = None) -> dict[str, Any]:
+    """A served stream's report with its simulated side recomputed from `profile` by the current simulator, on the
+    same arrivals (the report's rates, requests, tokens, k, slots and seed), against the same measurements: what a
+    change to the model does to streams already served, without serving them again."""
+    from calibrate.served_validation import predict_run
+
+    seed = int(report.get("seed", 0) if seed is None else seed)
+    plan = stream_plan(profile, int(report["k"]), int(report["slots"]), int(report["requests"]),
+                       int(report["tokens"]), sorted({float(r["rate_per_s"]) for r in report["rows"]}), seed)
+    rows = []
+    for old in report["rows"]:
+        workload = plan.workload(float(old["rate_per_s"]))
+        sim = predict_run(workload, plan.costs, plan.policies[old["policy"]], plan.acceptance, plan.config, seed)
+        p, counts = sim.mean, simulated_counts(sim.runs)
+        new = {"rate_per_s": old["rate_per_s"], "policy": old["policy"]}
+        for key, value in (("throughput", p.throughput_tokens_per_s), ("tpot_p50_s", p.tpot_s[0]),
+                           ("ttft_p50_s", p.ttft_s[0])):
+            new[key] = [old[key][0], value, _rel(old[key][0], value)]
+        new["causes"] = {c: [m[0], counts[c], _rel(m[0], counts[c])] for c, m in old["causes"].items()}
+        rows.append(new)
+    head = {k: v for k, v in report.items() if k not in ("rows", "median_row", "median_abs_err",
+                                                          "median_abs_err_re_anchored")}
+    return summary(rows, head)
 
 
 SPOT_TOKENS = 32
