@@ -333,39 +333,62 @@ def llama_profile(target_dir: str | Path, draft_dir: str | Path, quick: bool, se
     with progress("acceptance (greedy, the exported weights)", n_prompts + 1) as bar:
         acc = measure_acceptance(t, d, calib, n_tokens, 0.0, seed, tick=lambda: bar.update(1))
     with progress("llama-server around its passes (plain requests)", 3 * 2) as bar:
-        loop_s = server_loop_s(profile, target, calib[:3], 2, n_tokens, lambda: bar.update(1))
+        loop_s, prompt_ratio = server_loop_s(profile, target, calib[:3], 2, n_tokens, lambda: bar.update(1))
     engine = replace(profile.fit.overheads.engine, plain=PerStep(loop_s), verify=PerStep(loop_s))
     acc["llama_server_loop_s"] = loop_s
+    profile = replace(profile, passes=served_prompts(profile.passes, profile.target.name, prompt_ratio))
     batches = (2, 4)
     with progress("llama-server's batched plain steps (its slots together)", len(batches) * 2) as bar:
         batched = server_batched_passes(profile, target, calib, batches, 2, n_tokens, loop_s, lambda: bar.update(1))
     profile = replace(profile, passes=profile.passes + tuple(batched))
+    assumed = [*profile.fit.extra.get("assumed", []),
+               f"llama-server's own work, {loop_s * 1e3:.2f} ms a step (plain requests less llama-bench's passes), "
+               "the same in a speculative step",
+               f"a prompt as llama-server runs it: llama-bench's prefills of the target x {prompt_ratio:.3f} (its "
+               "plain requests' prompt_ms over llama-bench's pass of their length), at every length",
+               "the target's batched passes of one token (batch " + ", ".join(map(str, batches))
+               + "): llama-server's plain steps with its slots decoding together, less that work; a batched "
+               "verification is llama-bench's single-sequence pass scaled by the same ratio"]
     fit = replace(profile.fit, overheads=replace(profile.fit.overheads, engine=engine),
-                  extra={**profile.fit.extra, "assumed": [*profile.fit.extra.get("assumed", []),
-                         f"llama-server's own work, {loop_s * 1e3:.2f} ms a step (plain requests less "
-                         "llama-bench's passes), the same in a speculative step",
-                         "the target's batched passes of one token (batch " + ", ".join(map(str, batches))
-                         + "): llama-server's plain steps with its slots decoding together, less that work; a "
-                         "batched verification is llama-bench's single-sequence pass scaled by the same ratio"]})
+                  extra={**profile.fit.extra, "llama_server_prompt_ratio": prompt_ratio, "assumed": assumed})
     return replace(profile, acceptance=MeasuredAcceptance.from_dict(acc), fit=fit)
 
 
 def server_loop_s(profile: Any, target: Path, prompts: Sequence[Sequence[int]], repeats: int, new_tokens: int,
-                  tick: Callable[[], None]) -> float:
+                  tick: Callable[[], None]) -> tuple[float, float]:
     """What llama-server does in a decoding step beyond llama-bench's pass (sampling, its slot loop, the HTTP side):
-    plain requests' decode time less the passes, per step."""
+    plain requests' decode time less the passes, per step; and how its prompts compare with llama-bench's: the
+    same requests' ``prompt_ms`` over llama-bench's prefill of that length (median over the requests; on this CPU
+    llama-server's prompt of 96 tokens took 1.04-1.08x llama-bench's, one thread, with no difference between one
+    slot and four, a context of 256 or 2,048, streamed or not)."""
     from calibrate.engine_steps import measured_pass_s
 
-    per_step = []
+    per_step, prompt_ratios = [], []
     with Server(target, threads=threads(profile)) as server:
         server.complete(prompts[0], 8)
         for _ in range(repeats):
             for p in prompts:
-                t = float(server.complete(p, new_tokens)["timings"]["predicted_ms"]) * 1e-3
+                timings = server.complete(p, new_tokens)["timings"]
+                t = float(timings["predicted_ms"]) * 1e-3
                 passes = (new_tokens - 1) * measured_pass_s(profile, profile.target, 1, len(p) + new_tokens // 2)
                 per_step.append((t - passes) / (new_tokens - 1))
+                n, prompt_s = int(timings.get("prompt_n", len(p))), float(timings.get("prompt_ms", 0.0)) * 1e-3
+                if n > 0 and prompt_s > 0:
+                    prompt_ratios.append(prompt_s / measured_pass_s(profile, profile.target, n, 0))
                 tick()
-    return max(float(np.median(per_step)), 0.0)
+    return max(float(np.median(per_step)), 0.0), float(np.median(prompt_ratios)) if prompt_ratios else 1.0
+
+
+def served_prompts(passes: Sequence[Any], target_name: str, ratio: float) -> tuple[Any, ...]:
+    """The target's prefills (context 0) scaled by `ratio`: llama-bench's pass of a prompt as llama-server runs
+    it. The other passes as they were."""
+    from dataclasses import replace
+
+    def scaled(p: Any) -> Any:
+        return replace(p, median_s=p.median_s * ratio, iqr_s=None if p.iqr_s is None else p.iqr_s * ratio,
+                       samples_s=tuple(s * ratio for s in p.samples_s))
+
+    return tuple(scaled(p) if p.model == target_name and p.context == 0 and p.median_s else p for p in passes)
 
 
 def server_batched_passes(profile: Any, target: Path, prompts: Sequence[Sequence[int]], batches: Sequence[int],

@@ -285,3 +285,48 @@ def test_llama_cpp_runs_on_the_threads_its_profile_was_timed_on(monkeypatch):
     monkeypatch.setenv("SPECSIM_LLAMA_THREADS", "two")
     with pytest.raises(SpecsimError, match="SPECSIM_LLAMA_THREADS='two'"):
         threads()
+
+
+def test_llama_server_prompts_and_loop_are_read_from_its_own_plain_requests(monkeypatch):
+    """`server_loop_s`: a llama-server whose steps take llama-bench's pass plus 0.5 ms and whose prompts take 1.1x
+    llama-bench's prefill of their length reads as 0.5 ms of its own work a step and a prompt ratio of 1.1;
+    `served_prompts` scales the target's prefills by it and leaves every other pass as measured."""
+    import calibrate.llama_cpp as lc
+    from calibrate.engine_steps import measured_pass_s
+
+    profile = import_profile(f"llama-bench:{SAMPLES / 'llama-bench-specsim-pair.json'}", "cpu", "specsim-target",
+                             "specsim-draft", "fp32", 0, "test", {})
+    prompts, n = [list(range(40)), list(range(56))], 17
+
+    class Fake:
+        def __init__(self, *a, **kw):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def complete(self, p, tokens):
+            step = measured_pass_s(profile, profile.target, 1, len(p) + n // 2) + 0.5e-3
+            return {"timings": {"predicted_ms": 1e3 * (tokens - 1) * step, "prompt_n": len(p),
+                                "prompt_ms": 1.1e3 * measured_pass_s(profile, profile.target, len(p), 0)}}
+
+    monkeypatch.setattr(lc, "Server", Fake)
+    loop_s, ratio = lc.server_loop_s(profile, "model.gguf", prompts, 2, n, lambda: None)
+    assert loop_s == pytest.approx(0.5e-3, rel=1e-6) and ratio == pytest.approx(1.1)
+    scaled = lc.served_prompts(profile.passes, profile.target.name, ratio)
+    assert len(scaled) == len(profile.passes)
+    for before, after in zip(profile.passes, scaled):
+        prefill = before.model == profile.target.name and before.context == 0
+        assert after.median_s == pytest.approx(before.median_s * (1.1 if prefill else 1.0))
+    assert any(p.model == profile.target.name and p.context == 0 for p in profile.passes)
+    assert measured_pass_s(replace_passes(profile, scaled), profile.target, 96, 0) == pytest.approx(
+        1.1 * measured_pass_s(profile, profile.target, 96, 0))
+
+
+def replace_passes(profile, passes):
+    from dataclasses import replace
+
+    return replace(profile, passes=passes)
