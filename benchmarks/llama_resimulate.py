@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from calibrate.llama_served import format_llama_serving, resimulate  # noqa: E402
 from scenarios.profile import load_profile  # noqa: E402
+from simulator import SpecsimError  # noqa: E402
 
 
 def median_row(report: dict) -> str:
@@ -40,10 +41,17 @@ def main() -> None:
         sys.exit("llama_resimulate.py: give files in pairs, PROFILE.json SERVING.json")
     for prof_path, serve_path in zip(args.files[::2], args.files[1::2]):
         try:
-            profile, report = load_profile(prof_path), json.loads(Path(serve_path).read_text())
+            profile = load_profile(prof_path)
+        except (OSError, ValueError, SpecsimError) as e:
+            sys.exit(f"llama_resimulate.py: {e}")
+        try:
+            report = json.loads(Path(serve_path).read_text())
             again = resimulate(profile, report)
-        except (OSError, ValueError, KeyError) as e:
+        except (OSError, ValueError) as e:
             sys.exit(f"llama_resimulate.py: {serve_path}: {e}")
+        except (KeyError, TypeError, AttributeError) as e:
+            sys.exit(f"llama_resimulate.py: {serve_path} is not a served-stream report (missing {e}): give what "
+                     "specsim validate --engine llama.cpp --serving --json wrote")
         print(f"{serve_path}: reported {median_row(report)}; re-simulated {median_row(again)}", flush=True)
         if args.table:
             print(format_llama_serving(again), "\n", flush=True)

@@ -6,7 +6,9 @@
   (``-p n -n 0 -d d``: n = 1 is a decode step, n = k + 1 a verification) and prefills; `calibrate.step_import`
   reads its JSON and fits the cost model under this CPU's measured bandwidth and FLOP/s. The greedy acceptance is
   the pair's own (the GGUF files compute the exported weights' logits), measured along the target's greedy text on
-  the calibration prompts by specsim's engine reading the exported safetensors.
+  the calibration prompts by specsim's engine reading the exported safetensors. llama-server's own plain requests
+  add what llama-bench does not run: its work around a step, its prompts (``prompt_ms`` over llama-bench's prefill
+  of that length scales the target's prefills) and the target's one-token passes over 2 and 4 slots together.
 - ``specsim validate --engine llama.cpp``: llama-server started plain and with the draft (``-md DRAFT --spec-type
   draft-simple --spec-draft-n-max k --spec-draft-n-min 0 --spec-draft-p-min 0``: k drafts every step), one request
   at a time, greedy; the decode time its ``timings`` report, per prompt, against the time the profile predicts.
@@ -34,7 +36,7 @@ import numpy as np
 
 from simulator import SpecsimError
 
-BUILD = ("bash benchmarks/build_llama_cpp.sh (builds llama.cpp from the llama-cpp-python source package; ~35 min on "
+BUILD = ("bash benchmarks/build_llama_cpp.sh (builds llama.cpp from the llama-cpp-python source package; 5-35 min on "
          "2 cores)")
 
 

@@ -330,3 +330,29 @@ def replace_passes(profile, passes):
     from dataclasses import replace
 
     return replace(profile, passes=passes)
+
+
+def test_a_served_stream_re_simulated_by_the_same_model_has_no_error(builtin_profile):
+    """`resimulate` rebuilds a llama-server stream's arrivals from its report (rates, requests, tokens, k, slots,
+    seed) and simulates it again: a report whose measured side is that simulation reads 0 % on every row, the
+    causes included; the same report under another seed (other prompts and arrivals) does not."""
+    from calibrate.llama_served import resimulate
+
+    causes = ("steps", "batch", "acceptance", "s_per_step")
+    skeleton = {"engine": "test", "threads": 1, "slots": 2, "requests": 6, "tokens": 8, "k": 2, "seed": 3,
+                "rows": [{"rate_per_s": rate, "policy": policy,
+                          **{m: [1.0, 1.0, 0.0] for m in ("throughput", "tpot_p50_s", "ttft_p50_s")},
+                          "causes": {c: [1.0, 1.0, 0.0] for c in causes}}
+                         for rate in (2.0, 20.0) for policy in ("off", "fixed:2")]}
+    simulated = resimulate(builtin_profile, skeleton)
+    report = {**skeleton, "rows": [{**r, **{m: [r[m][1]] * 2 + [0.0] for m in ("throughput", "tpot_p50_s",
+                                                                                "ttft_p50_s")},
+                                    "causes": {c: [v[1], v[1], 0.0] for c, v in r["causes"].items()}}
+                                   for r in simulated["rows"]]}
+    again = resimulate(builtin_profile, report)
+    assert len(again["rows"]) == 4 and again["median_row"] == {"rate_per_s": 20.0, "policy": "off"}
+    for r in again["rows"]:
+        assert r["throughput"][2] == r["tpot_p50_s"][2] == 0.0
+        assert all(v[2] == 0.0 or np.isnan(v[2]) for v in r["causes"].values())
+    other = resimulate(builtin_profile, {**report, "seed": 4})
+    assert any(abs(r["throughput"][2]) > 1e-6 for r in other["rows"])
