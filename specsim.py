@@ -229,7 +229,7 @@ def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int]
     """
     if engine != "specsim":
         return cmd.run_validate_engine(engine, profile_path, target, draft, ks, repeats, new_tokens, quick, as_json,
-                                       seed, served)
+                                       seed, served, plot_dir)
     cmd.run_validate(profile_path, batches, ks, trees, repeats, new_tokens, quick, as_json, plot_dir, seed, target,
                     draft, acceptance_spec, served, drafter)
 

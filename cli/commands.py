@@ -325,8 +325,9 @@ def run_calibrate_engine(engine: str, target: str, draft: str, quick: bool, seed
 
 def run_validate_engine(engine: str, profile_path: Path | None, target: str | None, draft: str | None,
                         ks: list[int] | None, repeats: int | None, new_tokens: int | None, quick: bool,
-                        as_json: bool, seed: int, served: ServedOptions) -> None:
-    """`specsim validate --engine transformers|llama.cpp`: that engine's speculative runs against their predictions."""
+                        as_json: bool, seed: int, served: ServedOptions, plot_dir: Path | None = None) -> None:
+    """`specsim validate --engine transformers|llama.cpp`: that engine's speculative runs against their predictions
+    (`--serving --plot DIR`: llama-server's stream against its simulation as DIR/validation-serving.png)."""
     import json
 
     from engine.device import match_threads
@@ -338,11 +339,15 @@ def run_validate_engine(engine: str, profile_path: Path | None, target: str | No
     if not target or not draft or profile_path is None:
         raise click.UsageError(f"--engine {engine} needs --profile (from calibrate --engine {engine}), --target DIR "
                                "and --draft DIR")
+    if plot_dir is not None and not (engine == "llama.cpp" and served.on):
+        raise click.UsageError(f"--plot draws a served stream: --engine llama.cpp --serving; --engine {engine} "
+                               "without --serving reports as text or --json")
+    plots = check_figures([plot_dir / "validation-serving.png"]) if plot_dir else []
     profile, _ = resolve_profile(profile_path)
     if engine == "transformers":
         say(*filter(None, [match_threads(profile)]))
     if engine == "llama.cpp" and served.on:
-        return run_llama_serving(profile, target, draft, ks, quick, as_json, seed, served)
+        return run_llama_serving(profile, target, draft, ks, quick, as_json, seed, served, plots)
     if served.given:
         raise click.UsageError(f"{', '.join(served.given)} describe a served stream: add --serving")
     if engine == "llama.cpp":
@@ -367,7 +372,7 @@ def run_validate_engine(engine: str, profile_path: Path | None, target: str | No
 
 
 def run_llama_serving(profile: Profile, target: str, draft: str, ks: list[int] | None, quick: bool, as_json: bool,
-                      seed: int, served: ServedOptions) -> None:
+                      seed: int, served: ServedOptions, plots: list[Path] | None = None) -> None:
     """`specsim validate --engine llama.cpp --serving`: a Poisson stream through llama-server, plain and with a
     draft of k, against its simulation."""
     import json
@@ -393,4 +398,8 @@ def run_llama_serving(profile: Profile, target: str, draft: str, ks: list[int] |
     report = validate_llama_serving(profile, target, draft, ks[0] if ks else 4, served.max_batch or 4,
                                     served.n_requests or (24 if quick else 48), int(out_text), served.rates, seed,
                                     progress)
+    if plots:
+        from plots.serving import engine_stream_vs_simulated
+
+        write_figures({plots[0]: engine_stream_vs_simulated(report)})
     click.echo(json.dumps(report, indent=1) if as_json else format_llama_serving(report))

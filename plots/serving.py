@@ -124,3 +124,50 @@ def served_vs_predicted(report: Any) -> Figure:
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.1, 1, 0.93))
     return fig
+
+
+def engine_stream_vs_simulated(report: dict[str, Any]) -> Figure:
+    """A stream served by another engine (`calibrate.llama_served.validate_llama_serving`'s report) against its
+    simulation: throughput, TPOT p50 and TTFT p50 (log) against the offered rate, the simulation as lines and the
+    engine's measurements as points, one colour per policy; each measured point labelled with the simulation's
+    error, the median row ringed."""
+    rows = report["rows"]
+    policies = list(dict.fromkeys(r["policy"] for r in rows))
+    colors = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(policies)}
+    med = report.get("median_row", {})
+    fig, axes = plt.subplots(1, 3, figsize=(15.0, 4.8))
+    panels = (("throughput (output tokens/s)", "throughput", 1.0), ("TPOT p50 (ms)", "tpot_p50_s", 1e3),
+              ("TTFT p50 (ms, log)", "ttft_p50_s", 1e3))
+    for ax, (title, key, scale) in zip(axes, panels):
+        for p in policies:
+            mine = sorted((r for r in rows if r["policy"] == p), key=lambda r: r["rate_per_s"])
+            rates = [r["rate_per_s"] for r in mine]
+            ax.plot(rates, [scale * r[key][1] for r in mine], "-", color=colors[p], linewidth=1.6,
+                    label=f"{p} simulated")
+            ax.scatter(rates, [scale * r[key][0] for r in mine], color=colors[p], s=36, zorder=3,
+                       edgecolors="black", linewidths=0.5, label=f"{p} measured")
+            for r in mine:
+                if np.isfinite(r[key][2]):
+                    ax.annotate(f"{100 * r[key][2]:+.0f}%", (r["rate_per_s"], scale * r[key][0]), fontsize=7,
+                                xytext=(4, 4), textcoords="offset points", color=colors[p])
+                if r["rate_per_s"] == med.get("rate_per_s") and p == med.get("policy"):
+                    ax.scatter([r["rate_per_s"]], [scale * r[key][0]], s=160, facecolors="none",
+                               edgecolors="black", linewidths=1.0, zorder=4)
+        ax.set_xlabel("request rate (requests/s)")
+        ax.set_title(title, fontsize=10)
+        if key == "ttft_p50_s":
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(0, None)
+        ax.grid(True, alpha=0.3)
+    e = report.get("median_abs_err", {})
+    title = (f"{report.get('engine', 'engine')} on {report.get('threads', '?')} threads, {report.get('slots')} slots, "
+             f"{report.get('requests')} Poisson requests x {report.get('tokens')} tokens per run, against its "
+             f"simulation; labels: simulated less measured; ringed: the median row ({med.get('rate_per_s', '?'):g}/s "
+             f"{med.get('policy', '?')}); median |error| over the rows: throughput "
+             f"{100 * e.get('throughput', np.nan):.1f} %, TPOT p50 {100 * e.get('tpot_p50_s', np.nan):.1f} %")
+    fig.suptitle(textwrap.fill(title, width=170), fontsize=9)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 0.93))
+    return fig

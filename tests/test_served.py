@@ -393,3 +393,35 @@ def test_on_graphs_a_served_prefill_is_padded_to_a_bucket_and_replayed(builtin_p
                    config)
     padded = costs_of(builtin_profile).prefill_s(1, first.prefills[0].tokens_per_request, True)
     assert sim.prefill_duration_s[0] == pytest.approx(padded)
+
+
+def test_another_engines_stream_plot_shows_measured_points_on_simulated_lines():
+    """`engine_stream_vs_simulated`: three panels (throughput, TPOT p50, TTFT p50), a simulated line and measured
+    points per policy at the report's values, each point labelled with its error, the median row ringed; `--plot`
+    without a served llama.cpp stream is refused before anything runs."""
+    from conftest import one_line_error, run
+
+    from plots.serving import engine_stream_vs_simulated
+
+    def cell(m, p):
+        return [m, p, p / m - 1]
+
+    rows = [{"rate_per_s": rate, "policy": pol, "throughput": cell(10 * rate, 10.5 * rate),
+             "tpot_p50_s": cell(t, 0.9 * t), "ttft_p50_s": cell(0.2 * rate, 0.21 * rate), "causes": {}}
+            for rate in (1.0, 2.0) for pol, t in (("off", 0.040), ("fixed:4", 0.020))]
+    report = {"engine": "llama.cpp llama-server", "threads": 1, "slots": 4, "requests": 24, "tokens": 48,
+              "rows": rows, "median_row": {"rate_per_s": 2.0, "policy": "off"},
+              "median_abs_err": {"throughput": 0.05, "tpot_p50_s": 0.1, "ttft_p50_s": 0.05}}
+    fig = engine_stream_vs_simulated(report)
+    assert len(fig.axes) == 3
+    tpot = fig.axes[1]
+    lines = {ln.get_label(): ln for ln in tpot.lines}
+    assert list(lines["off simulated"].get_ydata()) == pytest.approx([36.0, 36.0])
+    assert list(lines["fixed:4 simulated"].get_ydata()) == pytest.approx([18.0, 18.0])
+    labels = sorted(t.get_text() for t in tpot.texts)
+    assert labels == ["-10%"] * 4
+    assert fig.axes[2].get_yscale() == "log"
+    ringed = [c for c in tpot.collections if c.get_sizes().size and c.get_sizes()[0] == 160]
+    assert len(ringed) == 1 and list(ringed[0].get_offsets()[0]) == pytest.approx([2.0, 40.0])
+    one_line_error(run("validate", "--engine", "transformers", "--profile", "p.json", "--target", "t", "--draft",
+                       "d", "--plot", "out/"), "--plot draws a served stream")
