@@ -173,7 +173,7 @@ def summary(rows: list[dict[str, Any]], head: dict[str, Any]) -> dict[str, Any]:
     med = sorted(rows, key=lambda r: r["rate_per_s"])[len(rows) // 2]
     out = {**head, "rows": rows, "median_row": {"rate_per_s": med["rate_per_s"], "policy": med["policy"]},
            "median_abs_err": {m: float(np.nanmedian([abs(r[m][2]) for r in rows]))
-                              for m in ("throughput", "tpot_p50_s", "ttft_p50_s")}}
+                              for m in ROW_METRICS}}
     if all("re_anchored" in r for r in rows):
         out["median_abs_err_re_anchored"] = {m: float(np.nanmedian([abs(r["re_anchored"][m]) for r in rows]))
                                              for m in ("throughput", "tpot_p50_s")}
@@ -193,13 +193,9 @@ def resimulate(profile: Any, report: dict[str, Any], seed: int | None = None) ->
     for old in report["rows"]:
         workload = plan.workload(float(old["rate_per_s"]))
         sim = predict_run(workload, plan.costs, plan.policies[old["policy"]], plan.acceptance, plan.config, seed)
-        p, counts = sim.mean, simulated_counts(sim.runs)
-        new = {"rate_per_s": old["rate_per_s"], "policy": old["policy"]}
-        for key, value in (("throughput", p.throughput_tokens_per_s), ("tpot_p50_s", p.tpot_s[0]),
-                           ("ttft_p50_s", p.ttft_s[0])):
-            new[key] = [old[key][0], value, _rel(old[key][0], value)]
-        new["causes"] = {c: [m[0], counts[c], _rel(m[0], counts[c])] for c, m in old["causes"].items()}
-        rows.append(new)
+        measured = {key: old[key][0] for key in ROW_METRICS}
+        rows.append(row_of(old["rate_per_s"], old["policy"], measured, metric_values(sim.mean),
+                           {c: m[0] for c, m in old["causes"].items()}, simulated_counts(sim.runs)))
     head = {k: v for k, v in report.items() if k not in ("rows", "median_row", "median_abs_err",
                                                           "median_abs_err_re_anchored")}
     return summary(rows, head)
@@ -275,13 +271,24 @@ def _rel(a: float, b: float) -> float:
     return b / a - 1 if a and np.isfinite(a) and np.isfinite(b) else float("nan")
 
 
+ROW_METRICS = ("throughput", "tpot_p50_s", "ttft_p50_s")
+
+
+def metric_values(m: ServingMetrics) -> dict[str, float]:
+    """What a row compares of a run: throughput, TPOT p50 and TTFT p50."""
+    return {"throughput": m.throughput_tokens_per_s, "tpot_p50_s": m.tpot_s[0], "ttft_p50_s": m.ttft_s[0]}
+
+
 def row(rate: float, policy: str, m: ServingMetrics, p: ServingMetrics, counts: dict[str, float],
         sim_counts: dict[str, float]) -> dict[str, Any]:
+    return row_of(rate, policy, metric_values(m), metric_values(p), counts, sim_counts)
+
+
+def row_of(rate: float, policy: str, measured: dict[str, float], predicted: dict[str, float],
+           counts: dict[str, float], sim_counts: dict[str, float]) -> dict[str, Any]:
+    """A report row: each metric and cause as [measured, simulated, simulated / measured - 1]."""
     return {"rate_per_s": rate, "policy": policy,
-            "throughput": [m.throughput_tokens_per_s, p.throughput_tokens_per_s,
-                           _rel(m.throughput_tokens_per_s, p.throughput_tokens_per_s)],
-            "tpot_p50_s": [m.tpot_s[0], p.tpot_s[0], _rel(m.tpot_s[0], p.tpot_s[0])],
-            "ttft_p50_s": [m.ttft_s[0], p.ttft_s[0], _rel(m.ttft_s[0], p.ttft_s[0])],
+            **{k: [measured[k], predicted[k], _rel(measured[k], predicted[k])] for k in ROW_METRICS},
             "causes": {k: [counts[k], sim_counts[k], _rel(counts[k], sim_counts[k])] for k in counts}}
 
 
