@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from simulator.policies import Policy
     from simulator.serving import ServingRun
 
-DTYPES = ["bf16", "fp16", "fp32", "fp8"]
+DTYPES = ["bf16", "fp16", "fp32", "fp8", "nvfp4", "mxfp4"]
 
 
 class _Parsed(click.ParamType):
@@ -154,7 +154,8 @@ setup_options = packed(
                       "(ngram, suffix, retrieval[:us_per_seq=U,ns_per_token=N,overlap]) [default: the profile's, "
                       "else llama-3.2-1b]."),
     click.option("--dtype", type=click.Choice(DTYPES), default="bf16", show_default=True,
-                 help="Weight and KV-cache dtype (presets and config.json models)."),
+                 help="Weight and KV-cache dtype (presets and config.json models; nvfp4 and mxfp4 weights keep an "
+                      "fp8 cache and run on fp4 tensor cores where the GPU has them)."),
     click.option("--engine", default=None, metavar="vllm|gpt-fast|tensorrt-llm",
                  help="Serving engine whose per-step costs are added (scenarios/engines.toml) [default: vllm with "
                       "--hardware; with a profile, the calibrated engine's own, and a name prices the profiled "

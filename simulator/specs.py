@@ -15,9 +15,21 @@ from . import SpecsimError
 GIGA = 1e9
 TERA = 1e12
 
-# mxfp4 (OCP microscaling, gpt-oss experts): 4-bit values plus one 8-bit scale per 32 = 4.25 bits.
+# Weight formats with their scales: mxfp4 (OCP microscaling, gpt-oss experts) stores 4-bit E2M1 values plus one
+# 8-bit E8M0 scale per 32 = 4.25 bits; nvfp4 (NVIDIA, Blackwell) one FP8 E4M3 scale per 16 = 4.5 bits (its one FP32
+# scale per tensor is negligible); fp8 per tensor or per channel is 1 byte (DeepSeek-V3's 128 x 128 block scales add
+# 4 bytes per 16,384, 0.02 %).
 DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5,
-                                 "mxfp4": 4.25 / 8}
+                                 "mxfp4": 4.25 / 8, "nvfp4": 4.5 / 8}
+# Which tensor-core rate a weight format's matmuls run at, in order of preference: fp4 formats on fp4 tensor cores
+# (Blackwell: activations quantised to fp4/fp8 as TensorRT-LLM's and vLLM's NVFP4/MXFP4 kernels do), else
+# dequantised in the kernel to bf16 (Marlin-style weight-only kernels on Hopper and Ampere); int4 is weight-only.
+COMPUTE_RATES: dict[str, tuple[str, ...]] = {
+    "fp16": ("fp16", "bf16"), "bf16": ("bf16", "fp16"), "int4": ("int4", "bf16"),
+    "nvfp4": ("fp4", "bf16"), "mxfp4": ("fp4", "bf16")}
+# A 4-bit weight format's KV cache, where the model does not name one: fp8 (engines do not keep a cache in fp4 by
+# default: TensorRT-LLM's and vLLM's NVFP4 checkpoints ship an fp8 cache)
+KV_OF_WEIGHTS: dict[str, str] = {"nvfp4": "fp8", "mxfp4": "fp8"}
 
 
 def dtype_bytes(dtype: str) -> float:
@@ -179,9 +191,10 @@ class HardwareSpec:
     interconnect: Interconnect | None = None  # between the GPUs of a node (tensor parallelism); None: one GPU only
 
     def peak_flops(self, dtype: str) -> float:
-        """Dense peak FLOP/s for `dtype`; fp16 falls back to bf16 and vice versa."""
+        """Dense peak FLOP/s of `dtype`'s matmuls: the first of its `COMPUTE_RATES` the device lists (fp16 and bf16
+        stand in for each other; a 4-bit format runs on fp4 tensor cores, else dequantised to bf16)."""
         table = dict(self.peak_flops_per_s)
-        for candidate in (dtype, {"fp16": "bf16", "bf16": "fp16"}.get(dtype, dtype)):
+        for candidate in COMPUTE_RATES.get(dtype, (dtype,)):
             if candidate in table:
                 return table[candidate]
         raise SpecsimError(f"hardware {self.name!r} has no {dtype} compute (its datasheet lists {', '.join(table)}): "
@@ -404,7 +417,7 @@ class ModelSpec:
     @property
     def kv_bytes_per_token_layer(self) -> float:
         """Cache bytes one token occupies in one layer: K and V of its KV heads, or MLA's latent and rotary key."""
-        nbytes = dtype_bytes(self.kv_dtype or self.dtype)
+        nbytes = dtype_bytes(self.kv_dtype or KV_OF_WEIGHTS.get(self.dtype, self.dtype))
         if self.attention == "mla":
             return (self.kv_lora_rank + self.qk_rope_head_dim) * nbytes
         return 2 * self.n_kv_heads * self.head_dim * nbytes
