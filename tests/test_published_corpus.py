@@ -49,10 +49,14 @@ def test_acceptance_is_within_what_k_allows(corpus):
             assert len(p.acceptance_rates) <= p.k, p.label
 
 
+# GPUs some source measured on that specsim has no preset for (yet); a point on one of them cannot be priced.
+NOT_PRESETS = {"rtx-3090"}
+
+
 def test_gpu_and_target_names_are_presets_or_hugging_face_ids(corpus):
-    known_gpus = set(hardware_names()) | {"b200-sxm", "b300-sxm", "gb200"}  # the Blackwell presets of issue 56
+    known_gpus = set(hardware_names()) | {"b200-sxm", "b300-sxm", "gb200"} | NOT_PRESETS  # Blackwell: issue 56
     for p in corpus:
-        assert p.gpu is None or p.gpu in known_gpus or p.gpu.startswith("other-"), p.label
+        assert p.gpu is None or p.gpu in known_gpus, p.label
         assert p.target in model_names() or "/" in p.target, p.label
 
 
