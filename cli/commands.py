@@ -240,7 +240,11 @@ def run_policy(setup: SetupOptions, fmt: str, batches: list[int], ks: list[int],
     if fmt == "vllm-config":
         from simulator.serving_report import vllm_speculative_config
 
-        text = json.dumps(vllm_speculative_config(s.draft, ranges), indent=1)
+        config = vllm_speculative_config(s.draft, ranges)
+        if str(config.get("model", "")).startswith("<"):
+            say(f"no published {s.draft.kind} draft is known for {s.target.name} ({s.draft.name} is shaped after it): "
+                f"\"model\" is a placeholder; put your draft's repository or folder there")
+        text = json.dumps(config, indent=1)
     else:
         text = json.dumps(ranges) if fmt == "vllm" else json.dumps(record, indent=1)
     for table in record.get("by_context", [record]):

@@ -211,10 +211,72 @@ HF_KEYS = {
 HF_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
+# The families whose config.json fields this reader knows (model_type, or the architecture's name without
+# "ForCausalLM"), and near ones read as a Llama-family decoder (their own norms, activations or embedding scaling
+# move little of a pass's bytes and FLOPs; a note says so). Any other is refused: its layers are not a decoder of
+# this shape (Mamba's state-space blocks, an encoder-decoder, ...).
+CONFIG_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral", "deepseek_v2",
+                   "deepseek_v3", "gpt_oss")
+READ_AS_LLAMA = ("phi3", "gemma", "gemma2", "granite", "olmo", "olmo2", "internlm2", "exaone")
+READ_AS = " read as a Llama-family decoder"  # the words a model's source carries when it was read as another family
+MOE_FAMILIES = ("qwen2_moe", "qwen3_moe", "mixtral", "gpt_oss")
+
+
+def _family(cfg: dict[str, Any], path: Path) -> tuple[str, str]:
+    """(family, how it was read): a known family as it is, a near one as Llama (said), no family at all (a config
+    written by hand) as Llama (said); any other refused in one line."""
+    kind = str(cfg.get("model_type") or "").lower().replace("-", "_")
+    archs = cfg.get("architectures") or []
+    arch = str(archs[0]) if isinstance(archs, list) and archs else ""
+    if not kind and arch:
+        kind = arch.lower().removesuffix("forcausallm").replace("-", "_")
+        kind = {"qwen3moe": "qwen3_moe", "qwen2moe": "qwen2_moe", "deepseekv3": "deepseek_v3",
+                "deepseekv2": "deepseek_v2", "gptoss": "gpt_oss"}.get(kind, kind)
+    if kind in CONFIG_FAMILIES:
+        return kind, ""
+    if not kind:
+        return "llama", f"no model_type or architectures:{READ_AS}"
+    if kind in READ_AS_LLAMA:
+        return "llama", f"model_type {kind}{READ_AS} (its own norms and activations not modelled)"
+    raise SpecsimError(f"{path}: model_type {kind!r}{f' ({arch})' if arch else ''} is not a family specsim reads; "
+                       f"it reads {', '.join(CONFIG_FAMILIES)} (and {', '.join(READ_AS_LLAMA)} as Llama): give a "
+                       "preset (--target NAME) or the config.json of one of those")
+
+
+# A ModelSpec's fields that make it the same model as another: everything but its name, where it was read from
+# and its dtypes.
+NOT_SHAPE = ("name", "source", "dtype", "expert_dtype", "kv_dtype")
+
+
+def same_shape(a: ModelSpec, b: ModelSpec) -> bool:
+    """Whether two specs are one model (or one shard) by their fields: layers, widths, heads, vocabulary, experts,
+    attention, sharding."""
+    from dataclasses import fields
+
+    return all(getattr(a, f.name) == getattr(b, f.name) for f in fields(a) if f.name not in NOT_SHAPE)
+
+
+def preset_of(spec: ModelSpec) -> str | None:
+    """The models.toml preset `spec` is by its fields (never by its name), if any: a head or a repository of a
+    preset is taken only for the model it was made for."""
+    names = sorted(_table("models"), key=lambda n: n != spec.name)  # its own name first: the usual answer
+    for name in names:
+        try:
+            preset = _model_from_dict(name, _table("models")[name], spec.dtype).shard(spec.tp)
+        except (SpecsimError, ValueError):
+            continue
+        if same_shape(preset, spec):
+            return name
+    return None
+
+
 def model_from_config_json(path: str | Path, dtype: str | None = None) -> ModelSpec:
     """A ModelSpec from a Hugging Face ``config.json`` as its family writes it: Llama, Mistral, Qwen2/3 (dense), and
     the mixtures of experts Mixtral, Qwen2-MoE / Qwen3-MoE, DeepSeek-V3 (MLA, shared experts, leading dense layers,
-    MTP modules, FP8) and gpt-oss (sliding-window layers, MXFP4 experts), by their own field names."""
+    MTP modules, FP8) and gpt-oss (sliding-window layers, MXFP4 experts), by their own field names; a near family
+    read as Llama says so in its source (`READ_AS`), an unknown one is refused. Its name is the config's
+    ``_name_or_path`` or its folder's, unless that is a preset's name and its fields are another model's: then its
+    folder's path (a folder named ``qwen3-30b-a3b/`` is not that preset unless its fields are)."""
     path = Path(path)
     cfg = read_json(path, "model config")
     if not isinstance(cfg, dict):
@@ -223,23 +285,31 @@ def model_from_config_json(path: str | Path, dtype: str | None = None) -> ModelS
     if missing:
         raise SpecsimError(f"{path} lacks {', '.join(missing)}: not a Llama/Mistral/Qwen/Mixtral/DeepSeek/gpt-oss "
                            "config.json")
+    family, reading = _family(cfg, path)
     d: dict[str, Any] = {field: cfg[key] for key, field in HF_KEYS.items()}
     d["n_kv_heads"] = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
     d["tied_embeddings"] = cfg.get("tie_word_embeddings", False)
     d["head_dim"] = cfg.get("head_dim") or 0
-    d["source"] = str(path)
-    d.update(_moe_fields(cfg, path))
-    name = cfg.get("_name_or_path") or path.parent.name or path.stem
+    d["source"] = f"{path} ({reading})" if reading else str(path)
+    d.update(_moe_fields(cfg, path, family))
+    name = str(cfg.get("_name_or_path") or path.parent.name or path.stem)
     quant = str((cfg.get("quantization_config") or {}).get("quant_method", "")).lower()
     chosen = dtype or HF_DTYPES.get(str(cfg.get("torch_dtype", cfg.get("dtype", "bfloat16"))), "bf16")
     if quant == "fp8" and dtype is None:  # DeepSeek-V3's checkpoint: fp8 weights, the cache in the compute dtype
         d["dtype"], d["kv_dtype"] = "fp8", chosen
-    return _model_from_dict(str(name), d, chosen)
+    spec = _model_from_dict(name, d, chosen)
+    if name.lower() in _table("models") and preset_of(spec) != name.lower():
+        spec = replace(spec, name=str(path.parent if path.name == "config.json" else path))
+    return spec
 
 
-def _moe_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
+EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+
+
+def _moe_fields(cfg: dict[str, Any], path: Path, family: str = "") -> dict[str, Any]:
     """The mixture-of-experts, attention-variant and quantisation fields of a config.json, by its family's names;
-    an MoE config missing one it needs is refused naming it."""
+    an MoE config missing one it needs, or whose fields contradict each other (no experts but top-k routing, an MoE
+    family with no experts), is refused naming them."""
     def need(*keys: str) -> Any:
         for key in keys:
             if cfg.get(key) is not None:
@@ -248,7 +318,16 @@ def _moe_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
 
     kind = str(cfg.get("model_type", "")).lower()
     out: dict[str, Any] = {}
-    experts = next((cfg[k] for k in ("num_local_experts", "num_experts", "n_routed_experts") if cfg.get(k)), None)
+    experts = next((cfg[k] for k in EXPERT_KEYS if cfg.get(k)), None)
+    given = ", ".join(f"{k} {cfg[k]!r}" for k in EXPERT_KEYS if k in cfg)
+    top_k = cfg.get("num_experts_per_tok") or cfg.get("experts_per_token")
+    if not experts and top_k:
+        raise SpecsimError(f"{path}: {given or 'no expert count'} but num_experts_per_tok {top_k!r}: the fields "
+                           "contradict each other (a dense model routes to no experts); fix the config.json (an "
+                           "expert count >= the top-k, or no num_experts_per_tok for a dense model)")
+    if not experts and family in MOE_FAMILIES:
+        raise SpecsimError(f"{path}: model_type {family} is a mixture of experts but {given or 'no expert count'} "
+                           f"is given; give its {' or '.join(EXPERT_KEYS)}")
     if experts:
         out["n_experts"] = experts
         out["experts_per_token"] = need("num_experts_per_tok", "experts_per_token")

@@ -4,8 +4,8 @@
                                          drafts.toml, or an EAGLE-3 head's own config.json (LlamaForCausalLMEagle3)
     eagle3[:layers=L,vocab=V,d_ff=F]     an EAGLE-3 head: the target's preset head, or one shaped after the target
     eagle3:PATH/config.json              an EAGLE-3 head from its config.json
-    mtp[:N]                              the target's multi-token-prediction modules (N of them; bare: as many as
-                                         its checkpoint carries)
+    mtp[:N]                              the target's multi-token-prediction modules (N positions; bare: as many as
+                                         its checkpoint carries); mtp:N,assumed on a target that carries none
     medusa:H[,layers=L]                  H Medusa heads (bare `medusa`: the target's preset)
     ngram | suffix | retrieval[:us_per_seq=U,ns_per_token=N,fixed_us=F,overlap]
                                          a model-free draft priced by its host lookup (defaults in drafts.toml)
@@ -16,11 +16,12 @@ with another vocabulary) is a one-line `SpecsimError` that says what is wrong an
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from scenarios import _table, _unknown, load_model, model_names
+from scenarios import _table, _unknown, load_model, model_names, preset_of
 from scenarios.files import read_json
 from simulator import SpecsimError
 from simulator.drafts import (
@@ -48,12 +49,20 @@ def draft_preset_names() -> list[str]:
     return list(_table("drafts"))
 
 
+# The least value each option takes (a head needs a layer and a vocabulary; d_ff 0 is the target's width; a host
+# cost may be nothing).
+LEAST = {"layers": 1, "vocab": 1, "d_ff": 0}
+
+
 def _options(body: str, kind: str, allowed: tuple[str, ...], flags: tuple[str, ...] = ()) -> dict[str, Any]:
-    """``key=value,...`` (and bare flags) after a kind, each value a number."""
+    """``key=value,...`` (and bare flags) after a kind, each value a finite number at least its `LEAST` (0 unless
+    listed); a key given twice is refused."""
     out: dict[str, Any] = {}
     for part in (p.strip() for p in body.split(",") if p.strip()):
         key, eq, value = part.partition("=")
         key = key.strip().lower()
+        if key in out:
+            raise SpecsimError(f"{kind}: {key} is given twice; give it once (e.g. {kind}:{key}=...)")
         if not eq and key in flags:
             out[key] = True
             continue
@@ -64,8 +73,9 @@ def _options(body: str, kind: str, allowed: tuple[str, ...], flags: tuple[str, .
             out[key] = float(value)
         except ValueError:
             raise SpecsimError(f"{kind}: {key} = {value!r} is not a number") from None
-        if out[key] < 0:
-            raise SpecsimError(f"{kind}: {key} = {value} must be >= 0")
+        least = LEAST.get(key, 0)
+        if not math.isfinite(out[key]) or out[key] < least:
+            raise SpecsimError(f"{kind}: {key} = {value.strip()} must be a finite number >= {least}")
     return out
 
 
@@ -76,8 +86,11 @@ def _whole(kind: str, key: str, v: float, least: int = 1) -> int:
 
 
 def _preset_for(target: ModelSpec, kind: str) -> tuple[str, dict[str, Any]] | None:
+    """The drafts.toml head of `kind` made for `target`, when the target is that preset's model by its fields (a
+    config.json in a folder named after a preset is not that model unless its fields are)."""
+    model = preset_of(target)
     for name, d in _table("drafts").items():
-        if d.get("kind") == kind and d.get("target") == target.name:
+        if d.get("kind") == kind and model is not None and d.get("target") == model:
             return name, d
     return None
 
@@ -87,7 +100,7 @@ def _from_preset(name: str, d: dict[str, Any], target: ModelSpec) -> Draft:
     own target's hidden states: another target's, even of the same width, mean nothing to it)."""
     kind, source = d["kind"], str(d.get("source", ""))
     own = d.get("target")
-    if own and own != target.name:
+    if own and own != preset_of(target):
         made_for = load_model(own, target.dtype)
         width = (f"a head of width {made_for.d_model}, but target {target.name} is {target.d_model} wide"
                  if made_for.d_model != target.d_model else f"made for {own}, not {target.name}")
@@ -152,21 +165,30 @@ def load_draft(spec: str, target: ModelSpec, dtype: str = "bf16", heterogeneous_
                            _whole("eagle3", "vocab", opts.get("vocab", EAGLE3_DRAFT_VOCAB)),
                            _whole("eagle3", "d_ff", opts.get("d_ff", 0), 0))
     if low == "mtp":
+        carried = target.mtp_modules or (1 if _preset_for(target, "mtp") else 0)
         if sep:
+            count, _, flag = body.partition(",")
             try:
-                n = int(body)
+                n = int(count)
             except ValueError:
-                raise SpecsimError(f"mtp:{body!r} is not mtp:N (N modules, e.g. mtp:1)") from None
+                raise SpecsimError(f"mtp:{body!r} is not mtp:N[,assumed] (N positions, e.g. mtp:1)") from None
             if n < 1:
                 raise SpecsimError(f"mtp needs at least one module, got mtp:{n}")
-            return mtp_modules(target, n)
+            if flag.strip().lower() not in ("", "assumed"):
+                raise SpecsimError(f"mtp:{body!r}: after N only 'assumed' is taken (mtp:{n},assumed)")
+            if not carried and flag.strip().lower() != "assumed":
+                raise SpecsimError(f"{target.name} carries no MTP module (its config.json has no "
+                                   f"num_nextn_predict_layers): say mtp:{n},assumed to price {n} modules shaped like "
+                                   "its block that it does not have, or give another draft (eagle3, a model, ngram)")
+            return mtp_modules(target, n, source=(f"{n} MTP module(s) shaped like {target.name}'s block, assumed (its "
+                                                  "checkpoint carries none)") if not carried else "")
         preset = _preset_for(target, "mtp")
         if preset:
             return _from_preset(*preset, target)
         if not target.mtp_modules:
             raise SpecsimError(f"{target.name} carries no MTP module (its config.json has no "
-                               "num_nextn_predict_layers); give mtp:N to price N modules shaped like its block, or "
-                               "another draft (eagle3, a model, ngram)")
+                               "num_nextn_predict_layers); give mtp:N,assumed to price N modules shaped like its "
+                               "block, or another draft (eagle3, a model, ngram)")
         return mtp_modules(target, target.mtp_modules)
     if low == "medusa":
         if not sep:
@@ -216,13 +238,24 @@ def model_draft(spec: ModelSpec, target: ModelSpec, heterogeneous_vocab: bool = 
     `VOCAB_MAPPING_S` per token, an assumption)."""
     a, b = spec.vocab_size, target.vocab_size
     if abs(a - b) / max(a, b) <= VOCAB_PADDING:
-        return Draft.of_model(spec)
+        return _with_repo(Draft.of_model(spec))
     if not heterogeneous_vocab:
         raise SpecsimError(f"draft {spec.name} has a vocabulary of {a:,} tokens and target {target.name} one of "
                            f"{b:,}: speculative sampling compares the two models over one vocabulary; give a draft "
                            "of the target's family, or --heterogeneous-vocab to price an engine that maps one to the "
                            "other (vLLM's heterogeneous-vocabulary mode)")
-    d = Draft.of_model(spec)
+    d = _with_repo(Draft.of_model(spec))
     return replace(d, vocab_mapping_s=VOCAB_MAPPING_S,
                    source=f"{d.source}; its tokens mapped to {target.name}'s vocabulary on the host, assumed "
                           f"{VOCAB_MAPPING_S * 1e6:g} us per drafted token")
+
+
+def _with_repo(draft: Draft) -> Draft:
+    """A draft model's repository for an engine's config: a preset's (its source opens with it); a config.json's
+    folder, which is what the user has and an engine loads; nothing for a source that names neither."""
+    first = draft.source.split(" ")[0] if draft.source else ""
+    if first.endswith("config.json") and Path(first).is_file():
+        return replace(draft, repo=str(Path(first).resolve().parent))
+    if first.startswith(("/", ".")) or Path(first).exists():  # a local path, not a repository
+        return replace(draft, repo="")
+    return draft

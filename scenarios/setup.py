@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,7 +25,7 @@ from scenarios.engine_metrics import ENGINE_KINDS
 from scenarios.files import atomic_write_text, cache_dir, read_json
 from scenarios.host import local_identities
 from scenarios.profile import Profile, latest_profile, load_profile
-from scenarios.traces import load_acceptance_trace, load_prompt_lengths
+from scenarios.traces import load_acceptance_trace, load_prompt_lengths, trace_model
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance, IIDAcceptance, Proposing, iid_from_mean_length
 from simulator.acceptance_fit import MODELS, AcceptanceData, FitReport, cross_validate, fit_in_sample, fit_record
@@ -262,6 +263,31 @@ def check_draft(draft: Draft, target: ModelSpec, acceptance: Acceptance | None) 
                            "(trace:FILE:ngram)")
 
 
+def guesses_said(target: ModelSpec, draft: Draft, draft_spec: str | None, acceptance_spec: str | None) -> list[str]:
+    """The lines that say what was assumed rather than given: a config.json read as a family it is not, a bare
+    ``eagle3`` (``medusa``, ``mtp``) shaped after a target no published head is known for, a preset's head taken for
+    a config.json that is that preset by its fields, an acceptance trace measured on another model."""
+    from scenarios import READ_AS, preset_of
+
+    notes, model = [], preset_of(target)
+    if READ_AS in target.source:
+        notes.append(f"target {target.name}: {target.source}")
+    bare = (draft_spec or "").strip().lower() in ("eagle3", "medusa", "mtp")
+    if bare and not draft.repo and "shaped " in draft.source:
+        notes.append(f"no published {draft.kind} draft is known for {target.name} (its fields are "
+                     f"{'no preset' if model is None else 'the preset ' + model}'s, and "
+                     f"drafts.toml has no {draft.kind} for it): pricing a generic one, {draft.source}")
+    if draft.kind in ("eagle3", "medusa", "mtp") and draft.repo and model and model != target.name:
+        notes.append(f"target {target.name} is the preset {model} by its fields: its published {draft.kind} draft "
+                     f"{draft.repo}")
+    for path in re.findall(r"trace:([^@]+)", acceptance_spec or ""):
+        measured_on = trace_model(split_trace_spec(path)[0])
+        if measured_on and measured_on != model:
+            notes.append(f"acceptance trace {Path(split_trace_spec(path)[0]).name} was measured on {measured_on}, not "
+                         f"on {target.name}: its acceptance is that model's, assumed here for this one")
+    return notes
+
+
 def resolve_setup(hardware: str | None, profile_path: Path | None, target: str | None, draft: str | None,
                   dtype: str, acceptance_spec: str | None, need_acceptance: bool = True, engine: str | None = None,
                   tp: int = 1, draft_tp: int | None = None, progress: Callable[[str, int], Any] | None = None,
@@ -272,6 +298,7 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
     s = _resolve_setup(hardware, profile_path, target, draft, dtype, acceptance_spec, need_acceptance, engine, tp,
                        draft_tp, progress, heterogeneous_vocab)
     check_draft(s.draft, s.target, s.acceptance)
+    s = replace(s, notes=(*s.notes, *guesses_said(s.target, s.draft, draft, acceptance_spec)))
     if expert_sharing is not None and not 0.0 <= expert_sharing <= 1.0:
         raise SpecsimError(f"--expert-sharing is a fraction in [0, 1] (how much a sequence's tokens share experts), "
                            f"got {expert_sharing:g}")

@@ -112,3 +112,23 @@ def load_acceptance_trace(path: str | Path, column: str = "eagle") -> TraceAccep
     if not yields or all(len(y) == 0 for y in yields):
         raise SpecsimError(f"trace {path.name} holds no usable positions under {column!r}")
     return TraceAcceptance(tuple(yields), source=f"{path}:{column}", lookup=column == "ngram")
+
+
+def trace_model(path: str | Path) -> str | None:
+    """The model preset an acceptance trace was measured on: its rows' ``model`` field, else the preset its file
+    name opens with (``llama3.1-8b-instruct_sharegpt-48.jsonl``: llama-3.1-8b); None when neither says."""
+    from scenarios import model_names
+
+    def bare(text: str) -> str:
+        return "".join(ch for ch in text.lower() if ch.isalnum())
+
+    try:
+        rows = _rows(path)
+    except SpecsimError:
+        return None
+    named = str(rows[0].get("model", "")) if rows and isinstance(rows[0], dict) else ""
+    if named:
+        return named
+    stem = bare(Path(path).name)
+    found = [m for m in model_names() if stem.startswith(bare(m))]
+    return max(found, key=len) if found else None

@@ -89,6 +89,9 @@ def describe_disable(value: int | None, batches: list[int], rows: Sequence[Sweep
             return f"speculation still pays at the largest batch that fits ({max(fitting)})"
         return f"speculation still pays at the largest batch swept ({max(batches)})"
     if value == 0:
+        if fitting and not any(r.fits and (r.k != 0 or r.tree) for r in rows):
+            return ("the draft does not fit: at no batch swept do its weights and KV cache fit beside the target's "
+                    "(a memory limit, not speculation that does not pay)")
         return "speculation never pays in this sweep: keep it off"
     drafted_fit = [r.batch for r in rows if r.fits and (r.k != 0 or r.tree)]
     if drafted_fit and value == max(drafted_fit) and max(fitting) > value:

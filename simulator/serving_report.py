@@ -266,6 +266,12 @@ def _restart_above(table: Sequence[PolicyChoice]) -> int | None:
 VLLM_METHODS = {"model": "draft_model", "eagle3": "eagle3", "mtp": "mtp", "medusa": "medusa", "ngram": "ngram"}
 
 
+# What a config carries where specsim knows no repository for the draft (a head shaped after the target, a model
+# preset without one): a value no engine can mistake for a repository to download.
+PLACEHOLDER = {"model": "<your draft model for this target>", "eagle3": "<your EAGLE-3 head for this target>",
+               "medusa": "<your Medusa heads for this target>"}
+
+
 def vllm_speculative_config(draft: Draft, ranges: Sequence[Sequence[int]]) -> dict:
     """A whole ``speculative_config`` for vLLM: the draft's method (and model, where it is one), the largest draft
     length of the table, and the table (``num_speculative_tokens_per_batch_size``). Refused for a draft vLLM has no
@@ -277,7 +283,7 @@ def vllm_speculative_config(draft: Draft, ranges: Sequence[Sequence[int]]) -> di
     config: dict = {"method": method, "num_speculative_tokens": max(k for _, _, k in ranges) or 1,
                     "num_speculative_tokens_per_batch_size": [list(r) for r in ranges]}
     if draft.kind in ("model", "eagle3", "medusa"):
-        config["model"] = draft.repo or draft.name
+        config["model"] = draft.repo or PLACEHOLDER[draft.kind]
     if draft.kind == "ngram":
         config.update(prompt_lookup_max=3, prompt_lookup_min=2)  # specsim's own lookup (engine.speculative.Ngram)
     return config

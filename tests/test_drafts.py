@@ -145,7 +145,7 @@ def test_memory_holds_a_heads_weights_and_cache_not_a_models():
 def test_every_command_takes_every_kind():
     base = ["--hardware", "h100-sxm", "--target", "llama-3.1-8b"]
     for draft, acc in (("eagle3", "iid:0.75"), ("ngram", "iid:0.8@proposed:0.3"), ("medusa:4", "iid:0.6"),
-                       ("mtp:1", "iid:0.8"), ("llama-3.2-1b", "iid:0.7")):
+                       ("mtp:1,assumed", "iid:0.8"), ("llama-3.2-1b", "iid:0.7")):
         r = run("predict", *base, "--draft", draft, "--acceptance", acc, "--batch", "1,64", "--k", "0..3", "--json")
         assert r.exit_code == 0, (draft, r.output)
         assert json.loads(r.output)["draft"]
@@ -162,7 +162,11 @@ def test_every_command_takes_every_kind():
     (["--draft", "medusa:0"], ["at least one head"]),
     (["--draft", "ngram", "--acceptance", "iid:0.8"], ["@proposed", "trace:FILE:ngram"]),
     (["--draft", "eagle3", "--acceptance", "iid:0.8@proposed:0.3"], ["proposal rate", "eagle3"]),
-    (["--draft", "mtp"], ["carries no MTP module", "mtp:N"]),
+    (["--draft", "mtp"], ["carries no MTP module", "mtp:N,assumed"]),
+    (["--draft", "mtp:2"], ["carries no MTP module", "mtp:2,assumed"]),
+    (["--draft", "eagle3:layers=2,layers=3"], ["given twice"]),
+    (["--draft", "ngram:us_per_seq=nan", "--acceptance", "iid:0.8@proposed:0.3"], ["finite"]),
+    (["--draft", "eagle3:layers=-1"], [">= 1"]),
     (["--target", "qwen2.5-7b", "--draft", "llama-3.2-1b"], ["vocabulary", "--heterogeneous-vocab"]),
     (["--draft", "eagle3:layers=0"], ["layers"]),
     (["--draft", "ngram:us_per_seq=-1"], [">= 0"]),
@@ -214,7 +218,7 @@ def test_policy_exports_vllms_speculative_config_for_each_kind():
     for draft, acc, method, model in (("eagle3", "iid:0.75", "eagle3", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"),
                                       ("llama-3.2-1b", "iid:0.7", "draft_model", "meta-llama/Llama-3.2-1B"),
                                       ("ngram", "iid:0.8@proposed:0.3", "ngram", None),
-                                      ("mtp:1", "iid:0.8", "mtp", None)):
+                                      ("mtp:1,assumed", "iid:0.8", "mtp", None)):
         r = run(*base, "--draft", draft, "--acceptance", acc)
         assert r.exit_code == 0, r.output
         config = json.loads(r.output[r.output.index("{"):])
