@@ -103,3 +103,21 @@ def test_a_bad_engine_or_metric_is_refused(tmp_path):
         load_source(_write(tmp_path, _POINT.replace('"vllm"', '"tgi"')))
     with pytest.raises(SpecsimError, match="metric is 'tps'"):
         load_source(_write(tmp_path, _POINT.replace('"tpot_ms"', '"tps"')))
+
+
+def test_the_corpus_covers_what_issue_56_asks(corpus):
+    """At least 60 points from at least 10 sources that copy no other; vLLM, SGLang and TensorRT-LLM; a Blackwell GPU;
+    dense and MoE targets; a draft model, EAGLE-3, MTP and n-gram; a sweep over batch or concurrency."""
+    independent = {p.source.id for p in corpus if not p.source.independent_of}
+    assert len(corpus) >= 60 and len(independent) >= 10
+    assert {p.engine for p in corpus} >= {"vllm", "sglang", "tensorrt-llm"}
+    assert {p.gpu for p in corpus} & {"b200-sxm", "b300-sxm", "gb200"}
+    moe = {"qwen3-30b-a3b", "deepseek-v3", "gpt-oss-120b"}
+    assert {p.target for p in corpus} & moe and {p.target for p in corpus} & {"llama-3.1-8b", "qwen3-8b"}
+    assert {p.draft_kind for p in corpus} >= {"model", "eagle3", "mtp", "ngram"}
+    swept = {}
+    for p in corpus:
+        load = p.batch or p.concurrency
+        if load is not None:
+            swept.setdefault((p.source.id, p.engine, p.target, p.draft_kind, p.k), set()).add(load)
+    assert max(len(loads) for loads in swept.values()) >= 5
