@@ -345,6 +345,39 @@ def policy(setup: opt.SetupOptions, fmt: str, batches: list[int], ks: list[int],
     cmd.run_policy(setup, fmt, batches, ks, contexts, tolerance_pct, out_path)
 
 
+@cli.command()
+@opt.setup_options
+@click.option("--batch", "batches", type=opt.BATCHES, default="1..256", show_default=True,
+              help="Batch sizes to cover (contiguous from 1: the policy table is looked up by batch).")
+@click.option("--k", "ks", type=opt.KS, default="0..8", show_default=True, help="Draft lengths allowed.")
+@click.option("--context", "contexts", type=opt.CONTEXTS, default="1024,8192", show_default=True,
+              help="Cached tokens per sequence; the engine configuration is made for the first.")
+@click.option("--rate", "rates", type=opt.RATES, default=None,
+              help="Request rates to simulate (req/s per engine) [default: 1..64:x2].")
+@click.option("--load-rps", type=opt.Finite(0, 1e6, min_open=True), default=None,
+              help="Load to size a fleet for (requests/s; needs an SLO).")
+@click.option("--attainment", type=opt.Finite(0, 1, min_open=True), default=0.9, show_default=True,
+              help="Share of requests that must meet the SLO.")
+@click.option("--tolerance", "tolerance_pct", type=click.FloatRange(0, 50), default=None, metavar="PCT",
+              help="Keep a k across batches while within PCT % of the best (as specsim policy).")
+@opt.serving_options
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The page to write (.html), atomically.")
+def report(setup: opt.SetupOptions, batches: list[int], ks: list[int], contexts: list[int], rates: list[float] | None,
+           load_rps: float | None, attainment: float, tolerance_pct: float | None, serving: ServingOptions,
+           out_path: Path) -> None:
+    """A capacity plan as one self-contained HTML page: the verdict, the engine config to paste, the figures.
+
+    \b
+    specsim report --hardware h100-sxm --acceptance iid:0.7 --slo-tpot-ms 30 --load-rps 100 --out plan.html
+    specsim report --slo-tpot-ms 50 --rate 1..16:x2 --out plan.html     # this machine's profile
+    """
+    from cli.report_page import run_report
+
+    command, _ = out.invocation("specsim report")
+    run_report(setup, serving, batches, ks, contexts, rates, load_rps, attainment, tolerance_pct, out_path, command)
+
+
 # -- acceptance ------------------------------------------------------------------------------------------------------
 
 @cli.group(name="acceptance")

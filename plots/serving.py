@@ -69,6 +69,31 @@ def tpot_vs_rate(metrics: Sequence[ServingMetrics], slo: SLO | None = None, capt
     return fig
 
 
+def throughput_vs_rate(metrics: Sequence[ServingMetrics], caption: str = "") -> Figure:
+    """Output tokens per second against the offered rate, one colour per policy, overloaded rates hollow: where the
+    lines part, one policy saturates the engine first."""
+    policies = list(dict.fromkeys(m.policy for m in metrics))
+    fig, ax = plt.subplots(figsize=(8.0, 4.4))
+    for i, p in enumerate(policies):
+        rows = sorted((m for m in metrics if m.policy == p), key=lambda m: m.rate_per_s)
+        color = plt.get_cmap("tab10")(i % 10)
+        rate = [m.rate_per_s for m in rows]
+        tok = [m.throughput_tokens_per_s for m in rows]
+        ax.plot(rate, tok, "-o", color=color, linewidth=1.6, markersize=4, label=p)
+        over = [j for j, m in enumerate(rows) if not m.sustained]
+        ax.scatter([rate[j] for j in over], [tok[j] for j in over], facecolors="white", edgecolors=[color],
+                   s=50, zorder=3)
+    ax.set_xlabel("request rate (requests/s)")
+    ax.set_ylabel("output tokens per second")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, title="policy (hollow: overloaded)", title_fontsize=8)
+    if caption:
+        ax.set_title(textwrap.fill(caption, width=100), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def served_vs_predicted(report: Any) -> Figure:
     """A served stream against its simulation (`calibrate.served_validation.ServingValidation`): TPOT p50, TPOT p90 and
     throughput against the offered rate, the simulation's predictions as lines and the real engine's measurements as

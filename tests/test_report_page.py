@@ -1,0 +1,136 @@
+"""`specsim report`: one self-contained HTML page whose numbers are the other commands' numbers, its engine
+configuration pasteable, its bad inputs one-line errors; and the page in a real browser (Chromium through
+Playwright): no console errors, every figure drawn, the copy button fills the clipboard, no sideways scroll on a
+390 px phone."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli.report_page import sglang_flags
+from simulator.drafts import Draft
+from specsim import cli
+
+SMALL = ["--hardware", "h100-sxm", "--acceptance", "iid:0.7", "--batch", "1..64", "--k", "0..4", "--context",
+         "1024,8192", "--rate", "2,40", "--requests", "120", "--policy", "off,fixed:3", "--slo-tpot-ms", "30",
+         "--load-rps", "40", "--executor", "serial"]
+BROWSER_INSTALL = "apt-get install -y chromium && pip install playwright"
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report") / "plan.html"
+    r = CliRunner().invoke(cli, ["report", *SMALL, "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def snippets(text: str) -> list[str]:
+    return [html.unescape(s) for s in re.findall(r'<pre id="snippet-[^"]+">(.*?)</pre>', text, re.S)]
+
+
+def test_the_page_carries_everything_it_shows(page: Path):
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>")
+    assert not re.search(r'(src|href)="(https?:)?//', text)  # nothing fetched: no CDN, no remote figure
+    images = re.findall(r'<img src="([^"]+)"', text)
+    assert len(images) == 3 and all(i.startswith("data:image/png;base64,") for i in images)
+    assert text.index("Verdict") < text.index("Engine configuration") < text.index("<img")  # the answer first
+
+
+def test_the_vllm_config_is_what_specsim_policy_prints(page: Path):
+    config = json.loads(snippets(page.read_text())[0])
+    r = CliRunner().invoke(cli, ["policy", "--hardware", "h100-sxm", "--acceptance", "iid:0.7", "--batch", "1..64",
+                                 "--k", "0..4", "--context", "1024", "--format", "vllm-config"])
+    assert r.exit_code == 0, r.output
+    assert config == json.loads(r.stdout)
+
+
+def test_the_verdict_says_where_speculation_pays(page: Path):
+    text = html.unescape(page.read_text())
+    verdict = text[text.index("Verdict"):text.index("Engine configuration")]
+    # Llama-3.1-8B with a 1B draft on an H100 at acceptance 0.7: speculation pays from batch 1 at both contexts
+    assert "Context 1,024: speculation pays at batch 1-" in verdict
+    assert "Context 8,192: speculation pays at batch 1-" in verdict
+    assert "Within the SLO:" in verdict and "For 40 req/s:" in verdict
+    assert "SGLang launch flags" in text and "--speculative-algorithm STANDALONE" in text
+
+
+def test_sglang_flags_for_each_kind_of_draft():
+    spec = Draft.of_model(__import__("scenarios").load_model("llama-3.2-1b"))
+    flags, _ = sglang_flags(spec, "meta-llama/Llama-3.1-8B", 3)
+    assert "--speculative-algorithm STANDALONE" in flags
+    assert "--speculative-num-steps 3" in flags and "--speculative-eagle-topk 1" in flags
+    assert "--speculative-num-draft-tokens 4" in flags  # a chain: the root and the k drafted tokens
+    off, why = sglang_flags(spec, "meta-llama/Llama-3.1-8B", 0)
+    assert "--speculative" not in off and "without" in why
+    medusa = Draft("medusa", "medusa:4", head_params=1, positions=4)
+    assert sglang_flags(medusa, "t", 2)[0] == ""
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--out", "plan.txt"], "ending in .html"),
+    (["--out", "plan.html", "--batch", "1..64:x2"], "every batch from 1"),
+    (["--out", "plan.html", "--draft", "medusa:4", "--acceptance", "iid:0.5", "--context", "1024"],
+     None),  # vLLM has a method for it: a page, not an error
+    ([], "--out"),
+])
+def test_bad_inputs_are_one_line_errors(args: list[str], message: str | None, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    base = ["report", "--hardware", "h100-sxm", "--acceptance", "iid:0.7", "--batch", "1..16", "--k", "0..2",
+            "--rate", "4", "--requests", "40", "--policy", "off,fixed:2", "--executor", "serial"]
+    r = CliRunner().invoke(cli, base + args)
+    if message is None:
+        assert r.exit_code == 0, r.output
+        return
+    assert r.exit_code == 2
+    assert message in r.output
+    assert "Traceback" not in r.output and not (tmp_path / "plan.html").exists()
+
+
+def _browser():
+    if not Path(CHROMIUM).exists() or shutil.which("chromium") is None:
+        pytest.skip(f"no Chromium here: {BROWSER_INSTALL}")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip(f"no Playwright here: {BROWSER_INSTALL}")
+    return sync_playwright
+
+
+def test_the_page_in_a_real_browser(page: Path):
+    sync_playwright = _browser()
+    expected = snippets(page.read_text())[0]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        try:
+            for width, height in ((1280, 900), (390, 844)):
+                context = browser.new_context(viewport={"width": width, "height": height})
+                context.grant_permissions(["clipboard-read", "clipboard-write"])
+                tab = context.new_page()
+                errors: list[str] = []
+                tab.on("console", lambda m, seen=errors: seen.append(m.text) if m.type == "error" else None)
+                tab.on("pageerror", lambda e, seen=errors: seen.append(str(e)))
+                tab.goto(page.as_uri(), wait_until="load")
+                assert errors == []
+                widths = tab.evaluate("[...document.images].map(i => i.complete ? i.naturalWidth : 0)")
+                assert len(widths) == 3 and min(widths) > 0
+                assert tab.evaluate("document.documentElement.scrollWidth") <= width  # no sideways scroll
+                button = tab.locator("button[data-copy]").first
+                button.click()
+                tab.wait_for_function("document.querySelector('button[data-copy]').textContent === 'copied'")
+                assert tab.evaluate("navigator.clipboard.readText()") == expected
+                context.close()
+        finally:
+            browser.close()
