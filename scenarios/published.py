@@ -217,18 +217,20 @@ def _point(table: Any, source: PublishedSource, index: int) -> PublishedPoint:
     if not isinstance(inferred, list) or not all(isinstance(f, str) and f in table for f in inferred):
         raise r.fail("inferred", f"must list keys of this point, not {inferred!r}")
     note = r.text("note", optional=True) or ""
+    n = r.number
     return PublishedPoint(
-        source, index, quote, gpu, r.number("gpu_count", integer=True, minimum=1),
-        r.number("tp", integer=True, minimum=1),
-        r.number("ep", integer=True, minimum=1), r.text("engine", ENGINES, stated=True), r.text("engine_version"),
-        r.text("target", stated=True), r.text("precision", optional=True), r.text("kv_precision", optional=True),
-        r.text("draft_kind", DRAFT_KINDS, stated=True), r.text("draft_model", optional=True), k, tree,
-        r.number("topk", integer=True, minimum=1), r.number("depth", integer=True, minimum=1),
-        r.text("dataset", optional=True), r.number("input_len", integer=True, minimum=1),
-        r.number("output_len", integer=True, minimum=1), r.number("temperature"),
-        r.number("batch", integer=True, minimum=1), r.number("concurrency", integer=True, minimum=1),
-        r.number("rate_rps", minimum=1e-12), metric, plain, spec, speedup, stated is not None, length, rates, note,
-        tuple(inferred))
+        source=source, index=index, quote=quote, gpu=gpu, gpu_count=n("gpu_count", integer=True, minimum=1),
+        tp=n("tp", integer=True, minimum=1), ep=n("ep", integer=True, minimum=1),
+        engine=r.text("engine", ENGINES, stated=True), engine_version=r.text("engine_version"),
+        target=r.text("target", stated=True), precision=r.text("precision", optional=True),
+        kv_precision=r.text("kv_precision", optional=True), draft_kind=r.text("draft_kind", DRAFT_KINDS, stated=True),
+        draft_model=r.text("draft_model", optional=True), k=k, tree=tree, topk=n("topk", integer=True, minimum=1),
+        depth=n("depth", integer=True, minimum=1), dataset=r.text("dataset", optional=True),
+        input_len=n("input_len", integer=True, minimum=1), output_len=n("output_len", integer=True, minimum=1),
+        temperature=n("temperature"), batch=n("batch", integer=True, minimum=1),
+        concurrency=n("concurrency", integer=True, minimum=1), rate_rps=n("rate_rps", minimum=1e-12), metric=metric,
+        plain=plain, spec=spec, speedup=speedup, speedup_stated=stated is not None, acceptance_length=length,
+        acceptance_rates=rates, note=note, inferred=tuple(inferred))
 
 
 def load_source(path: str | Path) -> list[PublishedPoint]:
