@@ -82,8 +82,8 @@ def predict(alpha: float | None, setup: opt.SetupOptions, ks: list[int], cost_ra
               help="Target model shape (timed with random weights; the built-in pair also measures acceptance).")
 @click.option("--draft", default="specsim-draft", show_default=True, metavar="NAME|config.json",
               help="Draft model shape (timed with random weights).")
-@click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32"]), default="bf16", show_default=True,
-              help="Weight dtype of the timed passes.")
+@click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32", "fp8", "nvfp4"]), default="bf16", show_default=True,
+              help="Weight dtype of the timed passes (fp8, nvfp4: --from aiconfigurator only).")
 @click.option("--batch", "batches", type=opt.IntRange(1, 4096), default=None,
               help="Batch sizes of the pass grid [default: 1..32:x2, quick 1..8:x2].")
 @click.option("--context", "contexts", type=opt.IntRange(0, 131_072), default=None,
@@ -95,11 +95,16 @@ def predict(alpha: float | None, setup: opt.SetupOptions, ks: list[int], cost_ra
               help="Profile file [default: $XDG_CACHE_HOME/specsim/profile-<device>-<time>.json].")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole profile as JSON instead of the summary.")
 @click.option("--seed", type=opt.SEED, default=0, show_default=True, help="Seed of the random weights and the split.")
-@click.option("--from", "source", metavar="vllm:MANIFEST.toml|sglang:FILE.jsonl|llama-bench:FILE.json|csv:FILE.csv",
+@click.option("--from", "source",
+              metavar="vllm:MANIFEST.toml|sglang:FILE.jsonl|llama-bench:FILE.json|csv:FILE.csv|aiconfigurator:SYSTEM",
               default=None,
-              help="Fit an engine's measured step times instead of timing passes here (needs --hardware, --target).")
+              help="Fit an engine's measured step times instead of timing passes here (needs --hardware, --target), "
+                   "or price passes from AIConfigurator's measured kernels (aiconfigurator:SYSTEM[/BACKEND[/VERSION]], "
+                   "pip install 'specsim[aiconfigurator]').")
 @click.option("--hardware", default=None, metavar="PRESET|cpu",
               help="With --from: the GPU the engine ran on, or cpu: this machine's CPU (measured).")
+@click.option("--tp", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="With --from aiconfigurator:SYSTEM: tensor-parallel GPUs (the profile prices one GPU's shard).")
 @click.option("--expert-sharing", type=float, default=None, metavar="S",
               help="An MoE target (e.g. specsim-moe): the probability that a sequence's tokens in one pass share the "
                    "experts of its first (0: routed independently) [default: 0.5].")
@@ -109,13 +114,15 @@ def predict(alpha: float | None, setup: opt.SetupOptions, ks: list[int], cost_ra
                    "(with --target DIR --draft DIR: model folders as specsim export writes them).")
 def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: list[int] | None,
               contexts: list[int] | None, quick: bool, eager: bool, busy: bool, out_path: Path | None, as_json: bool,
-              seed: int, source: str | None, hardware: str | None, expert_sharing: float | None, engine: str) -> None:
+              seed: int, source: str | None, hardware: str | None, tp: int, expert_sharing: float | None,
+              engine: str) -> None:
     """Measure this device and real draft/verify passes (or import an engine's); fit the cost model; write a profile.
 
     \b
     specsim calibrate --quick
     specsim calibrate --device cuda --target llama-3.1-8b --draft llama-3.2-1b --batch 1..256:x2 --context 128,1024
     specsim calibrate --from vllm:manifest.toml --hardware h100-sxm --target llama-3.1-8b --draft llama-3.2-1b
+    specsim calibrate --from aiconfigurator:h200_sxm/vllm --target llama-3.1-70b --draft llama-3.2-1b --tp 4
     specsim calibrate --quick --target specsim-moe --expert-sharing 0
     specsim calibrate --quick --engine transformers --target pair/target --draft pair/draft --out hf.json
     specsim calibrate --quick --engine llama.cpp --target pair/target --draft pair/draft --out llama.json

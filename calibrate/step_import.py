@@ -402,6 +402,16 @@ def cross_validated(points: Sequence[PassPoint], fit_on: Any, specs: Mapping[str
 def calibrate_from(source: str, hardware: str | None, target: str, draft: str, dtype: str, seed: int,
                    out: Path | None, command: str, options: Mapping[str, Any]) -> tuple[Profile, Path]:
     """`specsim calibrate --from`: the output checked first, the profile fitted and written."""
+    if source.lower().startswith("aiconfigurator:"):  # measured kernels, not step times: calibrate/aiconfigurator*
+        from calibrate.aiconfigurator_profile import aiconfigurator_profile
+
+        if is_builtin_pair(target) or draft == "specsim-draft":
+            raise SpecsimError("--from aiconfigurator: needs --target and --draft: the models to price, e.g. --target "
+                               "llama-3.1-8b --draft llama-3.2-1b")
+        if out is not None:
+            check_output(out, "profile", (".json",))
+        profile = aiconfigurator_profile(source, target, draft, dtype, int(options.get("tp") or 1), command, options)
+        return profile, save_profile(profile, out)
     if not hardware:
         raise SpecsimError("--from needs --hardware PRESET: the GPU the engine ran on (its datasheet ceilings), or "
                            "--hardware cpu: this machine's CPU, measured")

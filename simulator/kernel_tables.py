@@ -1,0 +1,243 @@
+"""Pass times from tables of measured kernels (AIConfigurator's database, read by `calibrate.aiconfigurator`).
+
+Pure: numpy arrays in, seconds out. A kernel's time is interpolated piecewise linearly in (log size, log time)
+between the measured sizes, which is what a roofline in a log-log plot is (a constant under the ridge, a line of
+slope 1 above it); beyond the largest size the last segment's slope carries on (held within [0, 1]: time never falls
+with size, nor grows faster than it), below the smallest the time is held.
+
+A pass of B sequences x n new tokens on c cached tokens each (`decode_pass`), priced as a serving engine runs it
+(vLLM, SGLang, TensorRT-LLM flatten a verify pass's rows into one batch):
+
+- every GEMM at B x n rows (the measured GEMM at m = B n, its n x k);
+- decode attention: each sequence's KV cache read once, the measured decode kernel at (B, c + n), plus the n - 1
+  extra query rows' FLOPs at the tensor-core rate (the KV read does not repeat for them; `extra_rows_flops_per_s`);
+- the fused MoE kernel at B x n tokens, as measured (its routing: the table's distribution);
+- MLA (DeepSeek): the measured generation module at (B, c + n), the extra rows as for attention;
+- the all-reduces at B x n x d_model x 2 bytes;
+- what no table measures (norms, activations, the embedding, rotary) by the roofline: bytes at a fraction of the
+  bandwidth plus a launch latency per kernel (`Elementwise`).
+
+AIConfigurator's own estimate of a verify pass is the decode pass of B (k + 1) sequences, each re-reading its KV
+cache (`aiconfigurator_verify`); both are kept so that the two can be compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MILLI = 1e-3
+
+
+def _loglog(xs: np.ndarray, ts: np.ndarray, x: np.ndarray | float) -> np.ndarray:
+    """Piecewise linear in (log x, log t) through the points, the last segment's slope (in [0, 1]) beyond the end,
+    held below the start."""
+    lx, lt = np.log(xs), np.log(ts)
+    q = np.log(np.maximum(np.asarray(x, dtype=float), 1e-30))
+    inside = np.interp(np.minimum(q, lx[-1]), lx, lt)
+    if len(xs) < 2:
+        return np.exp(inside)
+    slope = float(np.clip((lt[-1] - lt[-2]) / (lx[-1] - lx[-2]), 0.0, 1.0))
+    return np.exp(inside + slope * np.maximum(q - lx[-1], 0.0))
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One kernel's measured times (seconds) by one size (rows, tokens, bytes), increasing sizes."""
+
+    sizes: tuple[float, ...]
+    times_s: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not (len(self.sizes) == len(self.times_s) >= 1) or list(self.sizes) != sorted(set(self.sizes)):
+            raise ValueError("a kernel curve needs increasing, distinct sizes and one time each")
+        if min(self.times_s) <= 0 or min(self.sizes) <= 0:
+            raise ValueError("a kernel curve's sizes and times must be positive")
+
+    def at(self, size: np.ndarray | float) -> np.ndarray:
+        return _loglog(np.asarray(self.sizes, dtype=float), np.asarray(self.times_s, dtype=float), size)
+
+
+@dataclass(frozen=True)
+class Grid2:
+    """Times (seconds) measured over a grid of two sizes (batch x context, ...): log-log in each, bilinear in logs
+    between grid lines, the end segments' slopes beyond (as `Curve`). Cells not measured are NaN and take the
+    nearest measured context at the same first size."""
+
+    first: tuple[float, ...]
+    second: tuple[float, ...]
+    times_s: np.ndarray  # (len(first), len(second))
+
+    def at(self, a: float, b: float) -> float:
+        A, B = np.asarray(self.first, dtype=float), np.asarray(self.second, dtype=float)
+        T = np.asarray(self.times_s, dtype=float)
+        rows = []
+        for i in range(len(A)):
+            ok = np.isfinite(T[i])
+            rows.append(float(_loglog(B[ok], T[i, ok], b)) if ok.any() else np.nan)
+        r = np.asarray(rows)
+        ok = np.isfinite(r)
+        return float(_loglog(A[ok], r[ok], a))
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """Measured GEMMs of one dtype: times (seconds) over rows m x output width n x input width k (NaN where not
+    measured). A shape between grid points: trilinear in (log m, log n, log k) of log time; a missing corner falls
+    back to the nearest measured (n, k) with the time scaled by n k (a GEMM's weight bytes and FLOPs both are)."""
+
+    m: tuple[int, ...]
+    n: tuple[int, ...]
+    k: tuple[int, ...]
+    times_s: np.ndarray  # (len(m), len(n), len(k))
+
+    def _nk_times(self, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The times over m at (n, k): interpolated between the four grid columns around it, or scaled from the
+        nearest measured column."""
+        N, K = np.log(np.asarray(self.n, float)), np.log(np.asarray(self.k, float))
+        T = self.times_s
+        qn, qk = np.log(n), np.log(k)
+
+        def bracket(axis: np.ndarray, q: float) -> tuple[int, int, float]:
+            if q <= axis[0]:
+                return 0, 0, 0.0
+            if q >= axis[-1]:
+                return len(axis) - 1, len(axis) - 1, 0.0
+            j = int(np.searchsorted(axis, q, side="right") - 1)
+            return j, j + 1, float((q - axis[j]) / (axis[j + 1] - axis[j]))
+
+        i0, i1, wn = bracket(N, qn)
+        j0, j1, wk = bracket(K, qk)
+        corners = [(i0, j0, (1 - wn) * (1 - wk)), (i1, j0, wn * (1 - wk)), (i0, j1, (1 - wn) * wk), (i1, j1, wn * wk)]
+        m_ok = np.all([np.isfinite(T[:, i, j]) for i, j, _ in corners], axis=0)
+        if m_ok.sum() >= 2:
+            # log(t / (n k)) interpolated: the scale by n k beyond the grid's ends comes with it
+            lt = sum(w * (np.log(T[m_ok, i, j]) - N[i] - K[j]) for i, j, w in corners) + qn + qk
+            return np.asarray(self.m, float)[m_ok], np.exp(lt)
+        counts = np.isfinite(T).sum(axis=0)
+        cand = np.argwhere(counts >= 2)
+        d = (N[cand[:, 0]] - qn) ** 2 + (K[cand[:, 1]] - qk) ** 2
+        i, j = cand[int(np.argmin(d))]
+        ok = np.isfinite(T[:, i, j])
+        return np.asarray(self.m, float)[ok], T[ok, i, j] * (n * k) / (self.n[i] * self.k[j])
+
+    def at(self, m: float, n: int, k: int) -> float:
+        ms, ts = self._nk_times(n, k)
+        return float(_loglog(ms, ts, m))
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """What no table measures, by the roofline: bytes at `bw_efficiency` of the datasheet bandwidth plus a launch
+    latency per kernel (AIConfigurator's own formula for its element-wise ops: 80 % and 3 us)."""
+
+    bw_bytes_per_s: float
+    bw_efficiency: float = 0.8
+    latency_s: float = 3e-6
+
+    def time_s(self, nbytes: float, kernels: float = 1.0) -> float:
+        return nbytes / (self.bw_bytes_per_s * self.bw_efficiency) + kernels * self.latency_s
+
+
+@dataclass(frozen=True)
+class LayerShapes:
+    """One GPU's share of a decoder's layers, in the shapes the kernel tables are keyed by."""
+
+    n_layers: int
+    d_model: int
+    vocab_per_gpu: int
+    tp: int
+    # dense layers (every layer of a dense model; the leading ones of an MoE)
+    qkv_out: int  # q, k and v heads on this GPU x head_dim
+    o_in: int  # this GPU's query heads x head_dim (or MLA's v heads)
+    ffn_per_gpu: int  # SwiGLU width on this GPU
+    heads_per_gpu: int
+    kv_heads_per_gpu: int
+    head_dim: int
+    kv_bytes_per_token_layer: float
+    attention_flops_per_row_token: float  # attention FLOPs of one query row per attended token and layer
+    dense_layers: int  # layers with a dense MLP (n_layers for a dense model)
+    moe_layers: int = 0
+    shared_ffn_per_gpu: int = 0  # an MoE layer's shared experts' width on this GPU
+    n_experts: int = 0
+    mla: bool = False
+    extra_linear: tuple[tuple[int, int], ...] = ()  # MLA: its projections' GEMMs per layer, (n, k), on this GPU
+
+
+@dataclass(frozen=True)
+class MeasuredKernels:
+    """The kernel times one configuration needs, as measured, and where each came from."""
+
+    gemm: Gemm  # the weights' dtype
+    logits_gemm: Gemm  # bf16 (engines keep the output head in bf16)
+    attention: Grid2 | None  # decode attention by (batch, context), this GPU's heads; None: MLA or not measured
+    mla: Grid2 | None = None  # MLA's generation module by (batch, context); None: not an MLA model
+    moe: Curve | None = None  # the fused MoE layer by tokens; None: dense
+    all_reduce: Curve | None = None  # by message bytes, over tp GPUs; None: one GPU
+    elementwise: Elementwise = field(default_factory=lambda: Elementwise(1e12))
+    tensor_flops_per_s: float = 1e15  # the extra query rows' attention FLOPs run at this rate
+    sources: Mapping[str, str] = field(default_factory=dict)  # operator -> table and selection it came from
+
+
+@dataclass(frozen=True)
+class PassTimes:
+    """One pass's GPU time by operator (seconds)."""
+
+    gemm_s: float
+    attention_s: float
+    moe_s: float
+    comm_s: float
+    other_s: float  # norms, activations, embedding: by the roofline
+
+    @property
+    def total_s(self) -> float:
+        return self.gemm_s + self.attention_s + self.moe_s + self.comm_s + self.other_s
+
+
+def decode_pass(shapes: LayerShapes, kernels: MeasuredKernels, batch: int, new_tokens: int,
+                context: int) -> PassTimes:
+    """A pass of `batch` sequences x `new_tokens` rows each on `context` cached tokens, as an engine runs it: the
+    GEMMs, MoE and collectives at batch x new_tokens rows, each sequence's KV cache read once (see the module
+    docstring)."""
+    s = shapes
+    rows = batch * new_tokens
+    g = kernels.gemm
+    projections = s.extra_linear if s.mla else ((s.qkv_out, s.d_model), (s.d_model, s.o_in))
+    attn_proj = sum(g.at(rows, n, k) for n, k in projections)
+    dense_mlp = (g.at(rows, 2 * s.ffn_per_gpu, s.d_model) + g.at(rows, s.d_model, s.ffn_per_gpu)
+                 if s.ffn_per_gpu else 0.0)
+    shared = (g.at(rows, 2 * s.shared_ffn_per_gpu, s.d_model) + g.at(rows, s.d_model, s.shared_ffn_per_gpu)
+              if s.shared_ffn_per_gpu else 0.0)
+    router = g.at(rows, s.n_experts, s.d_model) if s.moe_layers else 0.0
+    gemm = (s.n_layers * attn_proj + s.dense_layers * dense_mlp + s.moe_layers * (shared + router)
+            + kernels.logits_gemm.at(rows, s.vocab_per_gpu, s.d_model))
+    attended = context + new_tokens
+    extra_flops = batch * (new_tokens - 1) * attended * s.attention_flops_per_row_token
+    table = kernels.mla if s.mla else kernels.attention
+    if table is not None:
+        per_layer = table.at(batch, attended) + extra_flops / kernels.tensor_flops_per_s
+    else:  # not measured: the KV read at the element-wise bandwidth
+        per_layer = kernels.elementwise.time_s(batch * attended * s.kv_bytes_per_token_layer) + (
+            batch * new_tokens * attended * s.attention_flops_per_row_token / kernels.tensor_flops_per_s)
+    attention = s.n_layers * per_layer
+    moe = s.moe_layers * float(kernels.moe.at(rows)) if kernels.moe is not None and s.moe_layers else 0.0
+    comm = 0.0
+    if kernels.all_reduce is not None and s.tp > 1:
+        comm = 2 * s.n_layers * float(kernels.all_reduce.at(rows * s.d_model * 2))
+    e = kernels.elementwise
+    act = 2  # bf16 activations
+    norms = 2 * s.n_layers * e.time_s(rows * 4 * s.d_model * act)  # add + RMSNorm: read 2 d, write 2 d
+    # SiLU and gate: read 2 w, write w
+    acts = ((s.dense_layers * e.time_s(rows * 3 * s.ffn_per_gpu * act) if s.ffn_per_gpu else 0.0)
+            + (s.moe_layers * e.time_s(rows * 3 * s.shared_ffn_per_gpu * act) if s.shared_ffn_per_gpu else 0.0))
+    embedding = e.time_s(rows * s.d_model * act)
+    return PassTimes(gemm, attention, moe, comm, norms + acts + embedding)
+
+
+def aiconfigurator_verify(shapes: LayerShapes, kernels: MeasuredKernels, batch: int, new_tokens: int,
+                          context: int) -> PassTimes:
+    """A verify pass as AIConfigurator prices one: batch x new_tokens one-token sequences, every one re-reading its
+    sequence's KV cache (for comparison, not for pricing)."""
+    return decode_pass(shapes, kernels, batch * new_tokens, 1, context + new_tokens - 1)

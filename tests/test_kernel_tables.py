@@ -1,0 +1,81 @@
+"""Pass times from measured-kernel tables (simulator.kernel_tables): the interpolation between measured sizes, and a
+verify pass priced as an engine runs it (one KV read per sequence) against AIConfigurator's (k + 1 sequences)."""
+
+import numpy as np
+import pytest
+
+from simulator.kernel_tables import (
+    Curve,
+    Elementwise,
+    Gemm,
+    Grid2,
+    LayerShapes,
+    MeasuredKernels,
+    aiconfigurator_verify,
+    decode_pass,
+)
+
+
+def test_curve_is_a_roofline_in_log_log():
+    # flat at 10 us up to 64 rows, then time proportional to rows
+    c = Curve((1, 64, 1024), (10e-6, 10e-6, 160e-6))
+    assert c.at(8) == pytest.approx(10e-6)
+    assert c.at(256) == pytest.approx(40e-6)  # on the line of slope 1 between 64 and 1024
+    assert c.at(4096) == pytest.approx(640e-6)  # the last slope carries on
+    assert c.at(0.5) == pytest.approx(10e-6)  # held below the first size
+    with pytest.raises(ValueError):
+        Curve((4, 2), (1e-6, 2e-6))
+
+
+def _gemm() -> Gemm:
+    """A synthetic GEMM table: 2 us launch + weights at 1 TB/s (bf16) + FLOPs at 500 TFLOP/s, on a full grid."""
+    ms, ns, ks = (1, 16, 256, 4096), (1024, 4096, 16384), (1024, 4096)
+    T = np.array([[[2e-6 + max(2 * n * k / 1e12, 2 * m * n * k / 5e14) for k in ks] for n in ns] for m in ms])
+    return Gemm(ms, ns, ks, T)
+
+
+def test_gemm_interpolates_between_widths_and_scales_beyond_them():
+    g = _gemm()
+    exact = g.at(16, 4096, 4096)
+    assert exact == pytest.approx(2e-6 + 2 * 4096 * 4096 / 1e12)
+    # a width between grid points: between its neighbours, near the weight-read time it implies
+    mid = g.at(16, 8192, 4096)
+    assert g.at(16, 4096, 4096) < mid < g.at(16, 16384, 4096)
+    assert mid == pytest.approx(2e-6 + 2 * 8192 * 4096 / 1e12, rel=0.05)
+    # beyond the widest measured: scaled by n k
+    assert g.at(16, 32768, 4096) == pytest.approx(2 * g.at(16, 16384, 4096), rel=1e-6)
+    # a missing column falls back to the nearest measured one, scaled
+    T = g.times_s.copy()
+    T[:, 1, :] = np.nan
+    holey = Gemm(g.m, g.n, g.k, T)
+    assert holey.at(16, 4096, 4096) == pytest.approx(exact, rel=0.3)
+
+
+def _llama_like() -> tuple[LayerShapes, MeasuredKernels]:
+    shapes = LayerShapes(n_layers=32, d_model=4096, vocab_per_gpu=128256, tp=1, qkv_out=6144, o_in=4096,
+                         ffn_per_gpu=14336, heads_per_gpu=32, kv_heads_per_gpu=8, head_dim=128,
+                         kv_bytes_per_token_layer=4096.0, attention_flops_per_row_token=4 * 32 * 128,
+                         dense_layers=32)
+    # decode attention: the KV cache of every sequence read at 3 TB/s, plus 5 us
+    batches, contexts = (1, 16, 256, 2048), (128, 1024, 8192)
+    A = np.array([[5e-6 + b * c * 4096 / 3e12 for c in contexts] for b in batches])
+    kernels = MeasuredKernels(gemm=_gemm(), logits_gemm=_gemm(), attention=Grid2(batches, contexts, A),
+                              elementwise=Elementwise(3.35e12), tensor_flops_per_s=6e14)
+    return shapes, kernels
+
+
+def test_verify_pass_reads_each_cache_once_and_aiconfigurator_rereads_it():
+    shapes, kernels = _llama_like()
+    plain = decode_pass(shapes, kernels, 256, 1, 1024)
+    verify = decode_pass(shapes, kernels, 256, 4, 1024)
+    aic = aiconfigurator_verify(shapes, kernels, 256, 4, 1024)
+    # the engine: the KV read once, three more query rows' FLOPs on top
+    assert plain.attention_s < verify.attention_s < 1.2 * plain.attention_s
+    # AIConfigurator: 4 x 256 sequences, each re-reading its cache
+    assert aic.attention_s == pytest.approx(4 * plain.attention_s, rel=0.05)
+    # the GEMMs see the same 1,024 rows either way
+    assert aic.gemm_s == pytest.approx(verify.gemm_s)
+    assert verify.total_s == pytest.approx(sum((verify.gemm_s, verify.attention_s, verify.moe_s, verify.comm_s,
+                                                verify.other_s)))
+    # batch 1, k = 0: the same pass either way
+    assert aiconfigurator_verify(shapes, kernels, 1, 1, 1024) == decode_pass(shapes, kernels, 1, 1, 1024)
