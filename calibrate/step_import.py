@@ -135,30 +135,92 @@ def _latency_s(path: Path, where: str) -> float:
     return _time(d.get("avg_latency"), str(path), "avg_latency")
 
 
+RUN_KEYS = ("file", "batch", "input_len", "output_len", "speculative_config", "mean_acceptance_length")
+# vllm bench latency --speculative-config's keys that say what ran (its JSON, as vLLM takes it)
+SPEC_KEYS = ("method", "model", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min",
+             "draft_tensor_parallel_size")
+SPEC_METHODS_FITTED = ("draft_model",)  # whose draft passes a run's steps give (a head's or a lookup's: not yet)
+
+
+@dataclass(frozen=True)
+class SpeculativeRun:
+    """What a speculative `vllm bench latency` run was made with: its method, draft, draft length and the mean
+    acceptance length (tokens per step, bonus included) vLLM's spec-decode metrics logged for it."""
+
+    method: str
+    model: str
+    k: int
+    mean_acceptance_length: float
+
+
+def _speculative(r: dict[str, Any], where: str) -> SpeculativeRun | None:
+    """A run's ``speculative_config`` (vLLM's keys) and ``mean_acceptance_length``, checked; None for a plain run."""
+    cfg = r.get("speculative_config")
+    if cfg is None:
+        if "mean_acceptance_length" in r:
+            raise SpecsimError(f"{where}: mean_acceptance_length without speculative_config; give the run's "
+                               "speculative_config = {method = ..., model = ..., num_speculative_tokens = K}")
+        return None
+    if not isinstance(cfg, dict):
+        raise SpecsimError(f"{where}: speculative_config must be a table, e.g. {{method = \"draft_model\", "
+                           "model = \"meta-llama/Llama-3.2-1B\", num_speculative_tokens = 3}")
+    unknown = [k for k in cfg if k not in SPEC_KEYS]
+    if unknown:
+        raise SpecsimError(f"{where}: speculative_config key {unknown[0]!r} is not one specsim reads; allowed: "
+                           f"{', '.join(SPEC_KEYS)}")
+    method = str(cfg.get("method", "draft_model" if cfg.get("model") else ""))
+    if not method:
+        raise SpecsimError(f"{where}: speculative_config needs its method (draft_model, eagle3, ngram, mtp, ...)")
+    k = _int(cfg.get("num_speculative_tokens"), where, "speculative_config.num_speculative_tokens", 1)
+    if "mean_acceptance_length" not in r:
+        raise SpecsimError(f"{where}: a speculative run needs mean_acceptance_length (tokens per step, bonus "
+                           "included: vLLM's spec-decode metrics log it as 'Mean acceptance length') to split its "
+                           "latency into steps")
+    length = r["mean_acceptance_length"]
+    if isinstance(length, bool) or not isinstance(length, (int, float)) or not math.isfinite(length) or \
+            not 1.0 <= length <= k + 1:
+        raise SpecsimError(f"{where}: mean_acceptance_length = {length!r} must be a number from 1 to "
+                           f"num_speculative_tokens + 1 = {k + 1}")
+    return SpeculativeRun(method, str(cfg.get("model", "")), k, float(length))
+
+
 def read_vllm(manifest: str | Path) -> list[StepTime]:
-    """Decode steps and prefills from `vllm bench latency` JSON files named by a TOML manifest."""
+    """Decode steps and prefills from `vllm bench latency` JSON files named by a TOML manifest; repeats of one shape
+    (batch, input, output length, speculative config) are taken at their median. A speculative run's steps (by
+    difference of output lengths as a plain run's, times its mean acceptance length: a step yields that many
+    tokens) are kept as phase ``speculative``, with the draft length in ``new_tokens`` - 1."""
     manifest = Path(manifest)
     try:
         spec = tomllib.loads(read_text(manifest, "vLLM manifest"))
     except tomllib.TOMLDecodeError as e:
         raise SpecsimError(f"{manifest}: not TOML ({e})") from None
+    extra = [k for k in spec if k != "run"]
+    if extra:
+        raise SpecsimError(f"{manifest}: key {extra[0]!r} is not one specsim reads; a manifest holds [[run]] tables "
+                           f"only, each with {', '.join(RUN_KEYS)}")
     runs = spec.get("run")
     if not isinstance(runs, list) or not runs:
         raise SpecsimError(f"{manifest}: no [[run]] tables; each names file, batch, input_len, output_len")
-    groups: dict[tuple[int, int], list[tuple[int, float, str]]] = {}
+    groups: dict[tuple[int, int, SpeculativeRun | None], dict[int, list[tuple[float, str]]]] = {}
     for i, r in enumerate(runs, 1):
         where = f"{manifest} run {i}"
         if not isinstance(r, dict) or "file" not in r:
             raise SpecsimError(f"{where}: field 'file' is missing")
+        unknown = [k for k in r if k not in RUN_KEYS]
+        if unknown:
+            raise SpecsimError(f"{where}: key {unknown[0]!r} is not one specsim reads; allowed: {', '.join(RUN_KEYS)}")
         b, n_in = _int(r.get("batch"), where, "batch", 1), _int(r.get("input_len"), where, "input_len", 1)
         n_out = _int(r.get("output_len"), where, "output_len", 1)
-        groups.setdefault((b, n_in), []).append((n_out, _latency_s(manifest.parent / str(r["file"]), where), where))
+        run = _speculative(r, where)
+        latency = _latency_s(manifest.parent / str(r["file"]), where)
+        groups.setdefault((b, n_in, run), {}).setdefault(n_out, []).append((latency, where))
     out = []
-    for (b, n_in), g in sorted(groups.items()):
-        g.sort()
-        if len({o for o, _, _ in g}) < 2:
-            raise SpecsimError(f"{g[0][2]}: batch {b}, input {n_in} has one output length; give two or more (e.g. "
-                               "128 and 256) so that decode steps can be told from the prefill")
+    for (b, n_in, run), by_out in sorted(groups.items(), key=lambda g: (g[0][0], g[0][1], g[0][2] is not None)):
+        g = [(o, float(np.median([t for t, _ in ts])), ts[-1][1]) for o, ts in sorted(by_out.items())]
+        what = f"batch {b}, input {n_in}" + (f", {run.method} k = {run.k}" if run else "")
+        if len(g) < 2:
+            raise SpecsimError(f"{g[0][2]}: {what} has one output length; give two or more (e.g. 128 and 256) so "
+                               "that decode steps can be told from the prefill")
         steps = []
         for (o1, t1, _), (o2, t2, w2) in zip(g, g[1:]):
             step = (t2 - t1) / (o2 - o1)
@@ -166,11 +228,20 @@ def read_vllm(manifest: str | Path) -> list[StepTime]:
                 raise SpecsimError(f"{w2}: latency does not grow with output length ({t1:.4g} s at {o1}, {t2:.4g} s "
                                    f"at {o2}); the runs are too noisy or mislabelled")
             steps.append(step)
-            out.append(StepTime("decode", b, 1, n_in + (o1 + o2) // 2, step, w2))
+            if run is None:
+                out.append(StepTime("decode", b, 1, n_in + (o1 + o2) // 2, step, w2))
+            else:  # a step yields mean_acceptance_length tokens
+                out.append(StepTime("speculative", b, run.k + 1, n_in + (o1 + o2) // 2,
+                                    step * run.mean_acceptance_length, f"{w2} ({run.method}, {run.model or 'draft'})"))
         o1, t1, w1 = g[0]
         prefill = t1 - (o1 - 1) * steps[0]
-        if prefill > 0:
+        if prefill > 0 and run is None:
             out.append(StepTime("prefill", b, n_in, 0, prefill, w1))
+    unfitted = sorted({r.method for _, _, r in groups if r is not None and r.method not in SPEC_METHODS_FITTED})
+    if unfitted:
+        raise SpecsimError(f"{manifest}: speculative runs of method {unfitted[0]} cannot be fitted yet (only "
+                           f"{', '.join(SPEC_METHODS_FITTED)} runs give a draft model's passes); leave them out of "
+                           "the manifest")
     return out
 
 
@@ -241,6 +312,11 @@ READERS = {"csv": read_csv, "vllm": read_vllm, "sglang": read_sglang, "llama-ben
 def read_source(source: str) -> tuple[str, list[StepTime]]:
     """``KIND:PATH`` (csv, vllm, sglang, llama-bench) or a path ending in .csv -> (kind, steps)."""
     kind, sep, path = source.partition(":")
+    if sep and kind.lower() not in READERS and len(kind) > 1 and kind.replace("-", "").replace("_", "").isalnum() \
+            and not Path(source).exists():
+        raise SpecsimError(f"--from {source!r}: {kind!r} is not a source specsim reads; give vllm:MANIFEST.toml, "
+                           "sglang:RESULTS.jsonl, llama-bench:RESULTS.json or csv:STEPS.csv (any engine's step times, "
+                           "TensorRT-LLM's too, can be written as the CSV)")
     if not sep or kind.lower() not in READERS:
         if source.lower().endswith(".csv"):
             kind, path = "csv", source
@@ -251,9 +327,50 @@ def read_source(source: str) -> tuple[str, list[StepTime]]:
 
 
 def to_points(steps: Sequence[StepTime], target: ModelSpec, draft: ModelSpec) -> list[PassPoint]:
-    """Every step as a pass of the model it ran (draft passes: the draft; everything else: the target)."""
+    """Every step as a pass of the model it ran (draft passes: the draft; everything else: the target); speculative
+    steps are not one pass (`draft_passes_of`)."""
     return [PassPoint(draft.name if s.phase == "draft" else target.name, s.batch, s.new_tokens, s.context, s.time_s)
-            for s in steps]
+            for s in steps if s.phase != "speculative"]
+
+
+def draft_passes_of(spec_steps: Sequence[StepTime], plain_fit: CostModel, target: ModelSpec, draft: ModelSpec,
+                    accept_s: float) -> list[PassPoint]:
+    """The draft passes speculative steps give: a step of draft length k is k draft passes, one verify pass of k + 1
+    tokens and the accept/reject rule, so one draft pass is the step less the verify pass the plain steps' fit
+    predicts (the engine's per-step cost inside it) and the rule's cost, over k. Refused where that leaves nothing:
+    the mean acceptance length or the runs' labels are wrong."""
+    out = []
+    for s in spec_steps:
+        k = s.new_tokens - 1
+        verify = plain_fit.pass_time_s(target, s.batch, s.new_tokens, s.context)
+        one = (s.time_s - verify - accept_s) / k
+        if one <= 0:
+            raise SpecsimError(f"{s.where}: a speculative step of {s.time_s * 1e3:.3g} ms is no longer than its verify "
+                               f"pass alone ({verify * 1e3:.3g} ms, from the plain runs): check its "
+                               "mean_acceptance_length and that the plain and speculative runs share one engine")
+        out.append(PassPoint(draft.name, s.batch, 1, s.context, one))
+    return out
+
+
+# Step times no engine takes: a step over an hour (a unit slip: step_ms is milliseconds), or more than a second of
+# engine overhead beyond this many times the datasheet roofline of its pass (a log of something else).
+MAX_STEP_S = 3600.0
+MAX_OVER_ROOFLINE = 1000.0
+MAX_OVERHEAD_S = 1.0
+
+
+def check_plausible(steps: Sequence[StepTime], hw: HardwareSpec, target: ModelSpec, draft: ModelSpec,
+                    dtype: str) -> None:
+    """Refuse, naming the step, a time no engine takes on this device (`MAX_STEP_S`, `MAX_OVER_ROOFLINE`)."""
+    roof = CostModel.from_hardware(hw, dtype, datasheet=True)
+    for s in steps:
+        model = draft if s.phase == "draft" else target
+        floor = roof.pass_time_s(model, s.batch, s.new_tokens, s.context) if s.phase != "speculative" else 0.0
+        if s.time_s > MAX_STEP_S or (floor > 0 and s.time_s > MAX_OVER_ROOFLINE * floor + MAX_OVERHEAD_S):
+            raise SpecsimError(f"{s.where}: a {s.phase} step of {s.time_s:,.4g} s (batch {s.batch}, {s.new_tokens} "
+                               f"tokens) is {s.time_s / floor:,.0f}x what {hw.name}'s datasheet allows for it; no "
+                               "engine takes that: check the units (step_ms is milliseconds) or leave the row out"
+                               if floor > 0 else f"{s.where}: a step of {s.time_s:,.4g} s: check the units")
 
 
 def _ceilings(hw: HardwareSpec, dtype: str) -> dict[str, Any]:
@@ -291,8 +408,12 @@ def import_profile(source: str, hardware: str, target_name: str, draft_name: str
         micro = _ceilings(hw, dtype)
         device = {"kind": "cuda", "name": hw.name, "memory_bytes": hw.mem_capacity_bytes, "imported_from": source}
     target, draft = load_model(target_name, dtype), load_model(draft_name, dtype)
+    if target.name == draft.name:
+        raise SpecsimError(f"--target and --draft are one model ({target.name}): give the draft the engine ran")
     specs = {target.name: target, draft.name: draft}
+    check_plausible(steps, hw, target, draft, dtype)
     points = to_points(steps, target, draft)
+    spec_steps = [s for s in steps if s.phase == "speculative"]
     if len(points) < 6:
         raise SpecsimError(f"{source}: {len(points)} step times; the fit needs at least 6 (several batch sizes)")
 
@@ -311,11 +432,19 @@ def import_profile(source: str, hardware: str, target_name: str, draft_name: str
                               compute_term=True, ceiling_bw_bytes_per_s=None if cpu else hw.mem_bw_bytes_per_s,
                               ceiling_flops_per_s=None if cpu else hw.peak_flops(dtype))
 
+    if spec_steps:  # their draft passes, from the plain steps' fit; then everything fitted together
+        accept = load_engine(ENGINE_PRESET.get(kind, "vllm"))[0].chain_accept.fixed_s
+        points += draft_passes_of(spec_steps, fitted(points).cost, target, draft, accept)
+        drafts_measured = True
     result = fitted(points)
     cost = result.cost
     heldout = cross_validated(points, lambda train: fitted(train).cost, specs, seed)
     datasheet = CostModel.from_hardware(hw, dtype, datasheet=True)
     overheads, assumed, step_s = split_step_costs(cost.overheads, kind, drafts_measured, draft)
+    if spec_steps:
+        assumed.append(f"{draft.name}'s passes from {len(spec_steps)} speculative steps: each step (the per-token time "
+                       "times its run's mean_acceptance_length) less the verify pass the plain runs' fit predicts and "
+                       "the accept/reject rule, over its k; the runs' draft is taken to be --draft")
     assumed.insert(0, "no bound on the fitted rates: this CPU's measured read bandwidth "
                       f"({achieved / 1e9:,.0f} GB/s) seeds the fit only" if cpu else
                    f"weights read at {achieved / 1e9:,.0f} GB/s at best, what engines achieve on this GPU "

@@ -93,8 +93,18 @@ def load_hf(folder: str | Path, role: str) -> HFModel:
         raise SpecsimError(f"--{role} {folder}: not a Hugging Face model folder (no config.json); write the "
                            "built-in pair as one with: specsim export --out pair/")
     spec = model_from_config_json(folder / "config.json", "fp32")
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
-                                                             local_files_only=True).eval()
+    weights = [p.name for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".pt", ".pth")]
+    if not weights:
+        raise SpecsimError(f"--{role} {folder}: a config.json but no weights (model.safetensors or pytorch_model.bin); "
+                           "put the checkpoint's weight files beside it, or write the built-in pair with: specsim "
+                           "export --out pair/")
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
+                                                                 local_files_only=True).eval()
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SpecsimError(f"--{role} {folder}: transformers cannot load it ({first[:200]}); give a complete local "
+                           "checkpoint folder") from None
     return HFModel(folder, model, spec)
 
 

@@ -75,6 +75,86 @@ def test_bad_vllm_and_sglang_files(tmp_path):
         read_source("results.txt")
 
 
+def _runs(tmp_path, runs, extra=""):
+    """A manifest of (name, batch, output_len, latency_s[, speculative TOML]) runs at input 100."""
+    text = extra
+    for name, b, n_out, lat, *spec in runs:
+        (tmp_path / name).write_text(json.dumps({"avg_latency": lat, "percentiles": {"50": lat}}))
+        text += (f'[[run]]\nfile = "{name}"\nbatch = {b}\ninput_len = 100\noutput_len = {n_out}\n'
+                 + (spec[0] if spec else ""))
+    (tmp_path / "m.toml").write_text(text)
+    return tmp_path / "m.toml"
+
+
+def test_vllm_repeats_of_one_shape_are_taken_at_their_median(tmp_path):
+    m = _runs(tmp_path, [("a.json", 1, 10, 0.145), ("b.json", 1, 10, 0.155), ("c.json", 1, 10, 0.150),
+                         ("d.json", 1, 20, 0.200)])
+    (decode,) = [s for s in read_vllm(m) if s.phase == "decode"]
+    assert decode.time_s == pytest.approx(0.005)
+
+
+@pytest.mark.parametrize("extra, spec, fragment", [
+    ("", "warmup = 3\n", "key 'warmup' is not one specsim reads; allowed: file, batch"),
+    ("title = 'x'\n", "", "key 'title' is not one specsim reads"),
+    ("", 'speculative_config = {method = "draft_model", num_speculative_tokens = 3}\n', "mean_acceptance_length"),
+    ("", 'speculative_config = {method = "draft_model", num_speculative_tokens = 3, tokens = 4}\n'
+         "mean_acceptance_length = 2\n", "key 'tokens'"),
+    ("", 'speculative_config = {method = "draft_model", num_speculative_tokens = 3}\n'
+         "mean_acceptance_length = 5\n", "from 1 to num_speculative_tokens + 1 = 4"),
+    ("", 'speculative_config = {method = "eagle3", num_speculative_tokens = 3}\nmean_acceptance_length = 2\n',
+     "method eagle3 cannot be fitted yet"),
+])
+def test_a_manifest_key_specsim_does_not_read_is_an_error(tmp_path, extra, spec, fragment):
+    m = _runs(tmp_path, [("a.json", 1, 10, 0.145, spec), ("b.json", 1, 20, 0.2, spec)], extra)
+    with pytest.raises(SpecsimError, match=fragment.replace("(", r"\(").replace("+", r"\+")):
+        read_vllm(m)
+
+
+def test_speculative_vllm_runs_give_the_draft_passes(tmp_path):
+    """A speculative step of draft length k is k draft passes, a verify pass of k + 1 tokens and the accept rule:
+    steps made of 2 ms draft passes give 2 ms back; plain runs at batches 1..16 and draft_model runs of k = 3 are
+    imported with the draft's passes from the speculative ones."""
+    from calibrate.step_import import StepTime, draft_passes_of
+    from scenarios import load_hardware, load_model
+    from simulator.cost import CostModel
+
+    cost = CostModel.from_hardware(load_hardware("h100-sxm"), "bf16")
+    target, draft = load_model("llama-3.1-8b"), load_model("llama-3.2-1b")
+    steps = [StepTime("speculative", b, 4, 196, cost.pass_time_s(target, b, 4, 196) + 3 * 2e-3 + 1e-4, "here")
+             for b in (1, 8, 64)]
+    assert [p.time_s for p in draft_passes_of(steps, cost, target, draft, 1e-4)] == pytest.approx([2e-3] * 3)
+    with pytest.raises(SpecsimError, match="no longer than its verify pass alone"):
+        draft_passes_of([StepTime("speculative", 1, 4, 196, 1e-4, "here")], cost, target, draft, 1e-4)
+
+    def prefill(b):
+        return cost.pass_time_s(target, b, 100, 0)
+
+    runs = [(f"p{b}_{n}.json", b, n, prefill(b) + (n - 1) * cost.pass_time_s(target, b, 1, 196))
+            for b in (1, 2, 4, 8, 16) for n in (64, 128)]
+    spec = ('speculative_config = {method = "draft_model", model = "meta-llama/Llama-3.2-1B", '
+            'num_speculative_tokens = 3}\nmean_acceptance_length = 2.5\n')
+    runs += [(f"s{b}_{n}.json", b, n, prefill(b) + (n - 1) / 2.5 * (cost.pass_time_s(target, b, 4, 196) + 6e-3),
+              spec)
+             for b in (1, 4, 16) for n in (64, 128)]
+    m = _runs(tmp_path, runs)
+    read = [s for s in read_vllm(m) if s.phase == "speculative"]
+    assert len(read) == 3 and all(s.new_tokens == 4 and s.context == 196 for s in read)
+    assert read[0].time_s == pytest.approx(cost.pass_time_s(target, 1, 4, 196) + 6e-3)
+    profile = import_profile(f"vllm:{m}", "h100-sxm", "llama-3.1-8b", "llama-3.2-1b", "bf16", 0, "t", {})
+    drafts = [p for p in profile.passes if p.model == "llama-3.2-1b"]
+    assert len(drafts) == 3 and all(0 < d.median_s < 3e-3 for d in drafts)
+    assert any("speculative steps" in a for a in profile.fit.extra["assumed"])
+
+
+def test_absurd_step_times_and_unknown_source_kinds_are_refused(tmp_path):
+    (tmp_path / "s.csv").write_text("batch,new_tokens,context,step_ms\n" + "".join(
+        f"{b},1,100,{950_400_000 if b == 1 else 10 + b}\n" for b in (1, 2, 4, 8, 16, 32, 64)))
+    with pytest.raises(SpecsimError, match="line 2: a decode step of 9.504e\\+05 s .* check the units"):
+        import_profile(f"csv:{tmp_path / 's.csv'}", "h100-sxm", "llama-3.1-8b", "llama-3.2-1b", "bf16", 0, "t", {})
+    with pytest.raises(SpecsimError, match="'tensorrt' is not a source specsim reads; give vllm:"):
+        read_source("tensorrt:steps.csv")
+
+
 @pytest.mark.parametrize("source, hardware", [
     ("csv:scenarios/samples/steps.csv", "h100-sxm"),
     ("vllm:scenarios/samples/vllm/manifest.toml", "h100-sxm"),
