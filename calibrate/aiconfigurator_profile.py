@@ -43,8 +43,9 @@ def _as_one_gpu(model: ModelSpec, tp: int) -> ModelSpec:
 
 def aiconfigurator_profile(source: str, target_name: str, draft_name: str, dtype: str, tp: int, command: str,
                            options: Mapping[str, Any], distribution: str | None = None,
-                           contexts: Sequence[int] = CONTEXTS) -> Profile:
-    """The profile (see the module docstring) of `target_name` drafted by `draft_name` on `tp` GPUs of `source`."""
+                           contexts: Sequence[int] = CONTEXTS, model_override: ModelSpec | None = None) -> Profile:
+    """The profile (see the module docstring) of `target_name` drafted by `draft_name` on `tp` GPUs of `source`
+    (`model_override`: the target's spec as given, e.g. another cache dtype)."""
     src = parse_source(source)
     preset = PRESET_OF.get(src.system)
     if preset is None:
@@ -53,7 +54,7 @@ def aiconfigurator_profile(source: str, target_name: str, draft_name: str, dtype
     engine = ENGINE_OF.get(src.backend, "vllm")
     engine = engine if engine in engine_names() else "vllm"
     hw = load_hardware(preset, engine)
-    target, draft = load_model(target_name, dtype), load_model(draft_name, dtype)
+    target, draft = model_override or load_model(target_name, dtype), load_model(draft_name, dtype)
     sharded = [m.shard(tp) if tp > 1 else m for m in (target, draft)]
     stored = [_as_one_gpu(m, tp) for m in (target, draft)]
     passes: list[PassRecord] = []

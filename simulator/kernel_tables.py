@@ -11,7 +11,8 @@ A pass of B sequences x n new tokens on c cached tokens each (`decode_pass`), pr
 - every GEMM at B x n rows (the measured GEMM at m = B n, its n x k);
 - decode attention: each sequence's KV cache read once, the measured decode kernel at (B, c + n), plus the n - 1
   extra query rows' FLOPs at the tensor-core rate (the KV read does not repeat for them; `extra_rows_flops_per_s`);
-- the fused MoE kernel at B x n tokens, as measured (its routing: the table's distribution);
+- the fused MoE kernel at B x n tokens, as measured (its routing: the table's distribution), after the router and
+  beside the shared experts (`_moe_layer_s`);
 - MLA (DeepSeek): the measured generation module at (B, c + n), the extra rows as for attention;
 - the all-reduces at B x n x d_model x 2 bytes;
 - what no table measures (norms, activations, the embedding, rotary) by the roofline: bytes at a fraction of the
@@ -163,6 +164,7 @@ class LayerShapes:
     shared_ffn_per_gpu: int = 0  # an MoE layer's shared experts' width on this GPU
     n_experts: int = 0
     mla: bool = False
+    shared_overlapped: bool = True  # the shared experts run beside the routed ones (a second CUDA stream)
     extra_linear: tuple[tuple[int, int], ...] = ()  # MLA: its projections' GEMMs per layer, (n, k), on this GPU
 
 
@@ -208,10 +210,7 @@ def decode_pass(shapes: LayerShapes, kernels: MeasuredKernels, batch: int, new_t
     attn_proj = sum(g.at(rows, n, k) for n, k in projections)
     dense_mlp = (g.at(rows, 2 * s.ffn_per_gpu, s.d_model) + g.at(rows, s.d_model, s.ffn_per_gpu)
                  if s.ffn_per_gpu else 0.0)
-    shared = (g.at(rows, 2 * s.shared_ffn_per_gpu, s.d_model) + g.at(rows, s.d_model, s.shared_ffn_per_gpu)
-              if s.shared_ffn_per_gpu else 0.0)
-    router = g.at(rows, s.n_experts, s.d_model) if s.moe_layers else 0.0
-    gemm = (s.n_layers * attn_proj + s.dense_layers * dense_mlp + s.moe_layers * (shared + router)
+    gemm = (s.n_layers * attn_proj + s.dense_layers * dense_mlp
             + kernels.logits_gemm.at(rows, s.vocab_per_gpu, s.d_model))
     attended = context + new_tokens
     extra_flops = batch * (new_tokens - 1) * attended * s.attention_flops_per_row_token
@@ -222,18 +221,29 @@ def decode_pass(shapes: LayerShapes, kernels: MeasuredKernels, batch: int, new_t
         per_layer = kernels.elementwise.time_s(batch * attended * s.kv_bytes_per_token_layer) + (
             batch * new_tokens * attended * s.attention_flops_per_row_token / kernels.tensor_flops_per_s)
     attention = s.n_layers * per_layer
-    moe = s.moe_layers * float(kernels.moe.at(rows)) if kernels.moe is not None and s.moe_layers else 0.0
+    moe = s.moe_layers * _moe_layer_s(s, kernels, rows) if s.moe_layers else 0.0
     comm = 0.0
     if kernels.all_reduce is not None and s.tp > 1:
         comm = 2 * s.n_layers * float(kernels.all_reduce.at(rows * s.d_model * 2))
     e = kernels.elementwise
     act = 2  # bf16 activations
     norms = 2 * s.n_layers * e.time_s(rows * 4 * s.d_model * act)  # add + RMSNorm: read 2 d, write 2 d
-    # SiLU and gate: read 2 w, write w
-    acts = ((s.dense_layers * e.time_s(rows * 3 * s.ffn_per_gpu * act) if s.ffn_per_gpu else 0.0)
-            + (s.moe_layers * e.time_s(rows * 3 * s.shared_ffn_per_gpu * act) if s.shared_ffn_per_gpu else 0.0))
+    acts = s.dense_layers * e.time_s(rows * 3 * s.ffn_per_gpu * act) if s.ffn_per_gpu else 0.0  # SiLU x gate
     embedding = e.time_s(rows * s.d_model * act)
     return PassTimes(gemm, attention, moe, comm, norms + acts + embedding)
+
+
+def _moe_layer_s(s: LayerShapes, kernels: MeasuredKernels, rows: int) -> float:
+    """One MoE layer: the router (bf16) and the fused routed experts on the main stream; the shared experts (their
+    GEMMs and activation) beside them on a second stream where the engine overlaps them (vLLM under CUDA graphs),
+    after them otherwise."""
+    routed = kernels.logits_gemm.at(rows, s.n_experts, s.d_model) + (
+        float(kernels.moe.at(rows)) if kernels.moe is not None else 0.0)
+    if not s.shared_ffn_per_gpu:
+        return routed
+    g, w = kernels.gemm, s.shared_ffn_per_gpu
+    shared = g.at(rows, 2 * w, s.d_model) + g.at(rows, s.d_model, w) + kernels.elementwise.time_s(rows * 3 * w * 2)
+    return max(routed, shared) if s.shared_overlapped else routed + shared
 
 
 def aiconfigurator_verify(shapes: LayerShapes, kernels: MeasuredKernels, batch: int, new_tokens: int,
