@@ -34,6 +34,12 @@ class ContextDependent(Acceptance):
         if any(not (0.0 <= f <= 100.0 and np.isfinite(f)) for f in self.factors):
             raise SpecsimError(f"@context: factors must lie in [0, 100], got {list(self.factors)}")
         self.base.scaled(0.5)  # refuses a base that cannot scale
+        first = float(self.base.chain_pmf(1)[1])  # P(the first drafted token is accepted): the base's acceptance
+        worst = max(range(len(self.factors)), key=lambda i: self.factors[i])
+        if first * self.factors[worst] > 1.0 + 1e-9:
+            raise SpecsimError(f"@context: factor {self.factors[worst]:g} at context {self.contexts[worst]:g} takes "
+                               f"{self.base.spec}'s acceptance {first:.3g} to {first * self.factors[worst]:.3g}, above "
+                               f"1: a factor scales a probability; keep every factor at most {1 / first:.3g}")
 
     @property
     def spec(self) -> str:  # type: ignore[override]

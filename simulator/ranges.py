@@ -30,6 +30,9 @@ def parse_int_range(text: str, minimum: int = 0, what: str = "value", maximum: i
         if m:
             lo, hi, mult, step_s = int(m[1]), bounded(int(m[2])), m[3], m[4]
             if hi < lo:
+                if hi < minimum:  # reversed it would still start below the least value: say the bound instead
+                    raise SpecsimError(f"{what} range {part.strip()!r} runs backwards and {what} must be >= "
+                                       f"{minimum}; write e.g. {minimum}..{max(lo, minimum)}")
                 raise SpecsimError(f"{what} range {part.strip()!r} runs backwards; write {hi}..{lo}")
             step = int(step_s) if step_s else 1
             if not mult and step >= 1 and len(values) + (hi - lo) // step + 1 > MAX_RANGE_VALUES:
