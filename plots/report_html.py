@@ -59,8 +59,9 @@ class PlanPage:
     footer: tuple[str, ...] = field(default=())
 
 
-# Narrow columns, system fonts, nothing wider than the viewport: figures scale down, code and tables scroll inside
-# their own box, so a 390 px phone never scrolls the page sideways.
+# Narrow columns, system fonts, nothing wider than the viewport: figures scale to the column (on a phone they keep a
+# readable 720 px), and figures, code and tables scroll inside their own box, so a 390 px phone never scrolls the
+# page sideways.
 CSS = """
 *{box-sizing:border-box}
 html{-webkit-text-size-adjust:100%}
@@ -74,13 +75,14 @@ h2{font-size:1.15rem;margin:1.6em 0 .5em;border-bottom:1px solid #d5dae0;padding
 .verdict li{margin:.25em 0}
 section{background:#fff;padding:4px 16px 12px;margin:14px 0;border-radius:4px;box-shadow:0 1px 2px #0001}
 figure{margin:12px 0}
+figure .wide{overflow-x:auto;max-width:100%}
 figure img{display:block;width:100%;height:auto;border:1px solid #e3e6ea}
+@media (max-width:640px){figure img{min-width:720px}}
 figcaption{font-size:.85rem;color:#55606b}
 .scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;font-size:.9rem;margin:8px 0}
 th,td{border:1px solid #d5dae0;padding:3px 8px;text-align:left;white-space:nowrap;font-variant-numeric:tabular-nums}
 th{background:#eef1f4}
-caption{caption-side:bottom;text-align:left;font-size:.8rem;color:#55606b;padding-top:4px}
 .snippet{margin:10px 0}
 .snippet-head{display:flex;justify-content:space-between;align-items:center;gap:8px;flex-wrap:wrap}
 .snippet-head b{overflow-wrap:anywhere}
@@ -121,8 +123,8 @@ def figure_data_uri(fig: Figure, dpi: int = 110) -> str:
 def _table(t: Table) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in t.header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in t.rows)
-    cap = f"<caption>{html.escape(t.caption)}</caption>" if t.caption else ""
-    return f'<div class="scroll"><table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    cap = f'<p class="note">{html.escape(t.caption)}</p>' if t.caption else ""
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{cap}'
 
 
 def _snippet(s: Snippet, ident: str) -> str:
@@ -140,8 +142,8 @@ def _section(s: Section, index: int) -> str:
     parts += [_table(t) for t in s.tables]
     parts += [_snippet(sn, f"snippet-{index}-{j}") for j, sn in enumerate(s.snippets)]
     for alt, fig in s.figures:
-        parts.append(f'<figure><img src="{figure_data_uri(fig)}" alt="{html.escape(alt, quote=True)}">'
-                     f"<figcaption>{html.escape(alt)}</figcaption></figure>")
+        parts.append(f'<figure><div class="wide"><img src="{figure_data_uri(fig)}" '
+                     f'alt="{html.escape(alt, quote=True)}"></div><figcaption>{html.escape(alt)}</figcaption></figure>')
     return "<section>" + "".join(parts) + "</section>"
 
 
