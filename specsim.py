@@ -122,6 +122,7 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
     specsim calibrate --quick
     specsim calibrate --device cuda --target llama-3.1-8b --draft llama-3.2-1b --batch 1..256:x2 --context 128,1024
     specsim calibrate --from vllm:manifest.toml --hardware h100-sxm --target llama-3.1-8b --draft llama-3.2-1b
+    specsim calibrate --from bench:scenarios/samples/bench/vllm-manifest.toml   # vllm bench serve results
     specsim calibrate --from aiconfigurator:h200_sxm/vllm --target llama-3.1-70b --draft llama-3.2-1b --tp 4
     specsim calibrate --quick --target specsim-moe --expert-sharing 0
     specsim calibrate --quick --engine transformers --target pair/target --draft pair/draft --out hf.json
@@ -132,6 +133,11 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
     from calibrate.step_import import calibrate_from
 
     command, options = out.invocation("specsim calibrate")
+    if source and source.startswith("bench:"):  # a deployment's serving benchmarks (calibrate/bench_import.py)
+        from calibrate.bench_validate import calibrate_bench
+
+        calibrate_bench(source[len("bench:"):], hardware, out_path, as_json, click.echo)
+        return
     if engine != "specsim":
         profile, path = cmd.run_calibrate_engine(engine, target, draft, quick, seed, out_path, command, options)
     elif source or hardware:
@@ -217,11 +223,14 @@ def exactness(draft_kind: str, ks: list[int], trees: tuple[str, ...], samples: i
               help="Whose runs to validate against: specsim's own engine, transformers' assisted generation and "
                    "prompt lookup, or llama-server with a draft (--target DIR --draft DIR and a profile from "
                    "calibrate --engine of the same engine).")
+@click.option("--against", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="MANIFEST.toml",
+              help="Judge the simulator by a deployment's own serving benchmarks (vLLM, SGLang, GuideLLM, AIPerf "
+                   "results named by a manifest): fitted on the runs marked fit = true, judged on the rest.")
 @opt.served_options
 def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int] | None, trees: tuple[str, ...],
              repeats: int | None, new_tokens: int | None, quick: bool, as_json: bool, plot_dir: Path | None,
              seed: int, acceptance_spec: str | None, target: str | None, draft: str | None, drafter: str,
-             engine: str, served: opt.ServedOptions) -> None:
+             engine: str, served: opt.ServedOptions, against: Path | None) -> None:
     """Predict every configuration from the profile, run it for real on held-out prompts, and show the error.
 
     \b
@@ -233,7 +242,13 @@ def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int]
     specsim validate --quick --drafter ngram --tree ''      # prompt lookup on prompts that repeat themselves
     specsim validate --quick --engine transformers --profile hf.json --target pair/target --draft pair/draft
     specsim validate --quick --engine llama.cpp --profile llama.json --target pair/target --draft pair/draft
+    specsim validate --against scenarios/samples/bench/vllm-manifest.toml --plot out/   # vllm bench serve runs
     """
+    if against is not None:
+        from calibrate.bench_validate import run_validate_against
+
+        run_validate_against(against, plot_dir, as_json, None, click.echo)
+        return
     if engine != "specsim":
         return cmd.run_validate_engine(engine, profile_path, target, draft, ks, repeats, new_tokens, quick, as_json,
                                        seed, served, plot_dir)

@@ -1,0 +1,199 @@
+"""Serving benchmarks that specsim did not write, read, calibrated on and validated against.
+
+    python benchmarks/bench_clients.py samples
+        Writes scenarios/samples/bench/vllm-*.json (`vllm bench serve --save-result --save-detailed`), their
+        Prometheus scrapes, sglang-bench-serving.jsonl (`sglang.bench_serving --output-file`, one line per rate) and
+        the manifests beside them. vLLM and SGLang cannot run on this machine: the files follow the tools' result
+        dicts (vllm/benchmarks/serve.py, python/sglang/bench_serving.py) and their numbers come from a small
+        continuous-batching loop in this script (not specsim's simulator) whose step times are SpecDecode-Bench's
+        linear model of vLLM on one H100 with Llama-3.1-8B (scenarios/references.toml), 3 % log-normal noise per step,
+        a 1B draft's pass at 0.12 of a target step and i.i.d. acceptance 0.7: samples of the format, not measurements.
+
+    python benchmarks/bench_clients.py llama OUT_DIR [--client guidellm|aiperf]
+        End to end with parts no one here wrote: llama-server (benchmarks/build_llama_cpp.sh) serving the built-in
+        pair (specsim export) plain and with its draft, driven by GuideLLM (or AIPerf) at constant rates from light
+        load past saturation; a manifest that fits on two plain rates and one speculative rate; then
+        `specsim validate --against` (see docs/bench.md). SPECSIM_LLAMA_THREADS sets llama.cpp's threads.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "scenarios" / "samples" / "bench"
+NOISE = 0.03
+DRAFT_COST = 0.12  # a draft pass over a target step
+ALPHA = 0.7
+K = 3
+
+
+def step_model() -> dict:
+    sys.path.insert(0, str(ROOT))
+    from scenarios import tomllib
+
+    return tomllib.loads((ROOT / "scenarios" / "references.toml").read_text())["llama-3.1-8b-h100-vllm"]
+
+
+def step_s(ref: dict, batch: int, new_tokens: int, context: float) -> float:
+    return (batch * (context + new_tokens) * ref["c_kv_s"] + batch * new_tokens * ref["c_token_s"]
+            + ref["c_fixed_s"] + ref["c_step_s"])
+
+
+def serve(ref: dict, arrivals: np.ndarray, prompts: np.ndarray, outputs: np.ndarray, k: int,
+          rng: np.random.Generator, max_batch: int = 256) -> dict:
+    """A continuous-batching engine: admitted prompts prefill as a step of their own, then decode steps (k > 0: k
+    draft passes and a verification of k + 1 tokens, each sequence accepting a run of i.i.d. draws). Returns per
+    request its first-token time, the times of its streamed chunks, and the speculation counters."""
+    n = len(arrivals)
+    t, nxt = 0.0, 0
+    waiting: list[int] = []
+    running: dict[int, int] = {}  # request -> tokens emitted
+    chunks: list[list[float]] = [[] for _ in range(n)]
+    drafts = drafted = accepted = 0
+    while nxt < n or waiting or running:
+        while nxt < n and arrivals[nxt] <= t:
+            waiting.append(nxt)
+            nxt += 1
+        if not waiting and not running:
+            t = float(arrivals[nxt])
+            continue
+        if waiting and len(running) < max_batch:
+            new = waiting[: max_batch - len(running)]
+            waiting = waiting[len(new):]
+            tokens = int(prompts[new].sum())
+            t += step_s(ref, 1, tokens, 0) * np.exp(rng.normal(0, NOISE))
+            for r in new:
+                running[r] = 1
+                chunks[r].append(t)
+        else:
+            b = len(running)
+            ctx = float(np.mean([prompts[r] + e for r, e in running.items()]))
+            if k:
+                dt = step_s(ref, b, k + 1, ctx) + k * DRAFT_COST * step_s(ref, b, 1, ctx)
+            else:
+                dt = step_s(ref, b, 1, ctx)
+            t += dt * np.exp(rng.normal(0, NOISE))
+            for r in list(running):
+                a = 0
+                if k:
+                    while a < k and rng.random() < ALPHA:
+                        a += 1
+                    drafts += 1
+                    drafted += k
+                    accepted += a
+                running[r] = min(int(outputs[r]), running[r] + a + 1)
+                chunks[r].append(t)
+        for r in [r for r, e in running.items() if e >= outputs[r]]:
+            del running[r]
+    return {"chunks": chunks, "drafts": drafts, "drafted": drafted, "accepted": accepted}
+
+
+def arrivals_at(rate: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """vllm bench serve's send times: gamma gaps (burstiness 1: Poisson) rescaled to end at n / rate."""
+    t = np.cumsum(rng.gamma(1.0, 1.0 / rate, n))
+    return t * (n / rate) / t[-1]
+
+
+def result_dict(rate: float, arrivals: np.ndarray, prompts: np.ndarray, outputs: np.ndarray, served: dict) -> dict:
+    """The keys of vllm bench serve's result (and of SGLang's bench_serving, which shares most of them)."""
+    chunks = served["chunks"]
+    ttfts = [c[0] - a for c, a in zip(chunks, arrivals)]
+    itls = [list(np.round(np.diff(c), 6)) for c in chunks]
+    lat = [c[-1] - a for c, a in zip(chunks, arrivals)]
+    tpots = [(la - tt) / (o - 1) for la, tt, o in zip(lat, ttfts, outputs) if o > 1]
+    flat = [x for row in itls for x in row]
+    duration = max(c[-1] for c in chunks)
+    out = {"duration": duration, "completed": len(chunks), "failed": 0, "total_input_tokens": int(prompts.sum()),
+           "total_output_tokens": int(outputs.sum()), "request_throughput": len(chunks) / duration,
+           "request_goodput": None, "output_throughput": float(outputs.sum()) / duration,
+           "total_token_throughput": float(prompts.sum() + outputs.sum()) / duration}
+    for name, xs in (("ttft", ttfts), ("tpot", tpots), ("itl", flat), ("e2el", lat)):
+        ms = 1e3 * np.asarray(xs)
+        out.update({f"mean_{name}_ms": float(ms.mean()), f"median_{name}_ms": float(np.median(ms)),
+                    f"std_{name}_ms": float(ms.std()), f"p99_{name}_ms": float(np.percentile(ms, 99))})
+    out["detail"] = {"input_lens": prompts.tolist(), "output_lens": outputs.tolist(),
+                     "ttfts": [round(x, 6) for x in ttfts], "itls": itls,
+                     "generated_texts": [""] * len(chunks), "errors": [""] * len(chunks)}
+    return out
+
+
+def prometheus(served: dict) -> str:
+    lines = []
+    for name, v in (("num_drafts", served["drafts"]), ("num_draft_tokens", served["drafted"]),
+                    ("num_accepted_tokens", served["accepted"])):
+        lines += [f"# TYPE vllm:spec_decode_{name} counter",
+                  f'vllm:spec_decode_{name}_total{{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"}} '
+                  f"{float(v)}"]
+    return "\n".join(lines) + "\n"
+
+
+def samples() -> None:
+    ref = step_model()
+    SAMPLES.mkdir(parents=True, exist_ok=True)
+    n = 100
+    vllm_runs, sglang_lines = [], []
+    for k, rates in ((0, (4, 12, 24, 40)), (K, (4, 12, 24))):
+        for rate in rates:
+            rng = np.random.default_rng([rate, k])
+            prompts = rng.integers(384, 641, n)
+            outputs = rng.integers(64, 129, n)
+            arrivals = arrivals_at(rate, n, rng)
+            served = serve(ref, arrivals, prompts, outputs, k, rng)
+            res = result_dict(rate, arrivals, prompts, outputs, served)
+            detail = res.pop("detail")
+            name = f"vllm-{'spec' if k else 'plain'}-rate{rate}.json"
+            head = {"date": "20261205-090000", "endpoint_type": "vllm", "backend": "vllm", "label": None,
+                    "model_id": "meta-llama/Llama-3.1-8B-Instruct", "tokenizer_id": "meta-llama/Llama-3.1-8B-Instruct",
+                    "num_prompts": n, "request_rate": float(rate), "burstiness": 1.0, "max_concurrency": None}
+            (SAMPLES / name).write_text(json.dumps({**head, **res, **detail}) + "\n")
+            if k:
+                (SAMPLES / name.replace(".json", ".prom")).write_text(prometheus(served))
+            vllm_runs.append((name, k, rate))
+            line = {"backend": "sglang", "dataset_name": "random", "request_rate": float(rate), "max_concurrency": None,
+                    "sharegpt_output_len": None, "random_input_len": 512, "random_output_len": 96,
+                    "random_range_ratio": 0.25, **{key: v for key, v in res.items() if key not in
+                                                   ("failed", "request_goodput", "total_token_throughput")},
+                    "total_throughput": res["total_token_throughput"], "concurrency": None,
+                    "accept_length": (1 + served["accepted"] / served["drafts"]) if k else None}
+            sglang_lines.append(json.dumps(line))
+    (SAMPLES / "sglang-bench-serving.jsonl").write_text("\n".join(sglang_lines) + "\n")
+    head = ["# Made by benchmarks/bench_clients.py samples in vllm bench serve's result format (not a measurement:",
+            "# SpecDecode-Bench's step model of vLLM on an H100 with Llama-3.1-8B, 3 % noise; see the script).",
+            "# specsim validate --against scenarios/samples/bench/vllm-manifest.toml", "",
+            "[setup]", 'hardware = "h100-sxm"', 'target = "llama-3.1-8b"', 'draft = "llama-3.2-1b"',
+            'engine = "vllm"', "max_batch = 256", ""]
+    lines = list(head)
+    for name, k, rate in vllm_runs:
+        lines += ["[[run]]", f'file = "{name}"']
+        if k:
+            lines += [f"k = {k}", f'metrics = "{name.replace(".json", ".prom")}"']
+        if (k, rate) in ((0, 4), (0, 24), (K, 12)):
+            lines.append("fit = true")
+        lines.append("")
+    (SAMPLES / "vllm-manifest.toml").write_text("\n".join(lines))
+    lines = [h.replace("vllm bench serve's result format", "SGLang bench_serving's JSONL format")
+             .replace("vllm-manifest", "sglang-manifest") for h in head]
+    lines[lines.index('engine = "vllm"')] = 'engine = "sglang"'
+    for i, (name, k, rate) in enumerate(vllm_runs, 1):
+        lines += ["[[run]]", 'file = "sglang-bench-serving.jsonl"', f"index = {i}", "requests = 100"]
+        if k:
+            lines.append(f"k = {k}")
+        if (k, rate) in ((0, 4), (0, 24), (K, 12)):
+            lines.append("fit = true")
+        lines.append("")
+    (SAMPLES / "sglang-manifest.toml").write_text("\n".join(lines))
+    print(f"samples written to {SAMPLES}")
+
+
+if __name__ == "__main__":
+    what = sys.argv[1] if len(sys.argv) > 1 else ""
+    if what == "samples":
+        samples()
+    else:
+        print(__doc__)
+        sys.exit(2)

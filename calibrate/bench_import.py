@@ -1,0 +1,339 @@
+"""`specsim calibrate --from bench:MANIFEST.toml`: a deployment's own serving benchmarks turned into the simulator's
+costs, on top of a hardware preset or a calibrated profile (the manifest's [setup]).
+
+What is fitted, from the runs the manifest marks ``fit = true``:
+
+- **the step**: each plain run's decode step is its median inter-token latency (TPOT p50 where the file has no
+  ITL), at the batch the run held. That batch is first the client's own figure, output throughput x step time
+  (every running request emits one token a step), then the replay's time-weighted batch (`calibrate.bench_replay`):
+  the throughput counts idle time at light load, the replay does not. The step over what the cost model prices at
+  that batch and the run's mean context (its pass time; the engine's work outside the pass as priced) is a factor
+  on every pass at that batch, log-linear in batch between the runs' batches and constant beyond them
+  (`CostModel.drift`, the mechanism that re-anchors a profile by spot checks). Its uncertainty: the standard error
+  of the median step, from the per-request ITLs where the file keeps them, else from the p50-p99 spread of the ITL
+  over the run's output tokens.
+- **the prefill**: a factor on every prompt's pass, chosen (bisection, on the log scale) so that the replay of the
+  lightest plain run gives its measured TTFT p50 (queueing least disturbs it there).
+- **acceptance**: speculative runs' counters (Prometheus scrapes: drafted and accepted tokens), or SGLang's
+  ``accept_length``, give the i.i.d. alpha with the same mean acceptance at the run's k; a speculative run with
+  neither is matched on its TPOT p50 (bisection on alpha). Without a speculative fit run, [setup] acceptance or the
+  profile's measured acceptance is used.
+
+Cross-validation by run: each plain fit run is predicted (throughput and TPOT p50) by the fit to the other runs,
+where there are at least two.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from calibrate.bench_replay import FittedStepCosts, Replayed, engine_config, replay
+from scenarios.bench_files import BenchRun, Manifest
+from simulator import SpecsimError
+from simulator.acceptance import Acceptance, IIDAcceptance, iid_from_mean_length
+from simulator.policies import PLAIN
+from simulator.serving import EngineConfig
+
+FACTOR_RANGE = (0.05, 20.0)  # a step or prefill factor searched within this range (bisection on its log)
+BISECTIONS = 10
+REFINE = 3  # rounds of matching the plain fit runs' TPOT p50 (`refine`)
+
+
+@dataclass(frozen=True)
+class StepPoint:
+    """A plain fit run's decode step: measured, at the batch the run held, and the factor it sets."""
+
+    label: str
+    step_s: float  # median inter-token latency (or TPOT p50)
+    step_rel_err: float  # its standard error over itself
+    batch_client: float  # output throughput x step
+    batch: float  # the replay's time-weighted batch
+    context: float  # mean context of its decode steps
+    priced_s: float  # what the cost model (no factor) prices a step at that batch and context
+    factor: float  # passes' factor at that batch
+
+
+@dataclass
+class BenchFit:
+    """The fitted costs and acceptance (module docstring), and how well they hold on the fit runs."""
+
+    base: Any  # scenarios.setup.Setup: the preset or profile fitted on
+    config: EngineConfig
+    engine: str
+    points: list[StepPoint]
+    prefill_scale: float
+    prefill_from: str
+    acceptance: Acceptance | None
+    acceptance_from: str
+    seed: int
+    measured_points: list[StepPoint] = field(default_factory=list)  # the steps as the median ITL gives them
+    draft_factor: float = 1.0  # the draft's passes' factor over the target's
+    draft_from: str = ""
+    in_sample: list[dict[str, Any]] = field(default_factory=list)
+    cross_validated: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def knots(self) -> tuple[tuple[float, float], ...]:
+        return knots_of(self.points)
+
+    def costs(self, knots: Sequence[tuple[float, float]] | None = None, prefill_scale: float | None = None,
+              draft_factor: float | None = None) -> FittedStepCosts:
+        return costs_with(self.base, self.knots if knots is None else knots,
+                          self.prefill_scale if prefill_scale is None else prefill_scale,
+                          self.draft_factor if draft_factor is None else draft_factor)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "max_batch": self.config.max_batch, "base": self.base.caption,
+                "steps": [p.__dict__ for p in self.points], "knots": [list(k) for k in self.knots],
+                "steps_from_itl": [p.__dict__ for p in self.measured_points],
+                "draft_factor": self.draft_factor, "draft_from": self.draft_from,
+                "prefill_scale": self.prefill_scale, "prefill_from": self.prefill_from,
+                "acceptance": None if self.acceptance is None else self.acceptance.spec,
+                "acceptance_from": self.acceptance_from, "seed": self.seed,
+                "in_sample": self.in_sample, "cross_validated": self.cross_validated}
+
+
+def knots_of(points: Sequence[StepPoint]) -> tuple[tuple[float, float], ...]:
+    """(batch, factor) knots, one per batch (runs at one batch averaged on the log scale)."""
+    by: dict[float, list[float]] = {}
+    for p in points:
+        by.setdefault(round(max(p.batch, 1.0), 2), []).append(math.log(p.factor))
+    return tuple((b, float(math.exp(np.mean(v)))) for b, v in sorted(by.items()))
+
+
+def costs_with(base: Any, knots: Sequence[tuple[float, float]], prefill_scale: float, draft_factor: float = 1.0
+               ) -> FittedStepCosts:
+    """The base's step costs with the passes' factors (the draft's times `draft_factor`) and the prefill's."""
+    drift = {}
+    if knots:
+        drift[base.target.name] = tuple(knots)
+        if base.draft.module is not None:
+            drift[base.draft.module.name] = tuple((b, f * draft_factor) for b, f in knots)
+    return FittedStepCosts(replace(base.cost, drift=drift), base.target, base.draft, prefill_scale=prefill_scale)
+
+
+def decode_context(run: BenchRun) -> float:
+    """Mean context of a run's decode steps: its mean prompt plus half its mean output."""
+    if run.per_request:
+        return float(run.input_lens.mean() + run.output_lens.mean() / 2)
+    return run.input_tokens + run.output_tokens / 2
+
+
+def measured_step(run: BenchRun) -> tuple[float, float]:
+    """A plain run's decode step (median ITL, else TPOT p50) and the standard error of that median over itself:
+    1.2533 sigma / sqrt(n) (a median's, for a normal spread), sigma and n from the per-request ITLs where kept, else
+    sigma from the p50-p99 gap (2.326 sigma for a normal) and n the run's output tokens."""
+    step = run.itl.p50_s if math.isfinite(run.itl.p50_s) and run.itl.p50_s > 0 else run.tpot.p50_s
+    if not (math.isfinite(step) and step > 0):
+        raise SpecsimError(f"{run.label}: no positive ITL or TPOT p50 to take a step time from")
+    if run.itls_s:
+        gaps = np.concatenate([g for g in run.itls_s if len(g)]) if any(len(g) for g in run.itls_s) else np.zeros(0)
+        if len(gaps) > 1:
+            return step, float(1.2533 * gaps.std() / math.sqrt(len(gaps)) / step)
+    p99 = run.itl.p99_s if math.isfinite(run.itl.p99_s) else run.tpot.p99_s
+    n = max(1.0, run.completed * max(1.0, run.output_tokens - 1 if math.isfinite(run.output_tokens) else 1.0))
+    sigma = (p99 - step) / 2.326 if math.isfinite(p99) and p99 > step else 0.0
+    return step, float(1.2533 * sigma / math.sqrt(n) / step)
+
+
+def priced_step(base: Any, batch: float, context: float) -> tuple[float, float]:
+    """(the step the cost model prices, the target pass inside it) at a fractional batch: interpolated log-linearly
+    between the whole batches around it."""
+    from simulator.step_costs import StepCosts
+
+    costs = StepCosts(replace(base.cost, drift={}), base.target, base.draft)
+    lo = max(1, int(math.floor(batch)))
+    hi = max(lo, int(math.ceil(batch)))
+
+    def at(b: int) -> tuple[float, float]:
+        return (costs.decode_s(b, context, PLAIN), base.cost.pass_time_s(base.target, b, 1, int(context)))
+
+    (s0, p0), (s1, p1) = at(lo), at(hi)
+    w = 0.0 if hi == lo else (math.log(max(batch, 1.0)) - math.log(lo)) / (math.log(hi) - math.log(lo))
+    return s0 + (s1 - s0) * w, p0 + (p1 - p0) * w
+
+
+def _bisect(f: Callable[[float], float], lo: float, hi: float, log: bool = True) -> float:
+    """The x in [lo, hi] where the increasing f crosses 0 (the nearer end if it does not)."""
+    flo, fhi = f(lo), f(hi)
+    if flo >= 0:
+        return lo
+    if fhi <= 0:
+        return hi
+    for _ in range(BISECTIONS):
+        mid = math.sqrt(lo * hi) if log else (lo + hi) / 2
+        if f(mid) < 0:
+            lo = mid
+        else:
+            hi = mid
+    return math.sqrt(lo * hi) if log else (lo + hi) / 2
+
+
+def step_points(base: Any, runs: Sequence[BenchRun], config: EngineConfig, prefill_scale: float, seed: int,
+                knots: Sequence[tuple[float, float]] | None) -> list[StepPoint]:
+    """Each plain run's step, its batch (the client's figure, or the replay's under `knots`) and its factor."""
+    out = []
+    for run in runs:
+        step, err = measured_step(run)
+        client = max(1.0, run.throughput_tokens_per_s * step)
+        batch = client
+        if knots is not None:
+            batch = max(1.0, replay(run, costs_with(base, knots, prefill_scale), None, config, seed,
+                                      fitting=True).mean_batch)
+        ctx = decode_context(run)
+        priced, passed = priced_step(base, batch, ctx)
+        outside = priced - passed
+        factor = max((step - outside) / passed, FACTOR_RANGE[0]) if passed > 0 else 1.0
+        out.append(StepPoint(run.label, step, err, client, batch, ctx, priced, float(factor)))
+    return out
+
+
+def fit_prefill(base: Any, run: BenchRun, knots: Sequence[tuple[float, float]], config: EngineConfig,
+                seed: int) -> float:
+    """The prefill factor at which the replay of `run` gives its measured TTFT p50."""
+    target = run.ttft.p50_s
+
+    def gap(scale: float) -> float:
+        return replay(run, costs_with(base, knots, scale), None, config, seed, fitting=True).ttft_p50_s - target
+
+    return _bisect(gap, *FACTOR_RANGE)
+
+
+def run_acceptance(run: BenchRun) -> tuple[Acceptance, str] | None:
+    """A speculative run's acceptance from its counters or SGLang's accept_length; None without either."""
+    c = run.counters
+    if c.get("drafted"):
+        drafts = c.get("drafts") or c["drafted"] / run.k
+        model = iid_from_mean_length(min(1.0 + c["accepted"] / drafts, run.k + 1.0), run.k)
+        return model, (f"{run.label}: counters, {c['accepted']:.0f} of {c['drafted']:.0f} drafted tokens accepted "
+                       f"-> iid alpha {model.alpha:.3f} at k = {run.k}")
+    if run.accept_length:
+        model = iid_from_mean_length(min(run.accept_length, run.k + 1.0), run.k)
+        return model, (f"{run.label}: accept_length {run.accept_length:.2f} -> iid alpha {model.alpha:.3f} at "
+                       f"k = {run.k}")
+    return None
+
+
+def fit_acceptance(base: Any, runs: Sequence[BenchRun], costs: FittedStepCosts, config: EngineConfig,
+                   fallback: Acceptance | None, seed: int) -> tuple[Acceptance | None, str]:
+    """Acceptance from the speculative fit runs (module docstring): their alphas averaged, weighted by requests."""
+    spec = [r for r in runs if r.speculative]
+    if not spec:
+        return fallback, ("no speculative fit run: " + (f"{fallback.spec} from [setup] or the profile"
+                                                        if fallback is not None else "none"))
+    alphas, notes = [], []
+    for run in spec:
+        found = run_acceptance(run)
+        if found is None:
+            def gap(alpha: float, run: BenchRun = run) -> float:  # a higher alpha: a shorter TPOT
+                return run.tpot.p50_s - replay(run, costs, IIDAcceptance(alpha), config, seed, fitting=True).tpot_p50_s
+
+            alpha = _bisect(gap, 0.01, 0.99, log=False)
+            found = (IIDAcceptance(round(alpha, 4)), f"{run.label}: TPOT p50 matched -> iid alpha {alpha:.3f}")
+        model, note = found
+        alphas.append((getattr(model, "alpha", math.nan), run.completed))
+        notes.append(note)
+    a = float(np.average([x for x, _ in alphas], weights=[w for _, w in alphas]))
+    return IIDAcceptance(round(a, 4)), "; ".join(notes)
+
+
+def metrics_row(run: BenchRun, sim: Replayed) -> dict[str, Any]:
+    """Measured against simulated: [measured, simulated, simulated / measured - 1] per metric."""
+    def trio(m: float, s: float) -> list[float]:
+        return [m, s, s / m - 1 if m and math.isfinite(m) and math.isfinite(s) else math.nan]
+
+    return {"label": run.label, "rate_per_s": run.rate_per_s, "max_concurrency": run.max_concurrency,
+            "load": run.load, "policy": run.policy, "fit": run.fit,
+            "throughput": trio(run.throughput_tokens_per_s, sim.throughput_tokens_per_s),
+            "ttft_p50_s": trio(run.ttft.p50_s, sim.ttft_p50_s), "ttft_p99_s": trio(run.ttft.p99_s, sim.ttft_p99_s),
+            "tpot_p50_s": trio(run.tpot.p50_s, sim.tpot_p50_s), "tpot_p99_s": trio(run.tpot.p99_s, sim.tpot_p99_s),
+            "mean_batch": sim.mean_batch, "tokens_per_step": sim.tokens_per_step}
+
+
+def refine(base: Any, runs: Sequence[BenchRun], points: list[StepPoint], config: EngineConfig, scale: float,
+           seed: int) -> list[StepPoint]:
+    """Each run's factor scaled by its measured TPOT p50 over its replay's, `REFINE` times (a decode step's time
+    is nearly proportional to its passes' factor): the replay then gives each fit run its own TPOT p50, prefills
+    and queueing included, which the median ITL alone leaves out."""
+    for _ in range(REFINE):
+        knots = knots_of(points)
+        sims = [replay(r, costs_with(base, knots, scale), None, config, seed, fitting=True) for r in runs]
+        points = [replace(p, factor=p.factor * r.tpot.p50_s / s.tpot_p50_s, batch=max(1.0, s.mean_batch))
+                  if math.isfinite(s.tpot_p50_s) and s.tpot_p50_s > 0 else p for p, r, s in zip(points, runs, sims)]
+    return points
+
+
+def fit_draft(base: Any, runs: Sequence[BenchRun], fit: BenchFit) -> tuple[float, str]:
+    """The draft's passes' factor over the target's (1: the same), from the speculative fit runs whose acceptance
+    their counters gave: the factor at which their replays give their TPOT p50 (bisection on the log of the mean
+    gap). Without such a run the draft keeps the target's factor."""
+    spec = [r for r in runs if r.speculative and run_acceptance(r) is not None]
+    if not spec or base.draft.module is None:
+        return 1.0, "no speculative fit run with counters: the draft's passes take the target's factor"
+
+    def gap(d: float) -> float:
+        costs = fit.costs(draft_factor=d)
+        return float(np.mean([math.log(replay(r, costs, fit.acceptance, fit.config, fit.seed, fitting=True).tpot_p50_s
+                                       / r.tpot.p50_s) for r in spec]))
+
+    d = _bisect(gap, *FACTOR_RANGE)
+    return d, f"{', '.join(r.label for r in spec)}: TPOT p50 matched with their counted acceptance"
+
+
+def fit_bench(manifest: Manifest, base: Any, fit_runs: Sequence[BenchRun], cross_validate: bool = True
+              ) -> BenchFit:
+    """The costs and acceptance fitted to `fit_runs` on top of `base` (module docstring)."""
+    setup = manifest.setup
+    plain = [r for r in fit_runs if not r.speculative]
+    if not plain:
+        raise SpecsimError(f"{manifest.path}: no plain run to fit the step on: mark one or more runs without "
+                           "speculation fit = true")
+    config = engine_config(setup.engine, setup.max_batch, manifest.runs)
+    seed = setup.seed
+    lightest = min(plain, key=lambda r: (r.rate_per_s or math.inf, r.max_concurrency or math.inf))
+    points = step_points(base, plain, config, 1.0, seed, None)
+    scale = 1.0
+    for _ in range(2):  # the batch from the replay, then the prefill under the new knots, twice
+        points = step_points(base, plain, config, scale, seed, knots_of(points))
+        scale = fit_prefill(base, lightest, knots_of(points), config, seed)
+    measured = list(points)
+    points = refine(base, plain, points, config, scale, seed)
+    fit = BenchFit(base, config, setup.engine, points, scale,
+                   f"{lightest.label}: TTFT p50 {1e3 * lightest.ttft.p50_s:.1f} ms matched", None, "", seed,
+                   measured_points=measured)
+    fit.acceptance, fit.acceptance_from = fit_acceptance(base, fit_runs, fit.costs(), config, base.acceptance, seed)
+    fit.draft_factor, fit.draft_from = fit_draft(base, fit_runs, fit)
+    fit.in_sample = [metrics_row(r, replay(r, fit.costs(), fit.acceptance, config, seed)) for r in fit_runs]
+    if cross_validate and len(plain) >= 2:
+        for run in plain:
+            others = [p for p in points if p.label != run.label]
+            sim = replay(run, fit.costs(knots_of(others)), None, config, seed)
+            fit.cross_validated.append(metrics_row(run, sim))
+    return fit
+
+
+def format_fit(fit: BenchFit) -> str:
+    lines = [f"fitted on top of {fit.base.caption}; engine schedule: {fit.engine}, {fit.config.max_batch} running "
+             "requests at most",
+             "decode step of each plain fit run (median ITL) at the batch it held; the factor on the passes there:",
+             f"{'run':<28}{'step ms':>10}{'+/-':>7}{'batch (client)':>16}{'batch (replay)':>16}{'context':>9}"
+             f"{'priced ms':>11}{'factor':>8}{'refined':>10}"]
+    for p, q in zip(fit.measured_points or fit.points, fit.points):
+        lines.append(f"{p.label:<28}{1e3 * p.step_s:>10.2f}{100 * p.step_rel_err:>6.1f}%{p.batch_client:>16.2f}"
+                     f"{q.batch:>16.2f}{p.context:>9.0f}{1e3 * p.priced_s:>11.2f}{p.factor:>8.3f}"
+                     f"{q.factor:>10.3f}")
+    lines.append(f"prefill factor {fit.prefill_scale:.3f} ({fit.prefill_from})")
+    lines.append("refined: each factor scaled until the fit run's replay gives its measured TPOT p50")
+    lines.append(f"acceptance: {fit.acceptance.spec if fit.acceptance else 'none'} ({fit.acceptance_from})")
+    lines.append(f"draft passes: {fit.draft_factor:.3f} x the target's factor ({fit.draft_from})")
+    if fit.cross_validated:
+        lines.append("cross-validated by run (each plain fit run predicted by the fit to the others):")
+        for r in fit.cross_validated:
+            lines.append(f"  {r['label']:<28} throughput {100 * r['throughput'][2]:+6.1f} %   TPOT p50 "
+                         f"{100 * r['tpot_p50_s'][2]:+6.1f} %   TTFT p50 {100 * r['ttft_p50_s'][2]:+6.1f} %")
+    return "\n".join(lines)

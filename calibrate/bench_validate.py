@@ -1,0 +1,164 @@
+"""`specsim validate --against MANIFEST.toml`: every run of a deployment's own serving benchmarks simulated with the
+same arrivals, lengths and request count (`calibrate.bench_replay`), from costs fitted on the runs the manifest marks
+``fit = true`` (`calibrate.bench_import`) and judged on the rest: throughput, TTFT p50/p99 and TPOT p50/p99,
+measured against simulated, per run, and the figure `validate --serving` draws.
+
+A judged run counts as *past saturation* when the requests queue: its measured TTFT p50 is more than `SATURATION`
+times the lightest paced run's of the same policy, or it sent everything at once; closed-loop runs (a concurrency,
+no rate) never are (the client waits for the server). The goal the report checks: throughput within 5 % and TPOT
+p50 within 10 % on every judged run below saturation.
+
+Also the glue of `specsim calibrate --from bench:MANIFEST.toml` (`calibrate_bench`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from calibrate.bench_import import BenchFit, fit_bench, format_fit, metrics_row
+from calibrate.bench_replay import replay
+from scenarios.bench_files import BenchRun, Manifest, describe, read_manifest
+from simulator import SpecsimError
+
+SATURATION = 4.0  # a TTFT p50 this many times the lightest paced run's: the requests queue (past saturation)
+GOAL = {"throughput": 0.05, "tpot_p50_s": 0.10}
+
+
+def base_setup(manifest: Manifest, hardware: str | None = None, profile: str | None = None) -> Any:
+    """The preset or profile the fit starts from: the manifest's [setup], `hardware` / `profile` overriding it."""
+    from scenarios.setup import resolve_setup
+
+    s = manifest.setup
+    hw = hardware or (None if profile else s.hardware)
+    prof = profile or (None if hardware else s.profile)
+    if prof:
+        prof = str(manifest.path.parent / prof) if not Path(prof).is_absolute() and hardware is None and \
+            profile is None else prof
+    if not hw and not prof:
+        raise SpecsimError(f"{manifest.path}: [setup] needs hardware = \"PRESET\" (e.g. h100-sxm) or profile = "
+                           "\"FILE\" (a calibrated profile): the costs the benchmarks' fit starts from")
+    if hw and not s.target:
+        raise SpecsimError(f"{manifest.path}: [setup] needs target = \"MODEL\" (and draft = \"MODEL\" for "
+                           "speculative runs) with a hardware preset")
+    return resolve_setup(hw, Path(prof) if prof else None, s.target, s.draft, s.dtype, s.acceptance,
+                         need_acceptance=False, engine=None)
+
+
+def saturated(run: BenchRun, runs: list[BenchRun]) -> bool:
+    """Past saturation (module docstring), by the measurements alone."""
+    if run.rate_per_s is None:
+        return run.max_concurrency is None
+    paced = [r for r in runs if r.policy == run.policy and r.rate_per_s is not None]
+    lightest = min(paced, key=lambda r: r.rate_per_s or 0.0)
+    return run.ttft.p50_s > SATURATION * lightest.ttft.p50_s
+
+
+def validate_against(path: str | Path, seed: int | None = None) -> dict[str, Any]:
+    """The report (module docstring): the fit, and every run measured against simulated."""
+    manifest = read_manifest(path)
+    if not manifest.fit_runs:
+        raise SpecsimError(f"{manifest.path}: no run is marked fit = true; mark the runs to fit on (e.g. two plain "
+                           "rates) and the rest are judged")
+    if not manifest.judged_runs:
+        raise SpecsimError(f"{manifest.path}: every run is marked fit = true; leave some unmarked to judge")
+    base = base_setup(manifest)
+    fit = fit_bench(manifest, base, manifest.fit_runs)
+    seed = fit.seed if seed is None else seed
+    runs = list(manifest.runs)
+    rows = []
+    for run in runs:
+        row = metrics_row(run, replay(run, fit.costs(), fit.acceptance, fit.config, seed))
+        row["rate_per_s"] = run.rate_per_s if run.rate_per_s is not None else run.completed / run.duration_s
+        row["paced"] = run.rate_per_s is not None
+        row["saturated"] = saturated(run, runs)
+        rows.append(row)
+    judged = [r for r in rows if not r["fit"]]
+    below = [r for r in judged if not r["saturated"]]
+    met = [r for r in below if all(abs(r[m][2]) <= g for m, g in GOAL.items())]
+    med = sorted(judged, key=lambda r: r["rate_per_s"])[len(judged) // 2]
+    return {"manifest": str(manifest.path), "engine": f"{fit.engine} (benchmarked)", "fit": fit.to_dict(),
+            "fit_text": format_fit(fit), "rows": rows, "runs": describe(runs),
+            "slots": fit.config.max_batch, "requests": int(np.median([r.requests for r in runs])),
+            "tokens": int(np.median([r.output_tokens for r in runs])), "threads": "?",
+            "median_row": {"rate_per_s": med["rate_per_s"], "policy": med["policy"]},
+            "median_abs_err": {m: float(np.nanmedian([abs(r[m][2]) for r in judged]))
+                               for m in ("throughput", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s")},
+            "goal": {"judged_below_saturation": len(below), "met": len(met),
+                     "misses": [r["label"] for r in below if r not in met]}}
+
+
+def _cell(trio: list[float], scale: float, fmt: str) -> str:
+    m, s, e = trio
+    if not (math.isfinite(m) and math.isfinite(s)):
+        return "-"
+    return f"{scale * m:{fmt}} -> {scale * s:{fmt}} ({100 * e:+.1f}%)"
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = ["runs read:", report["runs"], "", report["fit_text"], "",
+             "measured -> simulated (simulated / measured - 1); fit: fitted on, else judged; sat: past saturation",
+             f"{'run':<26}{'load':<14}{'policy':<9}{'':<6}{'throughput tok/s':>27}{'TTFT p50 ms':>27}"
+             f"{'TTFT p99 ms':>27}{'TPOT p50 ms':>25}{'TPOT p99 ms':>25}"]
+    for r in report["rows"]:
+        tag = "fit" if r["fit"] else ("sat" if r["saturated"] else "")
+        lines.append(f"{r['label'][-25:]:<26}{r['load'][:13]:<14}{r['policy']:<9}{tag:<6}"
+                     f"{_cell(r['throughput'], 1, '.1f'):>27}{_cell(r['ttft_p50_s'], 1e3, '.1f'):>27}"
+                     f"{_cell(r['ttft_p99_s'], 1e3, '.1f'):>27}{_cell(r['tpot_p50_s'], 1e3, '.2f'):>25}"
+                     f"{_cell(r['tpot_p99_s'], 1e3, '.2f'):>25}")
+    e, g = report["median_abs_err"], report["goal"]
+    lines.append(f"median |error| over the judged runs: throughput {100 * e['throughput']:.1f} %, TTFT p50 "
+                 f"{100 * e['ttft_p50_s']:.1f} %, p99 {100 * e['ttft_p99_s']:.1f} %, TPOT p50 "
+                 f"{100 * e['tpot_p50_s']:.1f} %, p99 {100 * e['tpot_p99_s']:.1f} %")
+    lines.append(f"goal (throughput within 5 %, TPOT p50 within 10 %) met on {g['met']} of "
+                 f"{g['judged_below_saturation']} judged runs below saturation"
+                 + (f"; missed: {', '.join(g['misses'])}" if g["misses"] else ""))
+    return "\n".join(lines)
+
+
+def run_validate_against(path: Path, plot_dir: Path | None, as_json: bool, seed: int | None,
+                         echo: Any) -> dict[str, Any]:
+    """The command: outputs checked first, the report printed, the figure written."""
+    from scenarios.files import check_outputs
+
+    figure = check_outputs([plot_dir / "validation-serving.png"], "figure", (".png",))[0] if plot_dir else None
+    report = validate_against(path, seed)
+    if figure is not None:
+        from plots.render import render
+        from plots.serving import engine_stream_vs_simulated
+        from scenarios.files import write_all
+
+        fig = engine_stream_vs_simulated(report)
+        fitted = ", ".join(f"{r['load']} {r['policy']}" for r in report["rows"] if r["fit"])
+        e = report["median_abs_err"]
+        fig.suptitle(f"{report['engine']}: its benchmark runs (points) against their simulation (lines), fitted on "
+                     f"{fitted}; labels: simulated less measured; median |error| over the judged runs: throughput "
+                     f"{100 * e['throughput']:.1f} %, TPOT p50 {100 * e['tpot_p50_s']:.1f} %", fontsize=9, wrap=True)
+        write_all({figure: render(fig, "png")})
+        echo(f"plot written to {figure}", err=True)
+    echo(json.dumps(report, indent=1, default=float) if as_json else format_report(report))
+    return report
+
+
+def calibrate_bench(path: str, hardware: str | None, out: Path | None, as_json: bool, echo: Any) -> BenchFit:
+    """`specsim calibrate --from bench:MANIFEST.toml`: the fit to every run marked fit = true (every plain and
+    speculative run if none is marked), reported and written as JSON to `out` if given."""
+    from dataclasses import replace
+
+    from scenarios.files import atomic_write_text, check_output
+
+    if out is not None:
+        check_output(out, "calibration", (".json",))
+    manifest = read_manifest(path)
+    runs = manifest.fit_runs or [replace(r, fit=True) for r in manifest.runs]
+    fit = fit_bench(manifest, base_setup(manifest, hardware), runs)
+    if out is not None:
+        atomic_write_text(out, json.dumps(fit.to_dict(), indent=1, default=float))
+        echo(f"benchmark calibration written to {out}", err=True)
+    echo(json.dumps(fit.to_dict(), indent=1, default=float) if as_json else
+         "runs read:\n" + describe(runs) + "\n\n" + format_fit(fit))
+    return fit

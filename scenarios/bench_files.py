@@ -1,0 +1,538 @@
+"""Serving-benchmark result files, read into runs the simulator can replay and be judged by.
+
+A run is one stream a benchmark client sent to a server: its settings (request rate or concurrency, burstiness,
+prompt and output lengths, number of requests, speculation and its draft length, model) and what the client measured
+(output throughput, TTFT, TPOT and inter-token latency percentiles, and per request where the file keeps them).
+
+Readers (the fields used are checked; the rest, and fields a newer version adds, are ignored):
+
+- ``vllm``: ``vllm bench serve --save-result`` JSON (one object; ``--append-result`` writes one per line). Settings:
+  ``request_rate`` ("inf": all at once), ``burstiness``, ``max_concurrency``, ``num_prompts``, ``model_id``; results:
+  ``completed``, ``duration``, ``output_throughput``, ``total_input_tokens``, ``total_output_tokens``,
+  ``median_/p99_ttft_ms``, ``..._tpot_ms``, ``..._itl_ms``; with ``--save-detailed`` per request ``input_lens``,
+  ``output_lens``, ``ttfts`` and ``itls`` (seconds) and ``errors`` (an empty string: success).
+- ``sglang``: ``python -m sglang.bench_serving`` JSONL, one run per line (``--output-file``; the runs at several
+  rates append to one file). Settings: ``request_rate``, ``max_concurrency``, ``random_input_len`` /
+  ``random_output_len`` for the random dataset; results as vLLM's plus ``accept_length`` (speculative runs); with
+  ``--output-details`` the same per-request lists. The file names no model and no request count.
+- ``guidellm``: the report ``guidellm benchmark ... --output-path X.json`` writes: one run per entry of
+  ``benchmarks`` (a sweep's rates), its strategy (synchronous, concurrent, throughput, constant, poisson) and
+  rate, the request counts and lengths, and ``metrics`` with ``successful`` distributions (``median``, ``mean``,
+  ``percentiles.p99``) of ``time_to_first_token_ms``, ``time_per_output_token_ms``, ``inter_token_latency_ms`` and
+  ``output_tokens_per_second``; per request ``requests.successful`` where kept.
+- ``aiperf``: ``profile_export_aiperf.json`` (the summary: ``time_to_first_token``, ``inter_token_latency``,
+  ``output_token_throughput``... each ``{unit, avg, p50, p99}``, and ``input_config``) or
+  ``profile_export.jsonl`` (one record per request, ``metrics`` with values and units).
+
+A TOML manifest names the files and supplies what a file lacks (see `read_manifest`); a run whose settings cannot be
+recovered is a one-line error naming the manifest field to give.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scenarios import tomllib
+from scenarios.files import read_text
+from simulator import SpecsimError
+
+TOOLS = ("vllm", "sglang", "guidellm", "aiperf")
+ENGINES = ("vllm", "sglang", "llama-server")  # whose schedule the simulation follows (`calibrate.bench_validate`)
+RUN_FIELDS = ("rate", "max_concurrency", "burstiness", "input_len", "output_len", "requests", "speculative", "k",
+              "model")  # what a manifest's [[run]] may supply
+
+
+@dataclass(frozen=True)
+class Latency:
+    """One latency's summary over a run's requests, in seconds (NaN where the file does not give it)."""
+
+    mean_s: float = math.nan
+    p50_s: float = math.nan
+    p99_s: float = math.nan
+
+
+@dataclass(frozen=True, eq=False)
+class BenchRun:
+    """One benchmark run: where it came from, its settings and what was measured."""
+
+    label: str  # "file.json" or "file.json#2" (the third run in a file of several)
+    tool: str
+    path: str
+    rate_per_s: float | None  # offered request rate; None: no pacing (all at once, or closed-loop concurrency)
+    max_concurrency: int | None  # requests in flight at most (the client's limit); None: unlimited
+    burstiness: float  # gamma shape of the gaps: 1 Poisson, inf evenly spaced
+    input_tokens: float  # mean prompt length
+    output_tokens: float  # mean output length
+    requests: int  # requests sent
+    completed: int  # requests that succeeded
+    speculative: bool
+    k: int  # draft length (0 when not speculative)
+    model: str
+    duration_s: float
+    throughput_tokens_per_s: float  # output tokens per second of the run
+    ttft: Latency
+    tpot: Latency
+    itl: Latency
+    input_lens: np.ndarray | None = None  # per successful request, where the file keeps them
+    output_lens: np.ndarray | None = None
+    ttfts_s: np.ndarray | None = None
+    itls_s: tuple[np.ndarray, ...] | None = None  # each request's gaps between streamed tokens
+    start_s: np.ndarray | None = None  # each request's send time from the run's start, where kept
+    accept_length: float | None = None  # tokens per verification, bonus included (SGLang's accept_length)
+    counters: Mapping[str, float] = field(default_factory=dict)  # drafted, accepted, drafts (Prometheus)
+    fit: bool = False  # the manifest marks it for fitting (else it is judged)
+
+    @property
+    def per_request(self) -> bool:
+        return self.input_lens is not None and self.output_lens is not None
+
+    @property
+    def policy(self) -> str:
+        return f"fixed:{self.k}" if self.speculative else "off"
+
+    @property
+    def load(self) -> str:
+        """The offered load as a label: "2/s", "c=8" or "all at once"."""
+        if self.rate_per_s is not None:
+            text = f"{self.rate_per_s:g}/s"
+            return text + (f" c<={self.max_concurrency}" if self.max_concurrency else "")
+        return f"c={self.max_concurrency}" if self.max_concurrency else "all at once"
+
+
+# -- small checked readers of fields -----------------------------------------------------------------------------------
+
+def _where(path: str, index: int | None) -> str:
+    return path if index is None else f"{path} run {index + 1}"
+
+
+def _number(d: Mapping[str, Any], key: str, where: str, *, low: float = 0.0, required: bool = True,
+            strict: bool = False) -> float | None:
+    v = d.get(key)
+    if v is None:
+        if required:
+            raise SpecsimError(f"{where}: field {key!r} is missing")
+        return None
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise SpecsimError(f"{where}: field {key!r} must be a number, got {v!r}") from None
+    if math.isnan(x):
+        if required:
+            raise SpecsimError(f"{where}: field {key!r} is NaN")
+        return None
+    if x < low or (strict and x <= low) or math.isinf(x):
+        sign = ">" if strict else ">="
+        raise SpecsimError(f"{where}: field {key!r} must be a finite number {sign} {low:g}, got {v!r}")
+    return x
+
+
+def _ms(d: Mapping[str, Any], key: str, where: str) -> float:
+    """A latency in milliseconds -> seconds; NaN where absent; negative is a one-line error."""
+    v = _number(d, key, where, required=False)
+    return math.nan if v is None else v / 1e3
+
+
+def _rate(v: Any, where: str, key: str = "request_rate") -> float | None:
+    """A request rate: a positive number, or "inf" / None (all at once)."""
+    if v is None or (isinstance(v, str) and v.strip().lower() in ("inf", "infinity", "")):
+        return None
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise SpecsimError(f"{where}: field {key!r} must be a rate (requests/s) or \"inf\", got {v!r}") from None
+    if math.isinf(x):
+        return None
+    if not x > 0:
+        raise SpecsimError(f"{where}: field {key!r} must be a positive rate, got {v!r}")
+    return x
+
+
+def _lengths(v: Any, where: str, key: str) -> np.ndarray:
+    if not isinstance(v, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+        raise SpecsimError(f"{where}: field {key!r} must be a list of token counts")
+    a = np.asarray(v, dtype=float)
+    if np.any(~np.isfinite(a)) or np.any(a < 0):
+        raise SpecsimError(f"{where}: field {key!r} holds a negative or non-finite token count")
+    return a
+
+
+def _seconds(v: Any, where: str, key: str) -> np.ndarray:
+    if not isinstance(v, list):
+        raise SpecsimError(f"{where}: field {key!r} must be a list of times in seconds")
+    try:
+        a = np.asarray([math.nan if x is None else x for x in v], dtype=float)
+    except (TypeError, ValueError):
+        raise SpecsimError(f"{where}: field {key!r} must be a list of times in seconds") from None
+    if np.any(a[np.isfinite(a)] < 0):
+        raise SpecsimError(f"{where}: field {key!r} holds a negative latency ({np.nanmin(a):g} s)")
+    return a
+
+
+def _check_latencies(where: str, **lat: Latency) -> None:
+    for name, x in lat.items():
+        for part in ("mean_s", "p50_s", "p99_s"):
+            v = getattr(x, part)
+            if v < 0:
+                raise SpecsimError(f"{where}: a negative {name} ({part[:-2]} {1e3 * v:g} ms)")
+
+
+def _loads(text: str, what: str) -> Any:
+    """JSON (NaN and Infinity allowed, as Python's json.dump writes them), else JSON lines; one-line errors."""
+    if not text.strip():
+        raise SpecsimError(f"{what}: the file is empty")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as first:
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                at = first if len(rows) == 0 else None
+                detail = f" (line {at.lineno}: {at.msg})" if at else f" (line {n})"
+                raise SpecsimError(f"{what}: not JSON or JSON lines, or cut short{detail}") from None
+        return rows
+
+
+# -- vLLM and SGLang: one flat object per run --------------------------------------------------------------------------
+
+def _flat_run(d: Mapping[str, Any], tool: str, path: str, index: int | None) -> BenchRun:
+    """A run of `vllm bench serve --save-result` or SGLang's `bench_serving` (their result dicts share most keys)."""
+    where = _where(path, index)
+    completed = int(_number(d, "completed", where) or 0)
+    if completed == 0:
+        raise SpecsimError(f"{where}: no request succeeded (completed = 0); nothing to compare")
+    duration = _number(d, "duration", where, strict=True) or 0.0
+    out_total = _number(d, "total_output_tokens", where, required=False)
+    throughput = _number(d, "output_throughput", where, required=out_total is None)
+    if throughput is None:
+        throughput = (out_total or 0.0) / duration
+    in_total = _number(d, "total_input_tokens", where, required=False)
+    ttft = Latency(_ms(d, "mean_ttft_ms", where), _ms(d, "median_ttft_ms", where), _ms(d, "p99_ttft_ms", where))
+    tpot = Latency(_ms(d, "mean_tpot_ms", where), _ms(d, "median_tpot_ms", where), _ms(d, "p99_tpot_ms", where))
+    itl = Latency(_ms(d, "mean_itl_ms", where), _ms(d, "median_itl_ms", where), _ms(d, "p99_itl_ms", where))
+    _check_latencies(where, TTFT=ttft, TPOT=tpot, ITL=itl)
+    if math.isnan(ttft.p50_s):
+        raise SpecsimError(f"{where}: field 'median_ttft_ms' is missing")
+    if math.isnan(tpot.p50_s) and math.isnan(itl.p50_s):
+        raise SpecsimError(f"{where}: fields 'median_tpot_ms' and 'median_itl_ms' are both missing")
+    details = _details(d, where, completed)
+    in_lens, out_lens = details.get("input_lens"), details.get("output_lens")
+    input_mean = (float(in_lens.mean()) if in_lens is not None else in_total / completed if in_total else
+                  _number(d, "random_input_len", where, required=False) if tool == "sglang" else None)
+    output_mean = (float(out_lens.mean()) if out_lens is not None else out_total / completed if out_total else
+                   _number(d, "random_output_len", where, required=False) if tool == "sglang" else None)
+    requests = _number(d, "num_prompts", where, required=False)
+    concurrency = _number(d, "max_concurrency", where, required=False, strict=True, low=0)
+    accept = _number(d, "accept_length", where, required=False)
+    return BenchRun(
+        label=Path(path).name + ("" if index is None else f"#{index + 1}"), tool=tool, path=path,
+        rate_per_s=_rate(d.get("request_rate"), where), max_concurrency=int(concurrency) if concurrency else None,
+        burstiness=_number(d, "burstiness", where, required=False, strict=True) or 1.0,
+        input_tokens=input_mean or math.nan, output_tokens=output_mean or math.nan,
+        requests=int(requests) if requests else _sent(d, where, completed),
+        completed=completed, speculative=bool(accept and accept > 1.0), k=0,
+        model=str(d.get("model_id") or d.get("model") or ""), duration_s=duration, throughput_tokens_per_s=throughput,
+        ttft=ttft, tpot=tpot, itl=itl, input_lens=in_lens, output_lens=out_lens, ttfts_s=details.get("ttfts"),
+        itls_s=details.get("itls"), start_s=details.get("start_times"),
+        accept_length=accept if accept and accept >= 1.0 else None)
+
+
+def _sent(d: Mapping[str, Any], where: str, completed: int) -> int:
+    """Requests sent where the file names no count: completed + failed if it counts failures, the per-request lists'
+    length if it keeps them; else 0 (unknown: the manifest must say)."""
+    failed = _number(d, "failed", where, required=False)
+    if failed is not None:
+        return int(completed + failed)
+    if isinstance(d.get("ttfts"), list):
+        return len(d["ttfts"])
+    return 0
+
+
+def _details(d: Mapping[str, Any], where: str, completed: int) -> dict[str, Any]:
+    """The per-request lists (``--save-detailed`` / ``--output-details``), the failed requests dropped."""
+    keys = ("input_lens", "output_lens", "ttfts", "itls")
+    if not all(k in d for k in keys):
+        return {}
+    n = len(d["ttfts"]) if isinstance(d["ttfts"], list) else -1
+    if any(not isinstance(d[k], list) or len(d[k]) != n for k in keys):
+        raise SpecsimError(f"{where}: the per-request lists {', '.join(keys)} must be lists of equal length")
+    errors = d.get("errors")
+    ok = np.array([not e for e in errors] if isinstance(errors, list) and len(errors) == n else [True] * n)
+    out_all = _lengths(d["output_lens"], where, "output_lens")
+    ok &= out_all > 0
+    if not ok.any():
+        raise SpecsimError(f"{where}: no request succeeded (every per-request entry failed)")
+    ttfts = _seconds(d["ttfts"], where, "ttfts")
+    itls = []
+    for i, row in enumerate(d["itls"]):
+        if ok[i]:
+            itls.append(_seconds(row if isinstance(row, list) else [], where, f"itls[{i}]"))
+    out = {"input_lens": _lengths(d["input_lens"], where, "input_lens")[ok], "output_lens": out_all[ok],
+           "ttfts": ttfts[ok], "itls": tuple(itls)}
+    if isinstance(d.get("start_times"), list) and len(d["start_times"]) == n:
+        start = np.asarray(d["start_times"], dtype=float)[ok]
+        out["start_times"] = start - start.min()
+    return out
+
+
+def read_vllm_serve(path: str) -> list[BenchRun]:
+    data = _loads(read_text(path, "vLLM bench serve result"), path)
+    rows = data if isinstance(data, list) else [data]
+    if not rows or not all(isinstance(r, dict) for r in rows):
+        raise SpecsimError(f"{path}: not the JSON of vllm bench serve --save-result (an object per run)")
+    for r in rows:
+        if "median_ttft_ms" not in r or "completed" not in r:
+            raise SpecsimError(f"{path}: not a vllm bench serve --save-result file (no 'completed', "
+                               "'median_ttft_ms')")
+    return [_flat_run(r, "vllm", path, None if len(rows) == 1 else i) for i, r in enumerate(rows)]
+
+
+def read_sglang_serving(path: str) -> list[BenchRun]:
+    data = _loads(read_text(path, "SGLang bench_serving result"), path)
+    rows = data if isinstance(data, list) else [data]
+    if not rows or not all(isinstance(r, dict) for r in rows):
+        raise SpecsimError(f"{path}: not SGLang bench_serving JSONL (an object per line)")
+    for r in rows:
+        if "median_ttft_ms" not in r or "completed" not in r:
+            raise SpecsimError(f"{path}: not an SGLang bench_serving result (no 'completed', 'median_ttft_ms')")
+    return [_flat_run(r, "sglang", path, None if len(rows) == 1 else i) for i, r in enumerate(rows)]
+
+
+READERS = {"vllm": read_vllm_serve, "sglang": read_sglang_serving}
+
+
+def detect_tool(path: str) -> str:
+    """Which client wrote a file, from its fields (a manifest's ``tool`` skips this)."""
+    text = read_text(path, "benchmark result")
+    data = _loads(text, path)
+    first = data[0] if isinstance(data, list) and data else data
+    if isinstance(first, dict):
+        if "benchmarks" in first:
+            return "guidellm"
+        if "time_to_first_token" in first or ("metrics" in first and "metadata" in first):
+            return "aiperf"
+        if "median_ttft_ms" in first:
+            return "sglang" if ("dataset_name" in first and "model_id" not in first) else "vllm"
+    raise SpecsimError(f"{path}: not a result of vllm bench serve, SGLang bench_serving, GuideLLM or AIPerf (no "
+                       "field any of them writes); give tool = \"...\" in the manifest if it is one")
+
+
+def read_file(path: str, tool: str | None = None) -> list[BenchRun]:
+    """Every run in one result file."""
+    tool = (tool or detect_tool(path)).lower()
+    if tool not in READERS:
+        raise SpecsimError(f"{path}: tool {tool!r} is not one of {', '.join(READERS)}")
+    return READERS[tool](path)
+
+
+# -- the manifest ----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BenchSetup:
+    """What the manifest's [setup] says of the deployment the runs measured."""
+
+    hardware: str | None = None  # a preset (h100-sxm) or "cpu"
+    profile: str | None = None  # a calibrated profile instead of a preset
+    target: str | None = None
+    draft: str | None = None
+    dtype: str = "bf16"
+    engine: str = "vllm"  # whose schedule the simulation follows
+    max_batch: int = 256  # the engine's running requests at most (vLLM max_num_seqs, llama-server slots)
+    acceptance: str | None = None  # where no speculative run's counters give it
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: Path
+    setup: BenchSetup
+    runs: tuple[BenchRun, ...]
+
+    @property
+    def fit_runs(self) -> list[BenchRun]:
+        return [r for r in self.runs if r.fit]
+
+    @property
+    def judged_runs(self) -> list[BenchRun]:
+        return [r for r in self.runs if not r.fit]
+
+
+def _setup(table: Any, where: str) -> BenchSetup:
+    if table is None:
+        return BenchSetup()
+    if not isinstance(table, dict):
+        raise SpecsimError(f"{where}: [setup] must be a table")
+    known = set(BenchSetup.__dataclass_fields__)
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise SpecsimError(f"{where}: [setup] has unknown field(s) {', '.join(unknown)}; known: "
+                           f"{', '.join(sorted(known))}")
+    s = BenchSetup(**table)
+    if s.engine not in ENGINES:
+        raise SpecsimError(f"{where}: [setup] engine = {s.engine!r}: use one of {', '.join(ENGINES)}")
+    if not isinstance(s.max_batch, int) or s.max_batch < 1:
+        raise SpecsimError(f"{where}: [setup] max_batch must be a whole number >= 1")
+    return s
+
+
+def _counters(entry: Mapping[str, Any], base: Path, where: str) -> dict[str, float]:
+    """Speculation counters from Prometheus scrapes of the server's /metrics: after the run, less before it (if
+    given). vLLM's ``vllm:spec_decode_num_{drafts,draft_tokens,accepted_tokens}`` or llama-server's
+    ``llamacpp:n_drafted_total`` / ``n_drafted_accepted_total``."""
+    from scenarios.engine_metrics import parse_prometheus
+
+    def scrape(key: str) -> dict[str, float] | None:
+        if key not in entry:
+            return None
+        samples = parse_prometheus(read_text(base / str(entry[key]), f"metrics scrape ({key})"))
+        out: dict[str, float] = {}
+        for (name, position), v in samples.items():
+            if position is not None:
+                continue
+            for short, names in (("drafts", ("vllm:spec_decode_num_drafts",)),
+                                 ("drafted", ("vllm:spec_decode_num_draft_tokens", "llamacpp:n_drafted")),
+                                 ("accepted", ("vllm:spec_decode_num_accepted_tokens", "llamacpp:n_drafted_accepted"))):
+                if name.removesuffix("_total") in names:
+                    out[short] = out.get(short, 0.0) + v
+        if "drafted" not in out or "accepted" not in out:
+            raise SpecsimError(f"{where}: {entry[key]} has no speculative-decoding counters (vLLM's "
+                               "vllm:spec_decode_num_draft_tokens / _num_accepted_tokens, or llama-server's "
+                               "llamacpp:n_drafted_total / n_drafted_accepted_total)")
+        return out
+
+    after, before = scrape("metrics"), scrape("metrics_before")
+    if after is None:
+        if before is not None:
+            raise SpecsimError(f"{where}: metrics_before without metrics (the scrape after the run)")
+        return {}
+    delta = {k: v - (before or {}).get(k, 0.0) for k, v in after.items()}
+    if any(v < 0 for v in delta.values()):
+        raise SpecsimError(f"{where}: a counter fell between metrics_before and metrics (a restarted server?)")
+    if delta["drafted"] <= 0:
+        raise SpecsimError(f"{where}: no drafted token was counted between the scrapes")
+    if delta["accepted"] > delta["drafted"]:
+        raise SpecsimError(f"{where}: more tokens accepted than drafted in the counters")
+    return delta
+
+
+def _apply(run: BenchRun, entry: Mapping[str, Any], where: str, counters: Mapping[str, float]) -> BenchRun:
+    """The manifest's fields over the file's, then every setting the simulation needs checked."""
+    changes: dict[str, Any] = {}
+    if "rate" in entry:
+        changes["rate_per_s"] = _rate(entry["rate"], where, "rate")
+    if "max_concurrency" in entry:
+        changes["max_concurrency"] = int(_number(entry, "max_concurrency", where, low=1) or 0) or None
+    if "burstiness" in entry:
+        changes["burstiness"] = _number(entry, "burstiness", where, strict=True) or 1.0
+    for key, name in (("input_len", "input_tokens"), ("output_len", "output_tokens")):
+        if key in entry:
+            changes[name] = _number(entry, key, where, low=1)
+    if "requests" in entry:
+        changes["requests"] = int(_number(entry, "requests", where, low=1) or 0)
+    if "model" in entry:
+        changes["model"] = str(entry["model"])
+    if "speculative" in entry:
+        if not isinstance(entry["speculative"], bool):
+            raise SpecsimError(f"{where}: speculative must be true or false")
+        changes["speculative"] = entry["speculative"]
+    if "k" in entry:
+        changes["k"] = int(_number(entry, "k", where, low=1) or 0)
+        changes.setdefault("speculative", True)
+    if "fit" in entry:
+        if not isinstance(entry["fit"], bool):
+            raise SpecsimError(f"{where}: fit must be true or false")
+        changes["fit"] = entry["fit"]
+    if counters:
+        changes["counters"] = dict(counters)
+    run = replace(run, **changes)
+    w = f"{where} ({run.label})"
+    if run.rate_per_s is None and run.max_concurrency is None and run.tool in ("aiperf",):
+        raise SpecsimError(f"{w}: neither a request rate nor a concurrency: give rate = R or max_concurrency = N")
+    if not run.per_request:
+        for key, v in (("input_len", run.input_tokens), ("output_len", run.output_tokens)):
+            if not v or math.isnan(v):
+                raise SpecsimError(f"{w}: the file does not say the requests' {key.split('_')[0]} length: give "
+                                   f"{key} = N")
+    if run.requests < 1:
+        raise SpecsimError(f"{w}: the number of requests is unknown: give requests = N")
+    if run.speculative and run.k < 1:
+        raise SpecsimError(f"{w}: a speculative run needs its draft length: give k = N")
+    if not run.speculative:
+        run = replace(run, k=0)
+    return run
+
+
+def read_manifest(path: str | Path) -> Manifest:
+    """The runs a TOML manifest names, each with the manifest's fields over its file's (module docstring)::
+
+        [setup]                      # the deployment: a preset or a profile, the models, the engine's schedule
+        hardware = "h100-sxm"        # or profile = "profile.json"
+        target = "llama-3.1-8b"
+        draft = "llama-3.2-1b"
+        engine = "vllm"              # vllm | sglang | llama-server
+        max_batch = 256
+
+        [[run]]
+        file = "vllm-rate2.json"     # relative to the manifest
+        fit = true                   # fitted on; the others are judged
+        # tool, index (a file's n-th run, 1-based), rate, max_concurrency, burstiness, input_len, output_len,
+        # requests, model, speculative, k, metrics / metrics_before (Prometheus scrapes after / before the run)
+    """
+    path = Path(path)
+    try:
+        spec = tomllib.loads(read_text(path, "benchmark manifest"))
+    except tomllib.TOMLDecodeError as e:
+        raise SpecsimError(f"{path}: not TOML ({e})") from None
+    unknown = sorted(set(spec) - {"setup", "run"})
+    if unknown:
+        raise SpecsimError(f"{path}: unknown table(s) {', '.join(unknown)}; a manifest has [setup] and [[run]]")
+    setup = _setup(spec.get("setup"), str(path))
+    entries = spec.get("run")
+    if not isinstance(entries, list) or not entries:
+        raise SpecsimError(f"{path}: no [[run]] tables; each names a result file (file = \"...\")")
+    runs: list[BenchRun] = []
+    allowed = set(RUN_FIELDS) | {"file", "tool", "index", "fit", "metrics", "metrics_before"}
+    for i, entry in enumerate(entries, 1):
+        where = f"{path} run {i}"
+        if not isinstance(entry, dict) or "file" not in entry:
+            raise SpecsimError(f"{where}: field 'file' is missing")
+        extra = sorted(set(entry) - allowed)
+        if extra:
+            raise SpecsimError(f"{where}: unknown field(s) {', '.join(extra)}; known: {', '.join(sorted(allowed))}")
+        file = str(path.parent / str(entry["file"]))
+        found = read_file(file, entry.get("tool"))
+        if "index" in entry:
+            n = int(_number(entry, "index", where, low=1) or 0)
+            if n > len(found):
+                raise SpecsimError(f"{where}: index = {n} but {entry['file']} holds {len(found)} run(s)")
+            found = [found[n - 1]]
+        counters = _counters(entry, path.parent, where)
+        if counters and len(found) > 1:
+            raise SpecsimError(f"{where}: metrics scrapes belong to one run; pick it with index = N")
+        runs += [_apply(r, entry, where, counters) for r in found]
+    labels = [r.label for r in runs]
+    if len(set(labels)) != len(labels):
+        twice = sorted({x for x in labels if labels.count(x) > 1})
+        raise SpecsimError(f"{path}: a run is named twice ({', '.join(twice)})")
+    return Manifest(path, setup, tuple(runs))
+
+
+def describe(runs: Sequence[BenchRun]) -> str:
+    """One line per run: what was read."""
+    lines = []
+    for r in runs:
+        lens = "per request" if r.per_request else f"{r.input_tokens:.0f} -> {r.output_tokens:.0f}"
+        lines.append(f"{r.label:<28} {r.tool:<8} {r.load:<14} {r.policy:<8} {r.completed:>5}/{r.requests:<5} "
+                     f"{lens:<12} {r.throughput_tokens_per_s:9.1f} tok/s  TTFT p50 {1e3 * r.ttft.p50_s:8.1f} ms  "
+                     f"TPOT p50 {1e3 * r.tpot.p50_s:7.2f} ms{'  (fit)' if r.fit else ''}")
+    return "\n".join(lines)
