@@ -220,9 +220,7 @@ def policy_record(result: SweepResult, batches: Sequence[int], caption: str, con
                           "predicted_speedup_min": min(c.speedup for c in over(lo, hi)),
                           "predicted_speedup_max": max(c.speedup for c in over(lo, hi)),
                           "loss_vs_best_max": max(c.loss for c in over(lo, hi)),
-                          "why": ("the draft's weights and KV cache do not fit beside the target's" if k == 0 and
-                                  not any(b in drafted_fit for b in range(lo, hi + 1)) else
-                                  "speculation does not pay" if k == 0 else "the fastest k within the tolerance")}
+                          "why": _why(k, lo, hi, max(c.loss for c in over(lo, hi)), tolerance, tax, drafted_fit)}
                          for lo, hi, k in ranges],
               "speculation_tax": {"off_tax_batch": list(tax.off_batches), "off_tax_fraction": list(tax.off_fractions),
                                   "switch_fraction": tax.switch_fraction, "source": tax.source},
@@ -231,6 +229,22 @@ def policy_record(result: SweepResult, batches: Sequence[int], caption: str, con
               # the largest batch whose target weights and KV cache fit (None: every batch asked for)
               "fits_up_to_batch": len(table) if len(table) < len(batches) else None}
     return ranges, record
+
+
+def _why(k: int, lo: int, hi: int, loss: float, tolerance: float, tax: SpeculationTax, drafted_fit: set[int]
+         ) -> str:
+    """Why a range of the policy table holds its k, in words that agree with its loss and the tolerance: a k kept
+    past the tolerance is kept because switching away would cost the engine more (`policy_table`)."""
+    if k == 0:
+        return ("the draft's weights and KV cache do not fit beside the target's"
+                if not any(b in drafted_fit for b in range(lo, hi + 1)) else "speculation does not pay")
+    if loss <= tolerance + 1e-12:
+        return "the fastest k within the tolerance" if loss > 0 else "the fastest k"
+    said = f"kept though up to {loss:.1%} slower than the best k (beyond the {tolerance:.1%} tolerance)"
+    if not tax.switch_fraction:
+        return said
+    return (f"{said}: switching k costs the engine {tax.switch_fraction:.0%} of a step, weighed over the steps until "
+            "it pays back")
 
 
 def check_contexts(fmt: str, contexts: Sequence[int]) -> None:
