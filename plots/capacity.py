@@ -85,8 +85,9 @@ def capacity_bars(caps: Sequence[Mapping[str, Any]], caption: str = "") -> Figur
     ax.set_xticklabels([f"{h}\n{t}\nTP {tp}" for h, t, _, tp in configs], fontsize=7)  # the draft: the pair
     ax.set_ylabel("highest rate meeting the SLO (req/s per engine)\n≥: met at the highest rate swept; hatched: none")
     ax.grid(True, axis="y", alpha=0.3)
+    ax.set_ylim(0, top * 1.08)  # room for the marks above the tallest bars
     ax.legend(fontsize=8, title="policy", title_fontsize=8)
-    if caption:
-        ax.set_title(caption, fontsize=9)
+    if caption:  # wrapped to the figure's width: a sweep's caption names its file, which can be long
+        ax.set_title(textwrap.fill(caption, width=int(13 * fig.get_size_inches()[0])), fontsize=9)
     fig.tight_layout()
     return fig

@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from plots.axes import plain_log_axis  # noqa: E402
 from simulator.metrics import SLO, ServingMetrics  # noqa: E402
 
 
@@ -45,9 +46,11 @@ def tpot_vs_rate(metrics: Sequence[ServingMetrics], slo: SLO | None = None, capt
                 break
         if crossing is not None:
             ax.axvline(crossing, color="dimgray", linestyle=":", linewidth=1.3)
+            last = crossing >= max(off)  # at the right edge: the words go left of the line, inside the axes
             ax.annotate(f"speculation stops paying\nby {crossing:g} req/s", xy=(crossing, 0.97),
-                        xycoords=("data", "axes fraction"), xytext=(4, -4), textcoords="offset points", va="top",
-                        fontsize=8, color="dimgray")
+                        xycoords=("data", "axes fraction"), xytext=(-4 if last else 4, -4),
+                        textcoords="offset points", va="top", ha="right" if last else "left", fontsize=8,
+                        color="dimgray")
     if slo.tpot_s:
         ax.axhline(1e3 * slo.tpot_s, color="tab:red", linewidth=1.0, alpha=0.6, label="TPOT SLO")
     if slo.ttft_s:
@@ -55,6 +58,7 @@ def tpot_vs_rate(metrics: Sequence[ServingMetrics], slo: SLO | None = None, capt
     ax.set_ylabel("time per output token (ms)")
     ax2.set_ylabel("time to first token (ms)")
     ax2.set_yscale("log")
+    plain_log_axis(ax2)
     for axis in (ax, ax2):
         axis.set_xlabel("request rate (requests/s)")
         axis.grid(True, which="both", alpha=0.3)
@@ -62,6 +66,9 @@ def tpot_vs_rate(metrics: Sequence[ServingMetrics], slo: SLO | None = None, capt
     ax.set_title("TPOT: p50 solid, p99 dashed; hollow = overloaded", fontsize=10)
     ax2.set_title("TTFT (queueing + prefill)", fontsize=10)
     handles, labels = ax.get_legend_handles_labels()
+    if slo.ttft_s:  # the right panel's SLO line, named too
+        more = ax2.get_legend_handles_labels()
+        handles, labels = handles + more[0][-1:], labels + more[1][-1:]
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
     if caption:
         fig.suptitle("\n".join(textwrap.fill(line, width=150) for line in caption.splitlines()), fontsize=9)
@@ -182,6 +189,7 @@ def engine_stream_vs_simulated(report: dict[str, Any]) -> Figure:
         ax.set_title(title, fontsize=10)
         if key == "ttft_p50_s":
             ax.set_yscale("log")
+            plain_log_axis(ax)
         else:
             ax.set_ylim(0, None)
         ax.grid(True, alpha=0.3)

@@ -27,7 +27,7 @@ def repeat_bars(rows: Sequence[ValidationRow]) -> tuple[list[float], list[float]
 
 def predicted_vs_measured(report: ValidationReport, band: float = 0.05, outer: float = 0.12) -> Figure:
     """Scatter of predicted against measured speed-up per predictor, with y = x and the +-5 % / +-12 % bands."""
-    fig, ax = plt.subplots(figsize=(5.6, 5.2))
+    fig, ax = plt.subplots(figsize=(5.6, 6.4))
     rows = report.rows
     measured = [r.measured.speedup_estimate for r in rows]
     lo_err, hi_err = repeat_bars(rows)
@@ -52,7 +52,8 @@ def predicted_vs_measured(report: ValidationReport, band: float = 0.05, outer: f
     ax.set_ylabel("predicted speed-up")
     ax.set_title("predicted vs measured speed-up", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    # below the axes, not over the points (they fill every corner when a predictor misses both ways)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)
     fig.tight_layout()
     return fig
 
