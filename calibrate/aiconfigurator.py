@@ -171,10 +171,15 @@ def attention_table(src: Source, heads: int, kv_heads: int, head_dim: int, kv_dt
     if found is None:
         return None, "decode attention: not measured, by the roofline"
     path, version = found
+    import pyarrow.parquet as pq
+
+    windowed = "window_size" in pq.read_schema(path).names  # older tables measured full attention only
     df = _read(path, ("batch_size", "num_heads", "num_key_value_heads", "head_dim", "kv_cache_dtype", "step",
-                      "window_size", "latency"))
+                      "latency", *(("window_size",) if windowed else ())))
     sel = df[(df.num_heads == heads) & (df.num_key_value_heads == kv_heads) & (df.head_dim == head_dim)
-             & (df.kv_cache_dtype == kv_dtype) & (df.window_size == 0)]
+             & (df.kv_cache_dtype == kv_dtype)]
+    if windowed:
+        sel = sel[sel.window_size == 0]
     if sel.empty:
         return None, (f"decode attention: {heads} heads / {kv_heads} KV heads / head_dim {head_dim} / {kv_dtype} "
                       "not measured, by the roofline")

@@ -32,15 +32,13 @@ import numpy as np
 MILLI = 1e-3
 
 
-def _loglog(xs: np.ndarray, ts: np.ndarray, x: np.ndarray | float) -> np.ndarray:
-    """Piecewise linear in (log x, log t) through the points, the last segment's slope (in [0, 1]) beyond the end,
-    held below the start."""
+def _loglog(xs: np.ndarray, ts: np.ndarray, x: np.ndarray | float, lone_slope: float = 0.0) -> np.ndarray:
+    """Piecewise linear in (log x, log t) through the points, the last segment's slope (in [0, 1]) beyond the end
+    (`lone_slope` after a single point), held below the start."""
     lx, lt = np.log(xs), np.log(ts)
     q = np.log(np.maximum(np.asarray(x, dtype=float), 1e-30))
     inside = np.interp(np.minimum(q, lx[-1]), lx, lt)
-    if len(xs) < 2:
-        return np.exp(inside)
-    slope = float(np.clip((lt[-1] - lt[-2]) / (lx[-1] - lx[-2]), 0.0, 1.0))
+    slope = lone_slope if len(xs) < 2 else float(np.clip((lt[-1] - lt[-2]) / (lx[-1] - lx[-2]), 0.0, 1.0))
     return np.exp(inside + slope * np.maximum(q - lx[-1], 0.0))
 
 
@@ -64,8 +62,9 @@ class Curve:
 @dataclass(frozen=True)
 class Grid2:
     """Times (seconds) measured over a grid of two sizes (batch x context, ...): log-log in each, bilinear in logs
-    between grid lines, the end segments' slopes beyond (as `Curve`). Cells not measured are NaN and take the
-    nearest measured context at the same first size."""
+    between grid lines, the end segments' slopes beyond (as `Curve`). Cells not measured are NaN (a large batch at
+    a long context ran out of memory): such a row carries on from its last measured context as the nearest row
+    measured further grows, else in proportion to the context (a KV read grows with it)."""
 
     first: tuple[float, ...]
     second: tuple[float, ...]
@@ -77,7 +76,23 @@ class Grid2:
         rows = []
         for i in range(len(A)):
             ok = np.isfinite(T[i])
-            rows.append(float(_loglog(B[ok], T[i, ok], b)) if ok.any() else np.nan)
+            if not ok.any():
+                rows.append(np.nan)
+                continue
+            last = B[ok][-1]
+            # beyond its last measured column a row follows the nearest row measured that far (its growth from
+            # `last` to b), else grows in proportion
+            donors = [j for j in sorted(range(len(A)), key=lambda j: abs(j - i)) if j != i
+                      and np.isfinite(T[j]).sum() >= 2 and B[np.isfinite(T[j])][-1] >= min(b, B[-1])]
+            t_last = float(_loglog(B[ok], T[i, ok], min(b, last), lone_slope=1.0))
+            if b <= last:
+                rows.append(t_last)
+            elif donors:
+                okj = np.isfinite(T[donors[0]])
+                grow = _loglog(B[okj], T[donors[0], okj], [b, last])
+                rows.append(t_last * float(grow[0] / grow[1]))
+            else:
+                rows.append(t_last * b / last)
         r = np.asarray(rows)
         ok = np.isfinite(r)
         return float(_loglog(A[ok], r[ok], a))
