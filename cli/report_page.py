@@ -54,7 +54,7 @@ def sglang_flags(draft: Draft, target_repo: str, k: int) -> tuple[str, str]:
     length for the whole server (its adaptive mode aside), so the caller picks the k of the batch it expects; a
     chain is ``--speculative-eagle-topk 1`` with ``num_draft_tokens = num_steps + 1`` (the verified root and the k
     drafted tokens), as SGLang's documentation sets it (docs/advanced_features/speculative_decoding.md)."""
-    head = f"python3 -m sglang.launch_server --model-path {shlex.quote(target_repo)}"
+    head = f"python3 -m sglang.launch_server \\\n    --model-path {shlex.quote(target_repo)}"
     if k == 0:
         return head, "speculation does not pay at this batch: launch without --speculative-algorithm"
     chain = [f"--speculative-num-steps {k}", "--speculative-eagle-topk 1", f"--speculative-num-draft-tokens {k + 1}"]
@@ -318,7 +318,7 @@ def build_report(setup: SetupOptions, serving: ServingOptions, batches: list[int
     target_repo = _repo(s.target.source, s.target.name)
     flags, note = sglang_flags(s.draft, target_repo, _k_at(ranges, batch))
     if flags:
-        where = "the best policy's mean batch at its capacity" if met else "no SLO given"
+        where = "the mean batch of the best speculating policy at its capacity" if met else "no SLO given"
         snippets.append(Snippet("SGLang launch flags", flags,
                                 f"{note}; one draft length for the server: the table's k at batch {batch} ({where})"))
     else:

@@ -77,12 +77,13 @@ section{background:#fff;padding:4px 16px 12px;margin:14px 0;border-radius:4px;bo
 figure{margin:12px 0}
 figure .wide{overflow-x:auto;max-width:100%}
 figure img{display:block;width:100%;height:auto;border:1px solid #e3e6ea}
-@media (max-width:640px){figure img{min-width:720px}}
+@media (max-width:640px){figure img{min-width:720px}pre{white-space:pre-wrap}}
 figcaption{font-size:.85rem;color:#55606b}
 .scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;font-size:.9rem;margin:8px 0}
 th,td{border:1px solid #d5dae0;padding:3px 8px;text-align:left;white-space:nowrap;font-variant-numeric:tabular-nums}
 th{background:#eef1f4}
+td.wrap{white-space:normal;min-width:14em}
 .snippet{margin:10px 0}
 .snippet-head{display:flex;justify-content:space-between;align-items:center;gap:8px;flex-wrap:wrap}
 .snippet-head b{overflow-wrap:anywhere}
@@ -122,7 +123,8 @@ def figure_data_uri(fig: Figure, dpi: int = 110) -> str:
 
 def _table(t: Table) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in t.header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in t.rows)
+    body = "".join("<tr>" + "".join(f'<td class="wrap">{html.escape(c)}</td>' if len(c) > 40 else
+                                    f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in t.rows)
     cap = f'<p class="note">{html.escape(t.caption)}</p>' if t.caption else ""
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{cap}'
 
