@@ -11,18 +11,17 @@ a fixed cost plus a cost per sequence.
 At the built-in pair's shapes the runs decode real text with the trained weights. At any other shapes the models
 have random weights, so which drafts a chain accepts is replayed from a fixed acceptance model
 (`RealEngine.force`, the rule's work real); a tree runs the real rule on whatever the random weights accept. What
-the engine does per step hardly depends on how much it accepts, but a lot on the vocabulary: on a CPU one draw
-over TinyLlama's 32,000 tokens (`torch.multinomial`) takes ~0.5 ms per sequence, so at batch 32 the accept phase
-is a tenth of the step; the built-in pair's small vocabulary makes it negligible. Chains and trees keep their
-drafting and verification extras apart: a tree draws each node's candidates without replacement, ~18 ms more per
-draft pass than a chain at batch 32 there, which pooled with the chains' had priced every chain's drafting 60 %
-too high (a validation at those shapes missed by 10 % on average for it).
+the engine does per step hardly depends on how much it accepts, but a lot on the vocabulary: on a CPU a draw over
+a 32,000-token vocabulary (`torch.multinomial`) makes the accept phase a sizeable part of a large batch's step,
+where the built-in pair's small vocabulary makes it negligible. Chains and trees keep their drafting and
+verification extras apart: a tree draws each node's candidates without replacement, far dearer per draft pass than
+a chain's draw, and pooling the two would price every chain's drafting too high (the figures are in
+docs/calibration.md, Figures behind the docstrings).
 
 A step's accept phase runs to its host read on the wall clock (`engine.speculative.RealEngine.step`), so what the
 host does outside the device's marks is in it. On a GPU, where the device's clock is precise, the target's pass is
 timed alone with and without its draw, and a step's extras are everything it costs beyond the calibrated pass
-(`timed_alone`): measured on the H200's third lease, a plain step at batch 1, 8, 64 cost 1.34, 1.53, 1.68 ms
-against 1.25, 1.33, 1.61 priced, the extras having taken off a draw timed alone that the calibrated pass hides.
+(`timed_alone`), so that they also take off a draw timed alone that the calibrated pass hides.
 """
 
 from __future__ import annotations
@@ -218,8 +217,8 @@ def join_extras(engine: RealEngine, prompts: Sequence[Sequence[int]], batches: S
     """A served prefill's own work (`EngineOverheads.prefill`) at each batch: the wall time of `RealEngine.join` of
     that many prompts (its graph captured by an untimed join first), less the calibrated pass over the same padded
     prompts timed alone (the pass and its draw at the last position, as the calibration times its prefill-shaped
-    passes), medians over `repeats`. Only where the device's clock is precise (a GPU; on the H200 a join of one
-    prompt took 1.94 ms replayed against a 1.45 ms pass): on a CPU it is a difference of two long passes."""
+    passes), medians over `repeats`. Only where the device's clock is precise (a GPU, where a join's own work is a
+    sizeable part of a short pass): on a CPU it is a difference of two long passes."""
     out = {}
     for b in batches:
         ps = [prompts[i % len(prompts)] for i in range(b)]
