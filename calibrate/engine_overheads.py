@@ -104,9 +104,8 @@ def timed_alone(engine: RealEngine, batch: int, context: int, cand: Candidate, c
     a large model.
 
     On a GPU the draw is what it adds to a calibrated pass (the pass with it minus the pass without), not the draw
-    timed by itself: after a pass, its kernels launch while the pass still runs (H200, batch 1: the pass 1.145 ms,
-    with its draw 1.196, the draw alone 0.175 of launches on an idle device), and taking the 0.175 off a real step
-    had priced plain steps 5-13 % short."""
+    timed by itself: after a pass, its kernels launch while the pass still runs, so the draw alone (its launches on
+    an idle device) overstates what it adds, and taking that off a real step prices plain steps short."""
     widths = list(cand.shape.draft_pass_widths)
     if widths:
         widths[0] = max(widths[0], catchup_tokens)
@@ -135,8 +134,7 @@ def per_step(by_batch: dict[int, float], name: str = "", bounds: list[str] | Non
     cannot take negative time. Where the line through the measurements would have a negative term, the fit is the
     least-squares one with that term held at zero (a constant at their mean, or a line through the origin, whichever
     is closer; zero where both are negative) and, given `bounds`, a sentence says so. (Holding the slope at zero but
-    keeping the smallest batch's value had priced the H200's tree walk at its noisier measurement: 7.0 ms at batch 1
-    against 5.7 at batch 64, and 4.2-4.9 ms in the validation's runs.)"""
+    keeping the smallest batch's value would price the phase at whichever measurement happened to be noisier.)"""
     if len(by_batch) == 1:
         t = next(iter(by_batch.values()))
         if t < 0 and bounds is not None:

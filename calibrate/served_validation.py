@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 PREDICTION_SEEDS = 16  # simulations per run (acceptance seeds), averaged
 # Untimed runs of a stream before its timed one, on CUDA graphs: again while a run still captured a graph (a join of n
 # prompts at a new bucket, a batch at a new draft length is a new shape, and a run slowed by its captures batches
-# differently from the next), at most this many. The H200's third lease, with one: 17 graphs captured inside the
-# timed runs of the built-in pair's stream, 50-150 ms each, in runs of 0.3-1.2 s.
+# differently from the next), at most this many: a graph captured inside a timed run costs a sizeable part of a
+# short run (docs/gpu.md).
 WARM_RUNS = 3
 
 

@@ -12,7 +12,7 @@ on simpy's clock) driven by real passes:
 - otherwise the running batch decodes one step: the policy chooses k (or a tree) from the scheduler's `BatchState`
   and the step costs the simulator gives it (every choice the stream can meet is made before the clock starts, so a
   step looks its choice up as a served policy table would: `Policy.warm`; cold, an adaptive choice evaluates the
-  cost model, 5-11 ms on this CPU: 117 ms of choices in a 23-step stream's first run, 0.4 ms in its second);
+  cost model, milliseconds a choice on a CPU, which a short stream's first run would otherwise spend on the clock);
   plain steps under a speculating policy also run the draft over the current token (the simulator's ``eager``
   draft sync); each sequence keeps at most the tokens it still needs;
 - finished sequences leave and the last running rows move into their rows (`RealEngine.leave`); the scheduler takes
