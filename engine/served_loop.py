@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 WARM_CONTEXT_STEP = 16  # tokens between the mean contexts at which a stream's decisions are made before it starts
 # At most this long making them, batch by batch from one sequence up (a cold adaptive choice evaluates the cost model,
 # 5-11 ms on a 2-core host: max batch 16 x 4 context cells takes about 0.5 s, max batch 256 x 60 cells would take
-# minutes); a state left out is chosen in its step, as before.
+# minutes); a state left out is chosen cold in its step.
 WARM_BUDGET_S = 5.0
 
 

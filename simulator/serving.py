@@ -15,11 +15,11 @@ Scenario: requests arrive (Poisson, bursty gamma gaps, or a trace) at a fleet of
   (`StepCosts.riding_prefill_s`), and the new requests join with their first token when that step ends.
 - **slot runs** (``slot_runs``, llama-server with several slots): its KV cache keeps one stream per slot and splits
   a step's batch into one micro-batch per run of consecutive busy slot ids, each micro-batch a pass that reads the
-  weights again (`scheduler.slot_runs`; measured: slots 0 and 2 decode a step in 20-25 ms where slots 0 and 1 take
-  15, one slot 12.8). A new request takes a free slot as llama-server picks one: the slot whose cached prompt
-  shares more than a tenth of its own (where the workload carries the prompts' ids), else the least recently used;
-  so gaps between busy slots are the rule at moderate load. A riding prompt's slot joins its run for as many tokens
-  as a running row computes; the rest of the prompt is a pass of its own.
+  weights again (`scheduler.slot_runs`; two busy slots apart decode a step much slower than two adjacent ones, as
+  `benchmarks/llama_slots.py` measures: docs/validation.md). A new request takes a free slot as llama-server picks
+  one: the slot whose cached prompt shares more than a tenth of its own (where the workload carries the prompts'
+  ids), else the least recently used; so gaps between busy slots are the rule at moderate load. A riding prompt's
+  slot joins its run for as many tokens as a running row computes; the rest of the prompt is a pass of its own.
 - **the KV cache** (``kv_allocation``): ``reserve`` (default) - a request is admitted only when its whole life fits
   (prompt + output + lookahead), so nothing is ever preempted (TensorRT-LLM's guaranteed-no-evict scheduling);
   ``on-demand`` - as vLLM does: admitted when its prompt and lookahead fit, the cache grows as tokens are kept, and
