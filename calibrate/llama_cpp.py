@@ -360,9 +360,9 @@ def server_loop_s(profile: Any, target: Path, prompts: Sequence[Sequence[int]], 
                   tick: Callable[[], None]) -> tuple[float, float]:
     """What llama-server does in a decoding step beyond llama-bench's pass (sampling, its slot loop, the HTTP side):
     plain requests' decode time less the passes, per step; and how its prompts compare with llama-bench's: the
-    same requests' ``prompt_ms`` over llama-bench's prefill of that length (median over the requests; on this CPU
-    llama-server's prompt of 96 tokens took 1.05-1.11x llama-bench's on one thread and 1.13x on two, alike with one
-    slot or four, a context of 256 or 2,048, streamed or not)."""
+    same requests' ``prompt_ms`` over llama-bench's prefill of that length (median over the requests): llama-server
+    runs a prompt somewhat slower than llama-bench, by a ratio that depends on the threads, not on the slots, the
+    context or streaming (the ratios measured: docs/validation.md, llama.cpp)."""
     from calibrate.engine_steps import measured_pass_s
 
     per_step, prompt_ratios = [], []
