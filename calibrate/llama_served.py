@@ -11,9 +11,9 @@ once) with any pending prompt in the same batch (`EngineConfig.prefill_mixed`); 
 acceptance seeds (`calibrate.served_validation.predict_run`). Before each rate plain spot checks (one request, then as
 many as the slots together: `spot_drift`) say how much slower or faster the machine runs llama-server's passes than
 the profile priced them minutes earlier; the simulation re-anchored by them (`CostModel.drift`) is reported beside
-the one as profiled, which stays the prediction: on this shared 2-core host one round of spot checks moved by
-0.78-1.25x from rate to rate and made the TPOT error worse in both runs tried (14.2 and 17.7 % against 5.6 and
-9.5 % as profiled).
+the one as profiled, which stays the prediction: on a shared host one round of spot checks moves from rate to rate
+by more than the error it would correct, and re-anchoring made the TPOT error worse in every run tried
+(docs/validation.md, llama.cpp).
 
 Each row's miss is attributed from llama-server's own counters (``--metrics``: its ``llama_decode`` calls, busy slots
 per call, drafted and accepted tokens) against the simulation's: the number of steps, the batch they ran at, the

@@ -295,9 +295,8 @@ def run_serving_validation(profile: Any, serving: Any, rates: Sequence[float] | 
 def steady(timings: Sequence[Mapping[tuple[str, int], float]]) -> list[dict[tuple[str, int], float]]:
     """The spot checks' timings read as a series: each the median of itself and its neighbours. A check is a second
     or two of passes; a neighbour's burst that fills one check but not the runs on either side of it would otherwise
-    re-anchor both runs (measured: one check 1.47x the profile between checks at 1.08x and 1.12x, the two runs beside
-    it priced 11 % and 20 % slow), while a change that lasts is seen by two checks in a row and followed. The series'
-    ends take the mean of their two."""
+    re-anchor both runs too slow (docs/calibration.md, Figures behind the docstrings), while a change that lasts is
+    seen by two checks in a row and followed. The series' ends take the mean of their two."""
     out = []
     for i, timing in enumerate(timings):
         window = timings[max(0, i - 1):i + 2]

@@ -122,9 +122,9 @@ class _Log:
 
 BULK_CELLS = 1 << 15  # most (step, sequence) draws one bulk advance makes
 
-# The bulk path's reductions on small arrays, called as ufuncs: ndarray.sum/.any/.min go through Python wrappers,
-# which held 9 % of a run's samples at 1 req/s (py-spy) where a batch is a sequence or two.
-_sum, _cumsum = np.add.reduce, np.add.accumulate  # (ufuncs: a third of cumsum's cost at a run's few steps)
+# The bulk path's reductions on small arrays, called as ufuncs: ndarray.sum/.any/.min go through Python wrappers
+# that cost more than the reduction itself where a batch is a sequence or two (docs/serving.md, Speed).
+_sum, _cumsum = np.add.reduce, np.add.accumulate
 
 
 @dataclass
