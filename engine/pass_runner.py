@@ -17,8 +17,8 @@ A graph holds the addresses of the tensors its pass read, not references to them
 inputs, the window's offsets and visibility) must stay alive as long as the graph may replay, or the allocator hands
 that memory to other tensors and a replay reads them. `Captured` keeps the pass itself, and with it every static
 tensor it reads; the stand-in holds the pass only weakly, so a runner that let it go fails on the CPU as it would
-read freed memory on a GPU (the first H200 run, 2026-12-04: the window's offsets freed after capture, a replay's
-rotary positions read from reused memory, "index out of bounds" in the rotary tables' gather).
+read freed memory on a GPU (there, the window's offsets freed after capture made a replay read its rotary positions
+from reused memory: "index out of bounds" in the rotary tables' gather).
 """
 
 from __future__ import annotations
