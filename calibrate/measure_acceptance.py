@@ -28,9 +28,8 @@ K_MAX = 8
 KS = tuple(range(1, K_MAX + 1))
 N_RANKS = 8
 # Monte Carlo draws per position for the per-rank frequencies (`rank_acceptance`). The positions, not the draws, set
-# the estimate's spread: the built-in heads' rank-1 frequency over 16 prompts x 64 tokens spread by 0.015 (std over
-# four seeds) with 16 draws a position and by 0.014 with 4 (ranks 2-4: 0.002-0.003 either way), at 1.4 s a
-# measurement instead of 4.0 (2026-12-04, this 2-core host).
+# the estimate's spread: 4 draws a position spread the built-in heads' rank frequencies no more than 16 do, at
+# about a third of the time (docs/calibration.md, Figures behind the docstrings).
 RANK_SIMS = 4
 VARIANTS = ("iid", "positional", "beta", "markov", "trace")  # what `measured:VARIANT` can mean (ranks aside)
 
