@@ -383,22 +383,26 @@ def policy(setup: opt.SetupOptions, fmt: str, batches: list[int], ks: list[int],
               help="Share of requests that must meet the SLO.")
 @click.option("--tolerance", "tolerance_pct", type=click.FloatRange(0, 50), default=None, metavar="PCT",
               help="Keep a k across batches while within PCT % of the best (as specsim policy).")
+@click.option("--compare", "pairs", multiple=True, metavar="DRAFT=ACCEPTANCE",
+              help="Another draft and its acceptance to draw beside this one (repeatable), e.g. eagle3=iid:0.75.")
 @opt.serving_options
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The page to write (.html), atomically.")
 def report(setup: opt.SetupOptions, batches: list[int], ks: list[int], contexts: list[int], rates: list[float] | None,
-           load_rps: float | None, attainment: float, tolerance_pct: float | None, serving: ServingOptions,
-           out_path: Path) -> None:
+           load_rps: float | None, attainment: float, tolerance_pct: float | None, pairs: tuple[str, ...],
+           serving: ServingOptions, out_path: Path) -> None:
     """A capacity plan as one self-contained HTML page: the verdict, the engine config to paste, the figures.
 
     \b
     specsim report --hardware h100-sxm --acceptance iid:0.7 --slo-tpot-ms 30 --load-rps 100 --out plan.html
+    specsim report --hardware h100-sxm --acceptance iid:0.7 --compare eagle3=iid:0.75 --out plan.html
     specsim report --slo-tpot-ms 50 --rate 1..16:x2 --out plan.html     # this machine's profile
     """
     from cli.report_page import run_report
 
     command, _ = out.invocation("specsim report")
-    run_report(setup, serving, batches, ks, contexts, rates, load_rps, attainment, tolerance_pct, out_path, command)
+    run_report(setup, serving, batches, ks, contexts, rates, load_rps, attainment, tolerance_pct, out_path, command,
+               pairs)
 
 
 # -- acceptance ------------------------------------------------------------------------------------------------------

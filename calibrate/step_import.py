@@ -110,7 +110,8 @@ def read_csv(path: str | Path) -> list[StepTime]:
     for (number, _), row in zip(lines[1:], reader):
         where = f"{path} line {number}"
         if len(row) != len(header):
-            raise SpecsimError(f"{where}: {len(row)} fields where the header has {len(header)}")
+            raise SpecsimError(f"{where}: {len(row)} fields where the header has {len(header)}; give every row the "
+                               "header's fields")
         rec = {h: v.strip() for h, v in zip(header, row)}
         phase = (rec.get("phase") or "decode").lower()
         if phase not in PHASES:
@@ -119,7 +120,7 @@ def read_csv(path: str | Path) -> list[StepTime]:
                             "new_tokens", 1), _int(rec["context"], where, "context", 0),
                             _time(rec["step_ms"], where, "step_ms", 1e-3), where))
     if not out:
-        raise SpecsimError(f"{path}: a header but no rows")
+        raise SpecsimError(f"{path}: a header but no rows; add one step per row ({','.join(CSV_FIELDS)})")
     return out
 
 
@@ -261,7 +262,8 @@ def read_sglang(path: str | Path) -> list[StepTime]:
         if "prefill_latency" in r:
             out.append(StepTime("prefill", b, n_in, 0, _time(r["prefill_latency"], where, "prefill_latency"), where))
     if not out:
-        raise SpecsimError(f"{path}: no line has median_decode_latency or prefill_latency")
+        raise SpecsimError(f"{path}: no line has median_decode_latency or prefill_latency; give the result lines "
+                           "SGLang's bench_one_batch writes (--result-filename)")
     return out
 
 
@@ -277,7 +279,8 @@ def read_llama_bench(path: str | Path) -> list[StepTime]:
     except SpecsimError:
         records = read_records(path, "llama-bench JSON lines")
     if not isinstance(records, list) or not records:
-        raise SpecsimError(f"{path}: not the output of llama-bench -o json (a list of test results)")
+        raise SpecsimError(f"{path}: not the output of llama-bench -o json (a list of test results); give what "
+                           "llama-bench -o json prints")
     params = {r.get("model_n_params") for r in records if isinstance(r, dict)}
     if len(params) > 2:
         raise SpecsimError(f"{path}: tests of {len(params)} models; give one target and at most one draft")
@@ -286,7 +289,8 @@ def read_llama_bench(path: str | Path) -> list[StepTime]:
     for i, r in enumerate(records, 1):
         where = f"{path} test {i}"
         if not isinstance(r, dict) or "n_prompt" not in r or "n_gen" not in r:
-            raise SpecsimError(f"{where}: not a llama-bench test (no n_prompt, n_gen)")
+            raise SpecsimError(f"{where}: not a llama-bench test (no n_prompt, n_gen); give what llama-bench -o json "
+                               "prints")
         n_prompt, n_gen = _int(r["n_prompt"], where, "n_prompt", 0), _int(r["n_gen"], where, "n_gen", 0)
         depth = _int(r.get("n_depth", 0), where, "n_depth", 0)
         samples = r.get("samples_ns")

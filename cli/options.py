@@ -69,7 +69,7 @@ class Finite(click.ParamType):
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not a number", param, ctx)
         if v != v or v in (float("inf"), float("-inf")):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
+            self.fail(f"{value!r} is not a finite number; give one from {self.lo:g} to {self.hi:g}", param, ctx)
         if v < self.lo or (self.min_open and v == self.lo):
             self.fail(f"{value!r} must be {'>' if self.min_open else '>='} {self.lo:g}", param, ctx)
         if v > self.hi:
@@ -171,7 +171,7 @@ setup_options = packed(
     click.option("--expert-sharing", type=float, default=None, metavar="S",
                  help="MoE targets: how much one sequence's tokens share experts, 0 (routed independently) to 1 (all "
                       "alike) [default: 0.5, from measured verify passes; docs/cost-model.md]."),
-    click.option("--routing-skew", type=float, default=0.0, show_default=True, metavar="Z",
+    click.option("--routing-skew", type=Finite(0.0, 100.0), default=0.0, show_default=True, metavar="Z",
                  help="MoE targets: Zipf exponent of the experts' popularity (0: uniform routing)."),
 )
 

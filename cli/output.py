@@ -37,6 +37,8 @@ class OneLineErrors(click.Group):
             sys.exit(130)
         except (click.ClickException, SpecsimError) as e:
             message = e.format_message() if isinstance(e, click.ClickException) else str(e)
+            if message.startswith(("No such command", "Missing option", "Missing argument", "Got unexpected")):
+                message += " (see specsim --help, and the command's own --help)"
             click.echo(f"specsim: error: {' '.join(message.split())}", err=True)
             sys.exit(2)
         except ModuleNotFoundError as e:  # a package this command needs (torch for a device, simpy for serving)

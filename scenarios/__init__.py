@@ -197,7 +197,7 @@ def _model_from_dict(name: str, d: dict[str, Any], dtype: str) -> ModelSpec:
             attention=text("attention", ATTENTION_KINDS) or "gqa",
         )
     except ValueError as e:
-        raise SpecsimError(str(e)) from None
+        raise SpecsimError(f"{e}; check the model's fields") from None
 
 
 # Hugging Face config.json keys (Llama, Mistral, Qwen2 families) -> ModelSpec fields.
@@ -280,11 +280,11 @@ def model_from_config_json(path: str | Path, dtype: str | None = None) -> ModelS
     path = Path(path)
     cfg = read_json(path, "model config")
     if not isinstance(cfg, dict):
-        raise SpecsimError(f"{path} holds no JSON object")
+        raise SpecsimError(f"{path} holds no JSON object: give the model's config.json (its fields as one object)")
     missing = [k for k in HF_KEYS if k not in cfg]
     if missing:
         raise SpecsimError(f"{path} lacks {', '.join(missing)}: not a Llama/Mistral/Qwen/Mixtral/DeepSeek/gpt-oss "
-                           "config.json")
+                           "config.json; give the model's own config.json")
     family, reading = _family(cfg, path)
     d: dict[str, Any] = {field: cfg[key] for key, field in HF_KEYS.items()}
     d["n_kv_heads"] = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
@@ -391,7 +391,8 @@ def load_model(name_or_path: str, dtype: str = "bf16") -> ModelSpec:
         if p.is_dir():
             p = p / "config.json"
         if not p.exists():
-            raise SpecsimError(f"no such config file {str(p)!r}")
+            raise SpecsimError(f"no such config file {str(p)!r}; give a preset name (specsim predict --help) or a "
+                               "config.json (or the folder holding one)")
         return model_from_config_json(p, dtype)
     table = _table("models")
     key = name_or_path.lower()

@@ -125,7 +125,7 @@ def _eagle3_config(path: Path, target: ModelSpec) -> Draft:
     """An EAGLE-3 head from its own config.json (SpecForge's and the published heads': LlamaForCausalLMEagle3)."""
     cfg = read_json(path, "EAGLE-3 head config")
     if not isinstance(cfg, dict):
-        raise SpecsimError(f"{path} holds no JSON object")
+        raise SpecsimError(f"{path} holds no JSON object: give the head's config.json (its fields as one object)")
     need = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
     missing = [k for k in need if k not in cfg]
     if missing:
@@ -155,7 +155,7 @@ def load_draft(spec: str, target: ModelSpec, dtype: str = "bf16", heterogeneous_
         if sep and (body.endswith(".json") or Path(body).is_dir()):
             p = Path(body) / "config.json" if Path(body).is_dir() else Path(body)
             if not p.is_file():
-                raise SpecsimError(f"no such EAGLE-3 head config {str(p)!r}")
+                raise SpecsimError(f"no such EAGLE-3 head config {str(p)!r}; give the head's config.json or its folder")
             return _eagle3_config(p, target)
         opts = _options(body, "eagle3", ("layers", "vocab", "d_ff"))
         preset = _preset_for(target, "eagle3")
@@ -175,7 +175,7 @@ def load_draft(spec: str, target: ModelSpec, dtype: str = "bf16", heterogeneous_
             if n < 1:
                 raise SpecsimError(f"mtp needs at least one module, got mtp:{n}")
             if flag.strip().lower() not in ("", "assumed"):
-                raise SpecsimError(f"mtp:{body!r}: after N only 'assumed' is taken (mtp:{n},assumed)")
+                raise SpecsimError(f"mtp:{body!r}: after N only 'assumed' is taken; give mtp:{n},assumed or mtp:{n}")
             if not carried and flag.strip().lower() != "assumed":
                 raise SpecsimError(f"{target.name} carries no MTP module (its config.json has no "
                                    f"num_nextn_predict_layers): say mtp:{n},assumed to price {n} modules shaped like "
@@ -200,7 +200,7 @@ def load_draft(spec: str, target: ModelSpec, dtype: str = "bf16", heterogeneous_
         try:
             heads = int(head)
         except ValueError:
-            raise SpecsimError(f"medusa:{body!r} is not medusa:H[,layers=L] (H heads)") from None
+            raise SpecsimError(f"medusa:{body!r} is not medusa:H[,layers=L] (H heads); give e.g. medusa:4") from None
         if heads < 1:
             raise SpecsimError(f"medusa needs at least one head, got medusa:{heads} (e.g. medusa:4)")
         opts = _options(rest, "medusa", ("layers",))

@@ -23,11 +23,16 @@ def read_text(path: str | Path, what: str) -> str:
     try:
         return path.read_text()
     except IsADirectoryError:
-        raise SpecsimError(f"cannot read {what} {str(path)!r}: it is a folder") from None
+        raise SpecsimError(f"cannot read {what} {str(path)!r}: it is a folder; give the file in it") from None
     except UnicodeDecodeError:
-        raise SpecsimError(f"cannot read {what} {str(path)!r}: not a text file") from None
+        raise SpecsimError(f"cannot read {what} {str(path)!r}: not a text file; give the {what} itself (text: "
+                           "JSON, TOML or CSV)") from None
+    except FileNotFoundError:
+        raise SpecsimError(f"cannot read {what} {str(path)!r}: no such file; check the path (relative to "
+                           f"{Path.cwd()})") from None
     except OSError as e:
-        raise SpecsimError(f"cannot read {what} {str(path)!r}: {e.strerror}") from None
+        raise SpecsimError(f"cannot read {what} {str(path)!r}: {e.strerror}; check the path and its "
+                           "permissions") from None
 
 
 def _finite_only(token: str) -> float:
@@ -39,9 +44,10 @@ def parse_json(text: str, what: str) -> Any:
     try:
         return json.loads(text, parse_constant=_finite_only)
     except json.JSONDecodeError as e:
-        raise SpecsimError(f"{what} is not valid JSON (line {e.lineno}): {e.msg}") from None
+        raise SpecsimError(f"{what} is not valid JSON (line {e.lineno}): {e.msg}; give the whole file (is it empty "
+                           "or cut short?)") from None
     except ValueError as e:
-        raise SpecsimError(f"{what}: {e} (only finite numbers are allowed)") from None
+        raise SpecsimError(f"{what}: {e} (only finite numbers are allowed); give a finite number there") from None
 
 
 def read_json(path: str | Path, what: str) -> Any:
@@ -56,7 +62,8 @@ def json_lines(text: str, what: str) -> list[Any]:
             try:
                 rows.append(json.loads(line, parse_constant=_finite_only))
             except (json.JSONDecodeError, ValueError):
-                raise SpecsimError(f"{what}: line {n} is not JSON with finite numbers") from None
+                raise SpecsimError(f"{what}: line {n} is not JSON with finite numbers; give one JSON object per "
+                                   "line") from None
     return rows
 
 
@@ -89,7 +96,8 @@ def check_output(path: str | Path, what: str, suffixes: Iterable[str] | None = N
             break
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        raise SpecsimError(f"{what} {str(path)!r}: {str(ancestor)!r} is a file, not a folder")
+        raise SpecsimError(f"{what} {str(path)!r}: {str(ancestor)!r} is a file, not a folder; give a path in a "
+                           "folder")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise SpecsimError(f"{what} {str(path)!r}: cannot write into {str(ancestor)!r} (permission denied); choose "
                            "another place")

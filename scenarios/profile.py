@@ -552,7 +552,7 @@ class Profile:
     @classmethod
     def from_dict(cls, d: Any, source: str = "profile") -> Profile:
         if not isinstance(d, dict) or d.get("schema") != SCHEMA:
-            raise SpecsimError(f"{source} is not a specsim profile")
+            raise SpecsimError(f"{source} is not a specsim profile; give one that specsim calibrate wrote")
         version = d.get("schema_version")
         if not isinstance(version, int):
             raise SpecsimError(f"profile {source} has no schema version; run specsim calibrate again")

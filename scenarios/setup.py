@@ -301,8 +301,8 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
     s = replace(s, notes=(*s.notes, *guesses_said(s.target, s.draft, draft, acceptance_spec)))
     if expert_sharing is not None and not 0.0 <= expert_sharing <= 1.0:
         raise SpecsimError(f"--expert-sharing is a fraction in [0, 1] (how much a sequence's tokens share experts), "
-                           f"got {expert_sharing:g}")
-    if routing_skew < 0:
+                           f"got {expert_sharing:g}; give one from 0 to 1")
+    if not routing_skew >= 0:  # NaN too
         raise SpecsimError(f"--routing-skew is a Zipf exponent >= 0 (0: uniform routing), got {routing_skew:g}")
     changes: dict[str, float] = {"routing_skew": routing_skew}
     if expert_sharing is not None:

@@ -60,7 +60,8 @@ def load_request_trace(path: str | Path) -> Workload:
     """Requests with their own arrival times (sorted here)."""
     rows = _rows(path)
     if not rows:
-        raise SpecsimError(f"trace {Path(path).name} has no requests")
+        raise SpecsimError(f"trace {Path(path).name} has no requests: give one request per row (arrival_s, "
+                           "prompt_tokens, output_tokens)")
     arrival = _column(rows, "arrival_s", path, float)
     prompt = _column(rows, "prompt_tokens", path)
     output = _column(rows, "output_tokens", path)
@@ -73,7 +74,8 @@ def load_lengths(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """(prompt tokens, output tokens) pairs to resample requests from."""
     rows = _rows(path)
     if not rows:
-        raise SpecsimError(f"trace {Path(path).name} has no requests")
+        raise SpecsimError(f"trace {Path(path).name} has no requests: give one request per row (prompt_tokens, "
+                           "output_tokens)")
     prompt, output = _column(rows, "prompt_tokens", path), _column(rows, "output_tokens", path)
     if prompt.min() < 1 or output.min() < 1:
         raise SpecsimError(f"trace {Path(path).name}: every request needs at least one prompt and one output token")
@@ -110,7 +112,8 @@ def load_acceptance_trace(path: str | Path, column: str = "eagle") -> TraceAccep
                                "(tokens a step yields, the bonus token included)")
         yields.append(arr.astype(np.int64))
     if not yields or all(len(y) == 0 for y in yields):
-        raise SpecsimError(f"trace {path.name} holds no usable positions under {column!r}")
+        raise SpecsimError(f"trace {path.name} holds no usable positions under {column!r}: give JSON lines with a "
+                           f"list per request under {column!r} (tokens one greedy step yields at each position)")
     return TraceAcceptance(tuple(yields), source=f"{path}:{column}", lookup=column == "ngram")
 
 

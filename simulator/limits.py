@@ -9,7 +9,8 @@ MAX_DRAFT_TOKENS = 64
 WHY_DRAFT = ("a verification pass of more than 64 drafted tokens per sequence is a prefill, not a speculative step; "
              "the chance of accepting 64 drafts in a row is below 1e-3 even at alpha 0.9")
 MAX_TREE_NODES = 4096
-WHY_TREE = "a tree of more than 4,096 nodes is verified by a pass as large as a long prefill"
+WHY_TREE = ("a tree of more than 4,096 nodes is verified by a pass as large as a long prefill; give a smaller one "
+            "(e.g. 4,2,2,1)")
 MAX_BATCH = 2**29
 WHY_BATCH = ("no preset device holds one cached token each for more sequences: the smallest KV cache of any preset "
              "model (specsim-draft, 512 bytes a token) fills the largest device (MI300X, 192 GB) at 337 million")

@@ -226,3 +226,46 @@ def test_policy_exports_vllms_speculative_config_for_each_kind():
         table = config["num_speculative_tokens_per_batch_size"]
         assert table[0][0] == 1 and table[-1][1] == 32 and config["num_speculative_tokens"] == max(
             k for _, _, k in table)
+
+
+QWEN3_30B_A3B_CONFIG = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
+                        "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+                        "intermediate_size": 6144, "vocab_size": 151936, "tie_word_embeddings": False,
+                        "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768}
+
+
+def _vllm_config(*args):
+    r = run("policy", "--hardware", "h100-sxm", "--acceptance", "iid:0.7", "--context", "1024", "--batch", "1..8",
+            "--format", "vllm-config", "--draft", "eagle3", *args)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout), r.stderr
+
+
+def test_a_published_head_is_taken_only_for_its_own_model_by_its_fields(tmp_path):
+    """The same Qwen3-30B-A3B config.json gets the published head in a folder of any name; a 4096-wide config in a
+    folder named after the preset, and a target no head was published for, get a placeholder and a line saying so,
+    never an invented repository."""
+    published = "zhuyksir/EAGLE3-Qwen3-30B-A3B-DenseHead"
+    for folder, cfg in (("qwen3-30b-a3b", QWEN3_30B_A3B_CONFIG), ("mymodel", QWEN3_30B_A3B_CONFIG)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "config.json").write_text(json.dumps(cfg))
+        config, said = _vllm_config("--target", str(tmp_path / folder))
+        assert config["model"] == published
+    wide = tmp_path / "wide" / "qwen3-30b-a3b"
+    wide.mkdir(parents=True)
+    (wide / "config.json").write_text(json.dumps({**QWEN3_30B_A3B_CONFIG, "hidden_size": 4096, "num_hidden_layers": 8}))
+    for target in (["--target", str(wide)], ["--target", "llama-3.1-70b", "--tp", "4"]):
+        config, said = _vllm_config(*target)
+        assert config["model"] == "<your EAGLE-3 head for this target>", config
+        assert "no published eagle3 draft is known" in said and "placeholder" in said
+    assert load_draft("eagle3", load_model(str(wide))).repo == ""
+
+
+def test_an_acceptance_trace_of_another_model_is_named(tmp_path):
+    trace = "scenarios/samples/acceptance/llama3.1-8b-instruct_cnn-40.jsonl"
+    r = run("predict", "--hardware", "h100-sxm", "--target", "llama-3.1-70b", "--tp", "4", "--draft", "eagle3",
+            "--acceptance", f"trace:{trace}", "--batch", "1,8", "--k", "0..2")
+    assert r.exit_code == 0 and "was measured on llama-3.1-8b, not on llama-3.1-70b" in r.stderr, r.output
+    r = run("predict", "--hardware", "h100-sxm", "--draft", "eagle3", "--acceptance", f"trace:{trace}", "--batch",
+            "1,8", "--k", "0..2")
+    assert r.exit_code == 0 and "measured on" not in r.stderr, r.output
