@@ -308,7 +308,236 @@ def read_sglang_serving(path: str) -> list[BenchRun]:
     return [_flat_run(r, "sglang", path, None if len(rows) == 1 else i) for i, r in enumerate(rows)]
 
 
-READERS = {"vllm": read_vllm_serve, "sglang": read_sglang_serving}
+# -- GuideLLM: a report of benchmarks, one per strategy and rate ------------------------------------------------------
+
+def _dist(metrics: Mapping[str, Any], key: str, where: str, scale: float = 1e-3) -> Latency:
+    """A GuideLLM distribution of successful requests (``metrics[key].successful``) in ms -> seconds."""
+    m = metrics.get(key)
+    d = m.get("successful") if isinstance(m, dict) else None
+    if not isinstance(d, dict):
+        return Latency()
+    pct = d.get("percentiles") if isinstance(d.get("percentiles"), dict) else {}
+    out = Latency(*(math.nan if v is None else float(v) * scale
+                    for v in (d.get("mean"), d.get("median", pct.get("p50")), pct.get("p99"))))
+    _check_latencies(where, **{key: out})
+    return out
+
+
+def _guidellm_run(b: Mapping[str, Any], path: str, index: int, many: bool) -> BenchRun:
+    where = _where(path, index)
+    metrics, config = b.get("metrics"), b.get("config")
+    if not isinstance(metrics, dict) or not isinstance(config, dict):
+        raise SpecsimError(f"{where}: a GuideLLM benchmark without 'metrics' and 'config'")
+    totals = metrics.get("request_totals") or {}
+    completed = int(_number(totals, "successful", where))
+    if completed == 0:
+        raise SpecsimError(f"{where}: no request succeeded (request_totals.successful = 0); nothing to compare")
+    strategy = config.get("strategy") or {}
+    kind = str(strategy.get("type_", ""))
+    rate = concurrency = None
+    burst = 1.0
+    if kind in ("constant", "poisson"):
+        rate = _rate(strategy.get("rate"), where, "config.strategy.rate")
+        burst = math.inf if kind == "constant" else 1.0
+    elif kind == "synchronous":
+        concurrency = 1
+    elif kind == "concurrent":
+        concurrency = int(_number(strategy, "streams", where, low=1) or 1)
+    elif kind != "throughput":
+        raise SpecsimError(f"{where}: GuideLLM strategy {kind!r} is not one specsim replays (synchronous, concurrent, "
+                           "throughput, constant, poisson); give rate = R or max_concurrency = N in the manifest")
+    duration = _number(b, "duration", where, strict=True) or 0.0
+    ttft = _dist(metrics, "time_to_first_token_ms", where)
+    tpot = _dist(metrics, "inter_token_latency_ms", where)  # GuideLLM's per-request (latency - TTFT) / (out - 1)
+    if math.isnan(ttft.p50_s) or math.isnan(tpot.p50_s):
+        raise SpecsimError(f"{where}: metrics.time_to_first_token_ms or .inter_token_latency_ms has no successful "
+                           "distribution")
+    reqs = (b.get("requests") or {}).get("successful")
+    per = None
+    if isinstance(reqs, list) and len(reqs) == completed and completed > 0:
+        per = _guidellm_requests(reqs, where)
+    tokens = (metrics.get("output_token_count") or {}).get("successful") or {}
+    total_out = float(per["output_lens"].sum()) if per else _number(tokens, "total_sum", where)
+    prompt = (metrics.get("prompt_token_count") or {}).get("successful") or {}
+    made = (b.get("scheduler_metrics") or {}).get("requests_made") or {}
+    return BenchRun(
+        label=Path(path).name + (f"#{index + 1}" if many else ""), tool="guidellm", path=path,
+        rate_per_s=rate, max_concurrency=concurrency, burstiness=burst,
+        input_tokens=float(per["input_lens"].mean()) if per else (_number(prompt, "mean", where) or math.nan),
+        output_tokens=float(per["output_lens"].mean()) if per else (_number(tokens, "mean", where) or math.nan),
+        requests=int(made.get("total") or totals.get("total") or completed), completed=completed,
+        speculative=False, k=0, model=str((config.get("backend") or {}).get("model") or ""), duration_s=duration,
+        throughput_tokens_per_s=(total_out or 0.0) / duration, ttft=ttft, tpot=tpot, itl=tpot,
+        input_lens=per["input_lens"] if per else None, output_lens=per["output_lens"] if per else None,
+        ttfts_s=per["ttfts"] if per else None,
+        start_s=per["start"] if per and rate is not None else None)
+
+
+def _guidellm_requests(reqs: Sequence[Any], where: str) -> dict[str, np.ndarray] | None:
+    """Per request: prompt and output tokens, TTFT, and send time (from the first), where every field is there."""
+    try:
+        rows = [(float(r["prompt_tokens"]), float(r["output_tokens"]), float(r["time_to_first_token_ms"]) / 1e3,
+                 float(r["request_start_time"])) for r in reqs]
+    except (KeyError, TypeError, ValueError):
+        return None
+    a = np.asarray(rows)
+    if np.any(a[:, 2] < 0):
+        raise SpecsimError(f"{where}: a request's time_to_first_token_ms is negative ({1e3 * a[:, 2].min():g} ms)")
+    if np.any(a[:, 1] < 1):
+        return None
+    order = np.argsort(a[:, 3], kind="stable")
+    a = a[order]
+    return {"input_lens": a[:, 0], "output_lens": a[:, 1], "ttfts": a[:, 2], "start": a[:, 3] - a[0, 3]}
+
+
+def read_guidellm(path: str) -> list[BenchRun]:
+    data = _loads(read_text(path, "GuideLLM report"), path)
+    benches = data.get("benchmarks") if isinstance(data, dict) else None
+    if not isinstance(benches, list):
+        raise SpecsimError(f"{path}: not a GuideLLM report (no 'benchmarks' list)")
+    if not benches:
+        raise SpecsimError(f"{path}: a GuideLLM report with no benchmark in it")
+    return [_guidellm_run(b, path, i, len(benches) > 1) for i, b in enumerate(benches)]
+
+
+# -- AIPerf: profile_export_aiperf.json (the summary) and profile_export.jsonl (a record per request) ---------------
+
+_TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0}
+
+
+def _aiperf_stat(d: Mapping[str, Any], key: str, where: str) -> Latency:
+    m = d.get(key)
+    if not isinstance(m, dict):
+        return Latency()
+    scale = _TIME_UNITS.get(str(m.get("unit", "ms")), None)
+    if scale is None:
+        raise SpecsimError(f"{where}: {key} in unit {m.get('unit')!r}, not a time")
+    out = Latency(*(math.nan if m.get(q) is None else float(m[q]) * scale for q in ("avg", "p50", "p99")))
+    _check_latencies(where, **{key: out})
+    return out
+
+
+def _aiperf_value(d: Mapping[str, Any], key: str) -> float | None:
+    m = d.get(key)
+    return float(m["avg"]) if isinstance(m, dict) and m.get("avg") is not None else None
+
+
+def _aiperf_phase(d: Mapping[str, Any], where: str) -> tuple[float | None, int | None, float, int | None]:
+    """(rate, concurrency, burstiness, requests) of the profiling phase in input_config (AIPerf >= 0.10)."""
+    phases = ((d.get("input_config") or {}).get("phases")) or []
+    prof = next((p for p in phases if isinstance(p, dict) and p.get("kind") == "profiling"), None)
+    if prof is None:
+        return None, None, 1.0, None
+    kind = str(prof.get("type", ""))
+    rate = _rate(prof.get("rate"), where, "input_config.phases.rate") if prof.get("rate") is not None else None
+    conc = prof.get("concurrency")
+    burst = math.inf if kind == "constant" else 1.0
+    n = prof.get("requests")
+    return rate, int(conc) if conc else None, burst, int(n) if n else None
+
+
+def _aiperf_records(path: Path, where: str) -> dict[str, Any] | None:
+    """Per-request lengths, TTFTs, chunk gaps and send times from profile_export.jsonl (successful records)."""
+    try:
+        rows = _loads(read_text(path, "AIPerf records"), str(path))
+    except SpecsimError:
+        return None
+    rows = rows if isinstance(rows, list) else [rows]
+    ins, outs, ttfts, itls, starts = [], [], [], [], []
+    for r in rows:
+        m = r.get("metrics") if isinstance(r, dict) else None
+        meta = r.get("metadata") if isinstance(r, dict) else None
+        if not isinstance(m, dict) or not isinstance(meta, dict) or r.get("error") or meta.get("was_cancelled"):
+            continue
+        try:
+            isl = float(m["input_sequence_length"]["value"])
+            osl = float(m["output_sequence_length"]["value"])
+            ttft = float(m["time_to_first_token"]["value"]) * _TIME_UNITS[m["time_to_first_token"].get("unit", "ms")]
+            chunks = m.get("inter_chunk_latency", {})
+            gaps = np.asarray(chunks.get("value") or [], dtype=float) * _TIME_UNITS[chunks.get("unit", "ms")]
+            start = float(meta["request_start_ns"]) * 1e-9
+        except (KeyError, TypeError, ValueError):
+            return None
+        if ttft < 0 or np.any(gaps < 0):
+            raise SpecsimError(f"{where}: {path.name} holds a negative latency")
+        ins.append(isl)
+        outs.append(osl)
+        ttfts.append(ttft)
+        itls.append(gaps)
+        starts.append(start)
+    if not ins:
+        return None
+    order = np.argsort(starts, kind="stable")
+    st = np.asarray(starts)[order]
+    return {"input_lens": np.asarray(ins)[order], "output_lens": np.asarray(outs)[order],
+            "ttfts": np.asarray(ttfts)[order], "itls": tuple(itls[i] for i in order), "start": st - st[0]}
+
+
+def read_aiperf(path: str) -> list[BenchRun]:
+    """profile_export_aiperf.json (with profile_export.jsonl beside it: per request too), or the JSONL alone (the
+    summary computed from its records; the manifest gives the rate or concurrency)."""
+    data = _loads(read_text(path, "AIPerf export"), path)
+    if isinstance(data, list):
+        return [_aiperf_from_records(path)]
+    if not isinstance(data, dict) or "time_to_first_token" not in data:
+        raise SpecsimError(f"{path}: not AIPerf's profile_export_aiperf.json (no 'time_to_first_token')")
+    where = path
+    completed = _aiperf_value(data, "completed_request_count") or _aiperf_value(data, "request_count") or 0.0
+    if completed <= 0:
+        raise SpecsimError(f"{where}: no request succeeded (completed_request_count = 0); nothing to compare")
+    duration = _aiperf_value(data, "benchmark_duration")
+    if not duration or duration <= 0:
+        raise SpecsimError(f"{where}: field 'benchmark_duration' is missing or not positive")
+    ttft = _aiperf_stat(data, "time_to_first_token", where)
+    tpot = _aiperf_stat(data, "inter_token_latency", where)  # AIPerf's per request (latency - TTFT) / (out - 1)
+    itl = _aiperf_stat(data, "inter_chunk_latency", where)
+    if math.isnan(ttft.p50_s) or math.isnan(tpot.p50_s):
+        raise SpecsimError(f"{where}: time_to_first_token or inter_token_latency has no p50")
+    rate, conc, burst, n = _aiperf_phase(data, where)
+    per = _aiperf_records(Path(path).with_name("profile_export.jsonl"), where)
+    if per is not None and len(per["input_lens"]) != int(completed):
+        per = None
+    out_total = _aiperf_value(data, "total_output_tokens") or _aiperf_value(data, "total_osl")
+    throughput = _aiperf_value(data, "output_token_throughput") or (out_total or 0.0) / duration
+    isl = (data.get("input_sequence_length") or {}).get("avg")
+    osl = (data.get("output_sequence_length") or {}).get("avg")
+    models = ((data.get("input_config") or {}).get("models") or {}).get("items") or [{}]
+    return [BenchRun(
+        label=Path(path).name, tool="aiperf", path=path, rate_per_s=rate, max_concurrency=conc, burstiness=burst,
+        input_tokens=float(per["input_lens"].mean()) if per else float(isl or math.nan),
+        output_tokens=float(per["output_lens"].mean()) if per else float(osl or math.nan),
+        requests=n or int(completed), completed=int(completed), speculative=False, k=0,
+        model=str(models[0].get("name", "")), duration_s=duration, throughput_tokens_per_s=throughput,
+        ttft=ttft, tpot=tpot, itl=itl if not math.isnan(itl.p50_s) else tpot,
+        input_lens=per["input_lens"] if per else None, output_lens=per["output_lens"] if per else None,
+        ttfts_s=per["ttfts"] if per else None, itls_s=per["itls"] if per else None,
+        start_s=per["start"] if per and rate is not None else None)]
+
+
+def _aiperf_from_records(path: str) -> BenchRun:
+    per = _aiperf_records(Path(path), path)
+    if per is None:
+        raise SpecsimError(f"{path}: no successful AIPerf record (metrics with input_sequence_length, "
+                           "output_sequence_length, time_to_first_token, and metadata.request_start_ns)")
+    outs, ttfts = per["output_lens"], per["ttfts"]
+    e2e = ttfts + np.array([g.sum() for g in per["itls"]])
+    many = outs > 1
+    tpots = (e2e[many] - ttfts[many]) / (outs[many] - 1)
+    gaps = np.concatenate([g for g in per["itls"]]) if per["itls"] else np.zeros(0)
+    duration = float((per["start"] + e2e).max())
+
+    def lat(x: np.ndarray) -> Latency:
+        return Latency(float(x.mean()), float(np.median(x)), float(np.percentile(x, 99))) if len(x) else Latency()
+
+    return BenchRun(label=Path(path).name, tool="aiperf", path=path, rate_per_s=None, max_concurrency=None,
+                    burstiness=1.0, input_tokens=float(per["input_lens"].mean()), output_tokens=float(outs.mean()),
+                    requests=len(outs), completed=len(outs), speculative=False, k=0, model="", duration_s=duration,
+                    throughput_tokens_per_s=float(outs.sum()) / duration, ttft=lat(ttfts), tpot=lat(tpots),
+                    itl=lat(gaps), input_lens=per["input_lens"], output_lens=outs, ttfts_s=ttfts, itls_s=per["itls"],
+                    start_s=per["start"])
+
+
+READERS = {"vllm": read_vllm_serve, "sglang": read_sglang_serving, "guidellm": read_guidellm, "aiperf": read_aiperf}
 
 
 def detect_tool(path: str) -> str:
@@ -319,7 +548,8 @@ def detect_tool(path: str) -> str:
     if isinstance(first, dict):
         if "benchmarks" in first:
             return "guidellm"
-        if "time_to_first_token" in first or ("metrics" in first and "metadata" in first):
+        if "time_to_first_token" in first or ("metrics" in first and "metadata" in first
+                                               and "request_start_ns" in (first.get("metadata") or {})):
             return "aiperf"
         if "median_ttft_ms" in first:
             return "sglang" if ("dataset_name" in first and "model_id" not in first) else "vllm"

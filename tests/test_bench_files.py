@@ -117,3 +117,29 @@ def test_bad_files_through_the_cli_exit_2_without_a_traceback(tmp_path):
 def test_tools_are_told_apart():
     assert detect_tool(str(VLLM)) == "vllm"
     assert detect_tool(str(SAMPLES / "sglang-bench-serving.jsonl")) == "sglang"
+
+
+def test_a_guidellm_report_is_one_run_per_benchmark():
+    """A real report: GuideLLM 0.8.1 against its own mock server (ttft 40 ms, itl 8 ms, 4 requests at a time),
+    constant rates 2 and 6/s, 12 requests each."""
+    runs = read_file(str(SAMPLES / "guidellm-mock-server.json"))
+    assert detect_tool(str(SAMPLES / "guidellm-mock-server.json")) == "guidellm"
+    assert [r.rate_per_s for r in runs] == [2.0, 6.0] and all(np.isinf(r.burstiness) for r in runs)
+    assert all(r.completed == r.requests == 12 and r.per_request for r in runs)
+    # the mock's 40 ms first token and 8 ms a token, plus the client's and the server's own time
+    assert all(0.04 <= r.ttft.p50_s < 0.2 and 0.008 <= r.tpot.p50_s < 0.05 for r in runs)
+    assert runs[0].start_s[0] == 0 and np.all(np.diff(runs[0].start_s) >= 0)
+
+
+def test_aiperf_summary_and_records_agree(tmp_path):
+    """A real export: AIPerf 0.13.0 against GuideLLM's mock server, Poisson 2/s, 10 requests."""
+    (summary,) = read_file(str(SAMPLES / "aiperf-mock" / "profile_export_aiperf.json"))
+    (records,) = read_file(str(SAMPLES / "aiperf-mock" / "profile_export.jsonl"))
+    assert summary.tool == records.tool == "aiperf" and summary.rate_per_s == 2.0 and summary.burstiness == 1.0
+    assert summary.per_request and summary.completed == 10
+    assert records.ttft.p50_s == pytest.approx(summary.ttft.p50_s, rel=1e-6)
+    assert records.tpot.p50_s == pytest.approx(summary.tpot.p50_s, rel=0.02)
+    # the records alone hold no pacing: a manifest must say it
+    path = SAMPLES / "aiperf-mock" / "profile_export.jsonl"
+    with pytest.raises(SpecsimError, match="give rate = R or max_concurrency = N"):
+        read_manifest(_manifest(tmp_path, f'[[run]]\nfile = "{path}"\n', {}))
