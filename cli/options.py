@@ -124,6 +124,7 @@ class SetupOptions:
     heterogeneous_vocab: bool = False
     expert_sharing: float | None = None
     routing_skew: float = 0.0
+    power_law_routing: float = 0.0
 
     def resolve(self, need_acceptance: bool = True) -> Setup:
         """The `scenarios.setup.Setup` these options name; its notes said on stderr."""
@@ -131,7 +132,8 @@ class SetupOptions:
 
         return say_notes(resolve_setup(self.hardware, self.profile_path, self.target, self.draft, self.dtype,
                                        self.acceptance_spec, need_acceptance, self.engine, self.tp, self.draft_tp,
-                                       progress, self.heterogeneous_vocab, self.expert_sharing, self.routing_skew))
+                                       progress, self.heterogeneous_vocab, self.expert_sharing, self.routing_skew,
+                                       self.power_law_routing))
 
 
 ACCEPTANCE_HELP = ("Acceptance model: iid:A, positional:A1,A2,..., beta:a,b, markov:AE,AH,PEH,PHE, "
@@ -173,6 +175,9 @@ setup_options = packed(
                       "alike) [default: 0.5, from measured verify passes; docs/cost-model.md]."),
     click.option("--routing-skew", type=Finite(0.0, 100.0), default=0.0, show_default=True, metavar="Z",
                  help="MoE targets: Zipf exponent of the experts' popularity (0: uniform routing)."),
+    click.option("--power-law-routing", type=float, default=0.0, metavar="A",
+                 help="MoE targets: route as AIConfigurator measured its MoE kernels, every pass's expert loads drawn "
+                      "from a power law of exponent A > 1 (1.2: Qwen3's, 1.01: DeepSeek's) [default: off]."),
 )
 
 

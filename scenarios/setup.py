@@ -84,7 +84,7 @@ class Setup:
         return {"specsim_version": __version__, "acceptance": self.acceptance.spec if self.acceptance else None,
                 "mode": "profile" if self.profile else "hardware", "hardware": self.cost.hardware.name,
                 "target": self.target.name, "draft": self.draft.name, "dtype": self.target.dtype,
-                "cost_model": self.cost.label,
+                "cost_model": self.cost.label, "moe_routing": routing_said(self.cost) if self.target.is_moe else None,
                 "engine": (f"{self.engine} preset on the profiled device" if self.engine else
                            self.profile.engine_mode if self.profile else f"graph ({self.where.split(', ')[-1]})"),
                 "trusted": self.profile.trust.trusted if self.profile else None}
@@ -292,9 +292,10 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
                   dtype: str, acceptance_spec: str | None, need_acceptance: bool = True, engine: str | None = None,
                   tp: int = 1, draft_tp: int | None = None, progress: Callable[[str, int], Any] | None = None,
                   heterogeneous_vocab: bool = False, expert_sharing: float | None = None,
-                  routing_skew: float = 0.0) -> Setup:
+                  routing_skew: float = 0.0, power_law_routing: float = 0.0) -> Setup:
     """The cost model, the models and the acceptance (`_resolve_setup`), the draft checked against the target and
-    the acceptance, and the experts' sharing and skew set on the cost model."""
+    the acceptance, and the experts' sharing and routing set on the cost model (an MoE target's routing said in a
+    note)."""
     s = _resolve_setup(hardware, profile_path, target, draft, dtype, acceptance_spec, need_acceptance, engine, tp,
                        draft_tp, progress, heterogeneous_vocab)
     check_draft(s.draft, s.target, s.acceptance)
@@ -304,10 +305,28 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
                            f"got {expert_sharing:g}; give one from 0 to 1")
     if not routing_skew >= 0:  # NaN too
         raise SpecsimError(f"--routing-skew is a Zipf exponent >= 0 (0: uniform routing), got {routing_skew:g}")
-    changes: dict[str, float] = {"routing_skew": routing_skew}
+    if power_law_routing and (power_law_routing <= 1.0 or routing_skew):
+        raise SpecsimError(f"--power-law-routing is an exponent > 1 (AIConfigurator measured 1.01 and 1.2), not with "
+                           f"--routing-skew; got {power_law_routing:g}")
+    changes: dict[str, float] = {"routing_skew": routing_skew, "routing_power_law": power_law_routing}
     if expert_sharing is not None:
         changes["expert_sharing"] = expert_sharing
-    return replace(s, cost=replace(s.cost, **changes))
+    s = replace(s, cost=replace(s.cost, **changes))
+    if s.target.is_moe:
+        s = replace(s, notes=(*s.notes, f"MoE routing: {routing_said(s.cost)}"))
+    return s
+
+
+def routing_said(cost: CostModel) -> str:
+    """Which expert-union model prices an MoE pass's expert reads (`ModelSpec.experts_touched`), in words."""
+    if cost.routing_power_law:
+        how = (f"power law, exponent {cost.routing_power_law:g} (AIConfigurator's measured routing: loads drawn "
+               "every pass, --power-law-routing)")
+    elif cost.routing_skew:
+        how = f"Zipf popularity, exponent {cost.routing_skew:g} (--routing-skew)"
+    else:
+        how = "uniform (--routing-skew 0; --power-law-routing 1.2 for AIConfigurator's measured routing)"
+    return f"{how}; a sequence's tokens share experts {cost.expert_sharing:g} (--expert-sharing)"
 
 
 def _resolve_setup(hardware: str | None, profile_path: Path | None, target: str | None, draft: str | None,

@@ -207,6 +207,7 @@ class CostModel:
     # check (`calibrate.validate.spot_check`); log-linear in batch between the knots, constant beyond them
     expert_sharing: float = DEFAULT_EXPERT_SHARING  # how a sequence's tokens share experts (ModelSpec.experts_touched)
     routing_skew: float = 0.0  # Zipf exponent of the experts' popularity (0: uniform routing)
+    routing_power_law: float = 0.0  # > 1: AIConfigurator's measured routing, this power law (simulator.routing)
 
     @property
     def draft_catchup_tokens(self) -> int:
@@ -336,7 +337,8 @@ class CostModel:
             raise ValueError(f"a pass needs batch >= 1, new_tokens >= 1, context >= 0; got {batch}, "
                              f"{new_tokens}, {context}")
         rows = batch * new_tokens
-        weight_bytes = float(model.linear_weight_bytes(batch, new_tokens, self.expert_sharing, self.routing_skew))
+        weight_bytes = float(model.linear_weight_bytes(batch, new_tokens, self.expert_sharing, self.routing_skew,
+                                                       self.routing_power_law))
         act_bytes = activation_bytes(model, rows)
         bw, flop_rate = self.linear_rates.at(rows)
         linear = _operator("linear", 2.0 * model.matmul_params * rows, weight_bytes + act_bytes, bw, flop_rate,
@@ -388,7 +390,7 @@ class CostModel:
         b, n = np.broadcast_arrays(np.asarray(batch, dtype=float), np.asarray(new_tokens, dtype=float))
         rows = b * n
         bw, fl = self.linear_rates.at_many(rows)
-        weights = model.linear_weight_bytes(b, n, self.expert_sharing, self.routing_skew)
+        weights = model.linear_weight_bytes(b, n, self.expert_sharing, self.routing_skew, self.routing_power_law)
         lin_mem = (weights + activation_bytes(model, rows)) / bw
         lin_comp = 2.0 * model.matmul_params * rows / fl
         lin = ridge_combine_many(lin_mem, lin_comp, self.linear_ridge_p)

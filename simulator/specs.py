@@ -366,17 +366,24 @@ class ModelSpec:
         return (self.matmul_params - active_routed + norms) * self.bytes_per_param
 
     def experts_touched(self, tokens_per_sequence: np.ndarray | float, batch: np.ndarray | float,
-                        sharing: float = DEFAULT_EXPERT_SHARING, skew: float = 0.0) -> np.ndarray | float:
+                        sharing: float = DEFAULT_EXPERT_SHARING, skew: float = 0.0,
+                        power_law: float = 0.0) -> np.ndarray | float:
         """Expected distinct experts one MoE layer reads in a pass of `batch` sequences x `tokens_per_sequence`.
         Sequences route independently; a sequence's n tokens act as 1 + (n - 1)(1 - sharing) independent tokens
         (`DEFAULT_EXPERT_SHARING`). With E experts and top-k routing, an expert of popularity pi_e (1 / E when
         `skew` is 0; Zipf, pi_e ~ rank^-skew, otherwise) is missed by one token with probability 1 - k pi_e, so the
-        pass touches sum_e 1 - (1 - k pi_e)^(B n_eff): E (1 - (1 - k / E)^(B n_eff)) when uniform."""
+        pass touches sum_e 1 - (1 - k pi_e)^(B n_eff): E (1 - (1 - k / E)^(B n_eff)) when uniform. `power_law` > 1:
+        the B n_eff tokens routed as AIConfigurator measured its MoE kernels (`simulator.routing`), loads drawn from
+        a power law of that exponent every pass."""
         if not self.is_moe:
             return 0.0 * np.asarray(batch, dtype=float)
         n_eff = 1.0 + (np.asarray(tokens_per_sequence, dtype=float) - 1.0) * (1.0 - sharing)
         tokens = np.asarray(batch, dtype=float) * n_eff
         E, k = self.n_experts, self.experts_per_token
+        if power_law:
+            from .routing import power_law_touched
+
+            return power_law_touched(E, k, tokens, power_law)
         if skew == 0.0:
             return E * (1.0 - (1.0 - k / E) ** tokens)
         pi = np.arange(1, E + 1, dtype=float) ** -skew
@@ -384,14 +391,15 @@ class ModelSpec:
         return (1.0 - (1.0 - p) ** np.expand_dims(tokens, -1)).sum(axis=-1)
 
     def linear_weight_bytes(self, batch: np.ndarray | float, tokens_per_sequence: np.ndarray | float,
-                            sharing: float = DEFAULT_EXPERT_SHARING, skew: float = 0.0) -> np.ndarray | float:
+                            sharing: float = DEFAULT_EXPERT_SHARING, skew: float = 0.0,
+                            power_law: float = 0.0) -> np.ndarray | float:
         """Weight bytes a pass of `batch` x `tokens_per_sequence` reads: the dense part once, and in every MoE layer
         each expert its tokens touch once (`experts_touched`). A dense model reads all its weights whatever the
         pass."""
         dense = self.dense_weight_bytes
         if not self.is_moe:
             return dense + 0.0 * np.asarray(batch, dtype=float) * np.asarray(tokens_per_sequence, dtype=float)
-        touched = self.experts_touched(tokens_per_sequence, batch, sharing, skew)
+        touched = self.experts_touched(tokens_per_sequence, batch, sharing, skew, power_law)
         return dense + self.n_moe_layers * touched * self.expert_params * self.expert_bytes_per_param
 
     @property

@@ -144,7 +144,7 @@ def test_speculation_that_pays_only_between_two_batches_is_said_as_ranges():
     assert "speculation pays only at batches" in r.output and "disable speculation above" not in r.output
     r = run("predict", "--hardware", "h100-sxm", "--target", "qwen3-30b-a3b", "--draft", "eagle3", "--acceptance",
             "iid:0.4", "--batch", "1..64", "--k", "0,4", "--context", "1024", "--json")
-    (pays,) = json.loads(r.output)["speculation_pays_in_batches"]
+    (pays,) = json.loads(r.stdout)["speculation_pays_in_batches"]
     assert len(pays["ranges"]) == 1 and pays["ranges"][0][0] > 1 and pays["ranges"][0][1] == 64
     r = run("policy", "--hardware", "h100-sxm", "--target", "qwen3-30b-a3b", "--draft", "eagle3", "--acceptance",
             "iid:0.4", "--k", "0,4", "--context", "1024", "--tolerance", "0")
