@@ -25,7 +25,6 @@ from simulator.specs import (
     Interconnect,
     ModelSpec,
     Overheads,
-    PerStep,
     SpeculationTax,
 )
 
@@ -90,16 +89,15 @@ def _engine_table(name: str) -> dict[str, Any]:
 
 def load_engine(name: str) -> tuple[EngineOverheads, Overheads, str]:
     """An engine preset: its per-step costs (as `EngineOverheads`), its per-pass and per-layer costs, its source."""
-    key = name.lower()
-    d = _engine_table(name)
-    step = PerStep(_finite(d, "step_overhead_us", key) * MICRO)
-    accept = PerStep(_finite(d, "accept_overhead_us", key) * MICRO)
-    # the serving engines of the presets pack each sequence's own rows into a step (vLLM's and SGLang's flattened
-    # token batches): a sequence with no proposal verifies one token
-    engine = EngineOverheads(plain=step, verify=step, chain_accept=accept, tree_accept=accept, ragged_verify=True)
-    passes = Overheads(pass_s=_finite(d, "pass_overhead_us", key) * MICRO,
-                       layer_s=_finite(d, "layer_overhead_us", key) * MICRO, engine=engine)
-    return engine, passes, str(d.get("source", ""))
+    preset = load_engine_preset(name)
+    return preset.overheads.engine, preset.overheads, preset.source
+
+
+def load_engine_preset(name: str):  # noqa: ANN201 - scenarios.engine_presets.EnginePreset (imported late: a cycle)
+    """An engine preset with its version, sources and fitted range (`scenarios.engine_presets`)."""
+    from scenarios.engine_presets import engine_preset
+
+    return engine_preset(name.lower(), _engine_table(name))
 
 
 def _finite(d: dict[str, Any], key: str, where: str, positive: bool = False) -> float:

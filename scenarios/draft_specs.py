@@ -2,6 +2,7 @@
 
     NAME | PATH/config.json              a draft model (models.toml, or a Hugging Face config.json), a head preset of
                                          drafts.toml, or an EAGLE-3 head's own config.json (LlamaForCausalLMEagle3)
+    eagle[:layers=L]                     an EAGLE-1/2 head shaped after the target (its LM head the target's)
     eagle3[:layers=L,vocab=V,d_ff=F]     an EAGLE-3 head: the target's preset head, or one shaped after the target
     eagle3:PATH/config.json              an EAGLE-3 head from its config.json
     mtp[:N]                              the target's multi-token-prediction modules (N positions; bare: as many as
@@ -30,13 +31,14 @@ from simulator.drafts import (
     Draft,
     HostCost,
     eagle3_head,
+    eagle_head,
     medusa_heads,
     model_free,
     mtp_modules,
 )
 from simulator.specs import ModelSpec
 
-KINDS = ("eagle3", "mtp", "medusa", *MODEL_FREE)
+KINDS = ("eagle", "eagle3", "mtp", "medusa", *MODEL_FREE)
 BUILTIN_HEADS = "specsim-target-medusa"  # the built-in target's trained prediction heads (drafts.toml)
 # A draft model's vocabulary must be the target's (standard speculative sampling compares p and q over one
 # vocabulary); sizes within 1 % are one tokenizer padded differently (Qwen2.5-7B's 152,064 against 0.5B's 151,936).
@@ -151,6 +153,9 @@ def load_draft(spec: str, target: ModelSpec, dtype: str = "bf16", heterogeneous_
     text = spec.strip()
     kind, sep, body = text.partition(":")
     low = kind.lower()
+    if low == "eagle":
+        opts = _options(body, "eagle", ("layers",))
+        return eagle_head(target, _whole("eagle", "layers", opts.get("layers", 1)))
     if low == "eagle3":
         if sep and (body.endswith(".json") or Path(body).is_dir()):
             p = Path(body) / "config.json" if Path(body).is_dir() else Path(body)

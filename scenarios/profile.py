@@ -283,6 +283,8 @@ class Fit:
                         if not isinstance(part, bool):
                             raise _Bad(f"fit.overheads.engine.ragged_verify must be true or false, got {part!r}")
                         continue
+                    if name == "kinds":  # an engine preset's costs by draft kind (EngineOverheads.from_dict reads them)
+                        continue
                     if name == "draft_catchup_tokens":
                         if not isinstance(part, int) or part < 1:
                             raise _Bad(f"fit.overheads.engine.draft_catchup_tokens must be a whole number >= 1, "

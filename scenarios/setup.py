@@ -71,6 +71,7 @@ class Setup:
     profile: Profile | None = None
     notes: tuple[str, ...] = ()  # said once on stderr: which profile, measured elsewhere, untrusted
     engine: str | None = None  # with a profile: the serving engine whose costs replace the calibrated engine's
+    engine_preset: str = ""  # the engine preset's name, version and the published sources it was fitted to
 
     @property
     def caption(self) -> str:
@@ -87,7 +88,8 @@ class Setup:
                 "cost_model": self.cost.label, "moe_routing": routing_said(self.cost) if self.target.is_moe else None,
                 "engine": (f"{self.engine} preset on the profiled device" if self.engine else
                            self.profile.engine_mode if self.profile else f"graph ({self.where.split(', ')[-1]})"),
-                "trusted": self.profile.trust.trusted if self.profile else None}
+                "trusted": self.profile.trust.trusted if self.profile else None,
+                "engine_preset": self.engine_preset or None}
 
     @property
     def resolution(self) -> float:
@@ -288,6 +290,18 @@ def guesses_said(target: ModelSpec, draft: Draft, draft_spec: str | None, accept
     return notes
 
 
+def engine_preset_notes(engine: str, hardware: str, kind: str, notes: Sequence[str]) -> tuple[str, list[str]]:
+    """The engine preset's words for a prediction's header (name, version, the sources it was fitted to) and the
+    notes with a warning added where the prediction leaves the range the preset was fitted on."""
+    from scenarios import load_engine_preset
+
+    preset = load_engine_preset(engine)
+    outside = preset.outside(hardware, kind)
+    warning = [f"warning: outside what engine preset {engine} ({preset.version or 'no version given'}) was fitted on: "
+               f"{'; '.join(outside)} (scenarios/engines.toml)"] if outside else []
+    return preset.label, [*notes, *warning]
+
+
 def resolve_setup(hardware: str | None, profile_path: Path | None, target: str | None, draft: str | None,
                   dtype: str, acceptance_spec: str | None, need_acceptance: bool = True, engine: str | None = None,
                   tp: int = 1, draft_tp: int | None = None, progress: Callable[[str, int], Any] | None = None,
@@ -357,10 +371,12 @@ def _resolve_setup(hardware: str | None, profile_path: Path | None, target: str 
         t = load_model(target or DEFAULT_TARGET, dtype)
         d = load_draft(draft or DEFAULT_DRAFT, t, dtype, heterogeneous_vocab)
         where = f"{hw.name}, {t.dtype}, {engine} preset"
+        preset, notes = engine_preset_notes(engine, hw.name, d.kind, notes)
         if tp > 1 or (draft_tp or 1) > 1:
             t, d = shard(t, tp, hw), shard_draft(d, draft_tp or tp, hw)
             where += f", TP {tp} over {hw.interconnect.name if hw.interconnect else '?'} (draft TP {draft_tp or tp})"
-        return Setup(CostModel.from_hardware(hw, dtype), t, d, acceptance, where, None, tuple(notes))
+        return Setup(CostModel.from_hardware(hw, dtype), t, d, acceptance, where, None, tuple(notes),
+                     engine_preset=preset)
     profile, notes = resolve_profile(profile_path)
     t = load_model(target, dtype) if target else profile.target
     d = load_draft(draft, t, dtype, heterogeneous_vocab) if draft else Draft.of_model(profile.draft)

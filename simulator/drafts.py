@@ -5,6 +5,9 @@ prompt, extra prediction heads, a retrieved passage." The verification pass and 
 with the kind; what a draft *pass* reads and computes does, and whether there is a device pass at all:
 
 - ``model``: k serial passes of a small decoder with its own KV cache (Leviathan et al. 2023).
+- ``eagle``: EAGLE-1/2's head, k serial passes of one decoder layer at the target's width after a 2h -> h fc of the
+  token's embedding and the hidden state, through the target's own LM head (read every pass, held once) (Li et al.,
+  EAGLE, arXiv 2401.15077).
 - ``eagle3``: k serial passes of one (or a few) decoder layer(s) at the target's width, their q/k/v reading 2h (the
   token's embedding beside the hidden state), an LM head over a reduced draft vocabulary, its own small KV cache;
   once per step an fc fusing three of the target's hidden states (3h -> h) over the verified rows, which its first
@@ -32,8 +35,8 @@ import numpy as np
 from . import SpecsimError
 from .specs import ModelSpec
 
-DRAFT_KINDS = ("model", "eagle3", "mtp", "medusa", "ngram", "suffix", "retrieval")
-HEADS = ("eagle3", "mtp", "medusa")  # prediction heads on the target's hidden states
+DRAFT_KINDS = ("model", "eagle", "eagle3", "mtp", "medusa", "ngram", "suffix", "retrieval")
+HEADS = ("eagle", "eagle3", "mtp", "medusa")  # prediction heads on the target's hidden states
 MODEL_FREE = ("ngram", "suffix", "retrieval")
 
 
@@ -83,7 +86,7 @@ class Draft:
             raise SpecsimError(f"unknown draft kind {self.kind!r}; use one of {', '.join(DRAFT_KINDS)}")
         if self.kind in MODEL_FREE and self.module is not None:
             raise SpecsimError(f"a {self.kind} draft runs no model")
-        if self.kind in ("model", "eagle3", "mtp") and self.module is None:
+        if self.kind in ("model", "eagle", "eagle3", "mtp") and self.module is None:
             raise SpecsimError(f"a {self.kind} draft needs the shape of what it runs")
 
     @classmethod
@@ -105,14 +108,14 @@ class Draft:
     def reads_verified_rows(self) -> bool:
         """A head's first pass of a step runs over every row the target verified (their hidden states are its
         input), not over the one new token a draft model catches up on."""
-        return self.kind in ("eagle3", "mtp")
+        return self.kind in ("eagle", "eagle3", "mtp")
 
     @property
     def n_params(self) -> int:
         """The parameters the draft adds to the target's: a head's token embedding and MTP's LM head are the
         target's own (held once)."""
         own = self.module.n_params if self.module is not None else 0
-        if self.kind in ("eagle3", "mtp") and self.module is not None and not self.module.tied_embeddings:
+        if self.kind in ("eagle", "eagle3", "mtp") and self.module is not None and not self.module.tied_embeddings:
             own -= self.module.vocab_size * self.module.d_model  # the module's count holds an embedding: the target's
         return own - self.shared_params + self.fusion_params + self.head_params
 
@@ -213,6 +216,22 @@ def mtp_modules(target: ModelSpec, modules: int = 1, name: str = "", source: str
                     tied_embeddings=True, source=source or f"MTP module of {target.name}")
     return Draft("mtp", block.name, block, shared_params=target.vocab_size * target.d_model, positions=modules,
                  dtype=target.dtype, source=block.source)
+
+
+def eagle_head(target: ModelSpec, layers: int = 1, name: str = "", source: str = "") -> Draft:
+    """An EAGLE-1/2 head (Li et al., arXiv 2401.15077; vLLM's EagleLlamaForCausalLM): an fc of the token's embedding
+    beside the hidden state (2h -> h), `layers` decoder layers like a dense target's, and the target's own embedding
+    and LM head, shared (read by every pass, held once). An MoE target's head is dense (its shared-expert or dense
+    width)."""
+    if layers < 1:
+        raise SpecsimError(f"an EAGLE head needs at least one layer, got {layers}")
+    width = target.d_ff if not target.is_moe else target.d_ff_shared or target.d_ff
+    block = replace(target, name=name or f"{target.name}-eagle", n_layers=layers, dense_layers=0, n_experts=0,
+                    experts_per_token=0, d_ff_expert=0, d_ff_shared=0, d_ff=width, sliding_window=0,
+                    sliding_layers=0, mtp_modules=0, extra_linear_params=2 * target.d_model * target.d_model,
+                    tied_embeddings=True, source=source or f"EAGLE head shaped after {target.name}")
+    return Draft("eagle", block.name, block, shared_params=target.vocab_size * target.d_model, dtype=target.dtype,
+                 source=block.source)
 
 
 def medusa_heads(target: ModelSpec, heads: int, layers_per_head: int = 1, name: str = "",

@@ -52,6 +52,19 @@ class PerStep:
 
 
 @dataclass(frozen=True)
+class DraftKindCost:
+    """What an engine pays around one kind of draft's device work, beyond the roofline of its passes: per draft
+    pass (its launches, the proposer's own host work, sampling over the draft vocabulary) and once per speculative
+    step (preparing the proposer's inputs, the head's catch-up over the accepted tokens as the engine runs it,
+    mapping draft tokens to the target's vocabulary). Engines differ here far more than their passes do (vLLM
+    #20780: ~1 ms a drafted token for an EAGLE-3 head whose bytes take 0.1 ms), so presets give it per kind."""
+
+    kind: str
+    per_pass: PerStep = field(default_factory=PerStep)
+    per_step: PerStep = field(default_factory=PerStep)
+
+
+@dataclass(frozen=True)
 class EngineOverheads:
     """What a decoding engine does around its forward passes in every step, beyond the passes themselves:
     building inputs, stacking draft distributions, the accept/reject rule, the tree walk and cache compaction."""
@@ -77,6 +90,16 @@ class EngineOverheads:
     # How a batch where only some sequences have a proposal is verified (model-free drafts): False pads every
     # sequence to the step's k + 1 rows (specsim's own engine); True packs each sequence's own rows (vLLM, SGLang).
     ragged_verify: bool = False
+    # Per draft kind, what the engine pays around the draft's work (`DraftKindCost`); a kind not listed pays
+    # `draft` around each pass and nothing per step
+    kinds: tuple[DraftKindCost, ...] = ()
+
+    def drafting(self, kind: str) -> DraftKindCost:
+        """The engine's cost around a draft of `kind`: its own entry, else `draft` around each pass."""
+        for c in self.kinds:
+            if c.kind == kind:
+                return c
+        return DraftKindCost(kind, self.draft)
 
     def verify_extra_s(self, batch: np.ndarray | int) -> np.ndarray | float:
         """What a verification step costs beyond its calibrated pass: its own work minus the pass's draw."""
@@ -88,7 +111,10 @@ class EngineOverheads:
         d = dict(d)
         catchup = int(d.pop("draft_catchup_tokens", 1))
         ragged = bool(d.pop("ragged_verify", False))
-        return cls(**{k: PerStep(**v) for k, v in d.items()}, draft_catchup_tokens=catchup, ragged_verify=ragged)
+        kinds = tuple(DraftKindCost(str(c["kind"]), PerStep(**c.get("per_pass", {})), PerStep(**c.get("per_step", {})))
+                      for c in d.pop("kinds", ()))
+        return cls(**{k: PerStep(**v) for k, v in d.items()}, draft_catchup_tokens=catchup, ragged_verify=ragged,
+                   kinds=kinds)
 
 
 @dataclass(frozen=True)

@@ -225,22 +225,27 @@ def drafting_times(cost: CostModel, target: ModelSpec, draft: Draft, b: np.ndarr
       verified rows;
     - Medusa: its heads' weights read once, for one row per sequence (the heads ride in the target's graph: one
       layer's launches, no pass of its own);
-    - a model-free draft: nothing on the device (its host lookup is `HostCost`)."""
-    engine = cost.overheads.engine
+    - a model-free draft: nothing on the device (its host lookup is `HostCost`).
+
+    Around them, the engine's own cost for this kind (`EngineOverheads.drafting`): per draft pass and once per
+    step."""
+    kind_cost = cost.overheads.engine.drafting(draft.kind)
+    per_pass, per_step = kind_cost.per_pass, kind_cost.per_step
     zeros = np.zeros(b.shape)
+    around = per_step.fixed_s + per_step.per_sequence_s * b + zeros
     if draft.kind == "medusa":
         draft.depth_limit(shape.depth)
         measured = cost.measured_batch_times(draft.name, b)  # a calibration timed these heads' pass
         if measured is not None:
-            return measured + engine.draft.fixed_s + engine.draft.per_sequence_s * b
+            return measured + per_pass.fixed_s + per_pass.per_sequence_s * b + around
         nbytes = draft.head_params * _bytes_per_param(draft.dtype)
-        return cost.linear_times(nbytes, 2.0 * draft.head_params * b, b) + cost.overheads.layer_s + zeros
+        return cost.linear_times(nbytes, 2.0 * draft.head_params * b, b) + cost.overheads.layer_s + around
     if draft.module is None:
-        return zeros
+        return around
     widths = list(shape.draft_pass_widths)
     widths[0] = max(widths[0], shape.verify_tokens if draft.reads_verified_rows else cost.draft_catchup_tokens)
-    t = sum(cost.pass_times(draft.module, b, width, context + d) + engine.draft.fixed_s
-            + engine.draft.per_sequence_s * b for d, width in enumerate(widths))
+    t = around + sum(cost.pass_times(draft.module, b, width, context + d) + per_pass.fixed_s
+                     + per_pass.per_sequence_s * b for d, width in enumerate(widths))
     if draft.fusion_params:
         rows = b * shape.verify_tokens
         t = t + cost.linear_times(draft.fusion_params * draft.module.bytes_per_param,
@@ -314,7 +319,7 @@ def step_times(cost: CostModel, target: ModelSpec, draft: Draft | ModelSpec | No
         return draft_s, verify_s, accept_s, BOUNDS[bound]
     host = d.host.at(b, context)
     lookup = np.maximum(host - (verify_s + accept_s), 0.0) if d.overlap else host
-    return lookup, verify_s, accept_s, BOUNDS[bound]
+    return lookup + draft_s, verify_s, accept_s, BOUNDS[bound]  # draft_s: the engine's cost around the lookup
 
 
 def sweep(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, acceptance: Acceptance,

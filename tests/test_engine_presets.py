@@ -1,0 +1,141 @@
+"""Engine presets (scenarios/engines.toml): what each engine pays per draft kind, read as the model uses it, and
+checked against the published points they were fitted to (benchmarks/published.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run
+
+from scenarios import engine_names, load_engine_preset, load_hardware, load_model
+from scenarios.draft_specs import load_draft
+from scenarios.engine_presets import engine_preset
+from simulator import SpecsimError
+from simulator.cost import CostModel
+from simulator.specs import DraftKindCost, EngineOverheads, PerStep
+from simulator.sweep import Candidate, step_time
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _published():
+    spec = importlib.util.spec_from_file_location("published_check", ROOT / "benchmarks" / "published.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["published_check"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_engine_preset_loads_with_its_version_and_sources():
+    assert {"vllm", "sglang", "tensorrt-llm", "gpt-fast"} <= set(engine_names())
+    for name in ("vllm", "sglang", "tensorrt-llm"):
+        p = load_engine_preset(name)
+        assert p.version and p.fitted_on and p.fit_gpus and p.fit_kinds, name
+        assert p.version in p.label and p.fitted_on[0] in p.label
+
+
+def test_a_draft_pass_of_a_kind_pays_its_engine_cost_once_per_pass():
+    """vLLM #20780: an EAGLE-3 step grows ~1 ms a drafted token; the head's bytes take ~0.3 ms of it, the engine's
+    cost per pass the rest. Each added draft token adds exactly one pass's cost."""
+    hw = load_hardware("h100-sxm", "vllm")
+    cost = CostModel.from_hardware(hw)
+    target = load_model("llama-3.1-8b")
+    head = load_draft("eagle3", target)
+    kind = hw.overheads.engine.drafting("eagle3")
+    assert kind.per_pass.fixed_s > 0.3e-3
+    bare = replace(cost, overheads=replace(cost.overheads, engine=replace(cost.overheads.engine, kinds=())))
+    for k in (2, 4, 7):
+        with_kind = step_time(cost, target, head, 1, 512, Candidate(k)).draft_s
+        without = step_time(bare, target, head, 1, 512, Candidate(k)).draft_s
+        assert with_kind - without == pytest.approx(k * kind.per_pass.fixed_s + kind.per_step.fixed_s, rel=1e-9)
+    slope = (step_time(cost, target, head, 1, 512, Candidate(7)).total_s
+             - step_time(cost, target, head, 1, 512, Candidate(2)).total_s) / 5
+    assert 0.8e-3 < slope < 1.3e-3  # the published sweep: (15.19 - 10.20) ms / 5 drafted tokens
+
+
+def test_a_kind_without_an_entry_pays_the_engines_draft_cost_and_nothing_per_step():
+    e = EngineOverheads(draft=PerStep(1e-4), kinds=(DraftKindCost("eagle3", PerStep(5e-4), PerStep(2e-3)),))
+    assert e.drafting("eagle3").per_pass.fixed_s == 5e-4
+    other = e.drafting("model")
+    assert other.per_pass.fixed_s == 1e-4 and other.per_step.fixed_s == 0.0
+
+
+def test_kinds_survive_a_round_trip_through_a_dict():
+    e = EngineOverheads(kinds=(DraftKindCost("mtp", PerStep(1e-4, 2e-6), PerStep(-1e-4)),))
+    from dataclasses import asdict
+
+    assert EngineOverheads.from_dict(asdict(e)) == e
+
+
+@pytest.mark.parametrize("table, fragment", [
+    ({"step_overhead_us": -1, "pass_overhead_us": 0, "layer_overhead_us": 0, "accept_overhead_us": 0},
+     "step_overhead_us"),
+    ({"step_overhead_us": 1, "pass_overhead_us": 0, "layer_overhead_us": 0, "accept_overhead_us": 0,
+      "draft": {"lookahead": {"pass_us": 1}}}, "lookahead"),
+    ({"step_overhead_us": 1, "pass_overhead_us": 0, "layer_overhead_us": 0, "accept_overhead_us": 0,
+      "draft": {"eagle3": {"pass_ms": 1}}}, "pass_ms"),
+    ({"step_overhead_us": 1, "pass_overhead_us": 0, "layer_overhead_us": 0, "accept_overhead_us": 0,
+      "draft": {"eagle3": {"step_us": -50}}}, "step_us"),
+    ({"step_overhead_us": 1, "pass_overhead_us": 0, "layer_overhead_us": 0, "accept_overhead_us": 0,
+      "fit_batch": [8, 1]}, "fit_batch"),
+])
+def test_bad_engine_presets_are_one_line_errors(table, fragment):
+    with pytest.raises(SpecsimError, match=fragment):
+        engine_preset("bad", table)
+
+
+def test_a_prediction_outside_the_fitted_range_says_so():
+    p = load_engine_preset("vllm")
+    assert p.outside("h100-sxm", "eagle3", (1,)) == []
+    out = p.outside("b200-sxm", "mtp", (1, 256))
+    assert any("b200-sxm" in o for o in out) and any("mtp" in o for o in out) and any("256" in o for o in out)
+    assert load_engine_preset("gpt-fast").outside("h100-sxm") != []  # not fitted to published points
+
+
+def test_sglang_is_selectable_and_the_header_names_its_version():
+    r = run("predict", "--hardware", "h100-sxm", "--engine", "sglang", "--target", "qwen3-30b-a3b", "--tp", "2",
+            "--draft", "eagle3", "--acceptance", "accept-length:1.86@3", "--batch", "1", "--k", "0,3",
+            "--context", "512", "--json")
+    assert r.exit_code == 0, r.output
+    assert "sglang" in r.output and load_engine_preset("sglang").version in r.output
+
+
+def test_qwen3_moe_eagle3_on_sglang_loses_at_batch_one_as_measured():
+    """sglang #14824 (SpecForge #339): Qwen3-30B-A3B + EAGLE-3 on 2 H100s, 3 draft tokens, acceptance length 1.86:
+    0.72x of plain decoding at batch 1."""
+    hw = load_hardware("h100-sxm", "sglang")
+    cost = CostModel.from_hardware(hw)
+    full = load_model("qwen3-30b-a3b")
+    target = full.shard(2)
+    from scenarios.setup import shard_draft
+
+    head = shard_draft(load_draft("eagle3", full), 2, hw)
+    plain = step_time(cost, target, head, 1, 512, Candidate(0)).total_s
+    spec = step_time(cost, target, head, 1, 512, Candidate(3)).total_s
+    assert 1.86 * plain / spec < 1.0
+
+
+def test_the_corpus_is_predicted_within_the_issues_bars_leaving_each_source_out():
+    """Issue 56: leave-one-source-out median |speed-up error| <= 10 %, p90 <= 25 %, no source's median above 20 %."""
+    pub = _published()
+    from scenarios.published import load_corpus
+
+    priced = []
+    for p in load_corpus():
+        try:
+            priced.append(pub.price(p))
+        except SpecsimError:
+            pass
+    assert len(priced) >= 30 and len({q.point.source.id for q in priced}) >= 8
+    cross = pub.loso(priced)
+    errs = [abs(pub.error_pct(pred, q.measured)) for rows in cross.values() for q, pred in rows]
+    assert np.median(errs) <= 10.0 and np.percentile(errs, 90) <= 25.0
+    assert max(np.median([abs(pub.error_pct(pred, q.measured)) for q, pred in rows]) for rows in cross.values()) <= 20
+    shipped = pub.preset_params({q.engine for q in priced})
+    for q in priced[:: max(len(priced) // 8, 1)]:  # the fit's arithmetic is the model's
+        assert pub.through_the_model(q) == pytest.approx(shipped.predict(q), rel=1e-9)
