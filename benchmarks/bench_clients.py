@@ -179,7 +179,7 @@ def samples() -> None:
     lines = [h.replace("vllm bench serve's result format", "SGLang bench_serving's JSONL format")
              .replace("vllm-manifest", "sglang-manifest") for h in head]
     lines[lines.index('engine = "vllm"')] = 'engine = "sglang"'
-    for i, (name, k, rate) in enumerate(vllm_runs, 1):
+    for i, (_name, k, rate) in enumerate(vllm_runs, 1):
         lines += ["[[run]]", 'file = "sglang-bench-serving.jsonl"', f"index = {i}", "requests = 100"]
         if k:
             lines.append(f"k = {k}")
@@ -190,10 +190,138 @@ def samples() -> None:
     print(f"samples written to {SAMPLES}")
 
 
+# -- llama-server driven by GuideLLM or AIPerf ------------------------------------------------------------------------
+
+SLOTS, PROMPT_TOKENS, OUTPUT_TOKENS, REQUESTS, K_DRAFT = 4, 64, 48, 32, 4
+FRACTIONS = (0.2, 0.4, 0.6, 0.8, 1.3)  # of plain decoding's saturation rate, as the profile predicts it
+FIT_FRACTIONS = (0.2, 0.6)  # the two rates fitted on (plain and speculative); the others are judged
+VENVS = Path("/tmp/bench57")  # where the clients' own virtual environments are (their deps clash with specsim's)
+
+
+def _specsim(*args: str) -> None:
+    import subprocess
+
+    subprocess.run([str(Path(sys.executable).with_name("specsim")), *args], check=True)
+
+
+def _tool(name: str) -> str:
+    import os
+    import shutil
+
+    for candidate in (os.environ.get(f"{name.upper()}_BIN"), str(VENVS / ("gvenv" if name == "guidellm" else
+                                                                          "avenv") / "bin" / name)):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    found = shutil.which(name)
+    if not found:
+        sys.exit(f"bench_clients.py: {name} not found: pip install {name} (in a virtual environment of its own), "
+                 f"then set {name.upper()}_BIN")
+    return found
+
+
+def _scrape(port: int) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
+def _drive(client: str, port: int, rate: float, tok: Path, out: Path) -> Path:
+    """One constant-rate run of the client against the server; the path of its result file."""
+    import os
+    import subprocess
+
+    env = dict(os.environ, GUIDELLM__MAX_WORKER_PROCESSES="1")
+    if client == "guidellm":
+        path = out.with_suffix(".json")
+        cmd = [_tool("guidellm"), "run", "--backend",
+               f"kind=openai_http,target=http://127.0.0.1:{port},request_format=/v1/completions",
+               "--profile", f"kind=constant,rate={rate:g}", "--data",
+               f"kind=synthetic_text,prompt_tokens={PROMPT_TOKENS},output_tokens={OUTPUT_TOKENS}",
+               "--tokenizer", f"kind=huggingface_auto,model={tok}", "--constraint",
+               f"kind=max_requests,count={REQUESTS}", "--output", f"kind=json,path={path}",
+               "--disable-console-interactive"]
+    else:
+        path = out / "profile_export_aiperf.json"
+        cmd = [_tool("aiperf"), "profile", "-m", "model", "--url", f"http://127.0.0.1:{port}", "--endpoint-type",
+               "completions", "--streaming", "--request-rate", f"{rate:g}", "--arrival-pattern", "constant",
+               "--request-count", str(REQUESTS), "--prompt-input-tokens-mean", str(PROMPT_TOKENS),
+               "--prompt-input-tokens-stddev", "0", "--prompt-output-tokens-mean", str(OUTPUT_TOKENS),
+               "--prompt-output-tokens-stddev", "0", "--extra-inputs", "ignore_eos:true", "--tokenizer", str(tok),
+               "--output-artifact-dir", str(out), "--ui-type", "none", "--no-server-metrics", "--no-gpu-telemetry"]
+    with open(out.with_suffix(".log"), "w") as log:
+        subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT, env=env)
+    return path
+
+
+def llama(out: Path, client: str) -> None:
+    """The end-to-end run (module docstring): results, manifest and report in `out`."""
+    import shutil
+
+    sys.path.insert(0, str(ROOT))
+    from calibrate.llama_cpp import Server, gguf_of, threads
+    from scenarios.profile import load_profile
+    from simulator.policies import PLAIN
+    from simulator.step_costs import StepCosts
+
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    pair = out / "pair"
+    if not (pair / "target" / "model.gguf").is_file():
+        _specsim("export", "--out", str(pair), "--format", "both")
+    tok = out / "tokenizer"  # what the client counts tokens with: the pair's bytes
+    tok.mkdir(exist_ok=True)
+    for f in ("tokenizer.json", "config.json"):
+        shutil.copy(pair / "target" / f, tok / f)
+    (tok / "tokenizer_config.json").write_text('{"tokenizer_class": "PreTrainedTokenizerFast"}')
+    profile_path = out / "llama.json"
+    if not profile_path.is_file():
+        _specsim("calibrate", "--quick", "--engine", "llama.cpp", "--target", str(pair / "target"), "--draft",
+                 str(pair / "draft"), "--out", str(profile_path))
+    profile = load_profile(profile_path)
+    costs = StepCosts(profile.cost_model(), profile.target, profile.draft)
+    ctx = PROMPT_TOKENS + OUTPUT_TOKENS / 2
+    saturation = SLOTS / costs.decode_s(SLOTS, ctx, PLAIN) / OUTPUT_TOKENS
+    rates = [float(f"{saturation * f:.3g}") for f in FRACTIONS]
+    fit_rates = {float(f"{saturation * f:.3g}") for f in FIT_FRACTIONS}
+    target, draft = gguf_of(pair / "target", "target"), gguf_of(pair / "draft", "draft")
+    n_threads = threads(profile)
+    runs = []
+    for name, with_draft in (("plain", False), ("spec", True)):
+        with Server(target, draft if with_draft else None, K_DRAFT, ctx=SLOTS * 512, slots=SLOTS,
+                    threads=n_threads) as server:
+            server.complete([72, 101, 108, 108, 111], 8)  # a warm-up request
+            for rate in rates:
+                stem = out / f"{client}-{name}-rate{rate:g}"
+                if client == "aiperf":
+                    stem.mkdir(exist_ok=True)
+                before = _scrape(server.port)
+                path = _drive(client, server.port, rate, tok, stem)
+                after = _scrape(server.port)
+                entry = ["[[run]]", f'file = "{path.relative_to(out)}"', f'tool = "{client}"']
+                if with_draft:
+                    Path(f"{stem}-before.prom").write_text(before)
+                    Path(f"{stem}-after.prom").write_text(after)
+                    entry += [f"k = {K_DRAFT}", f'metrics_before = "{Path(f"{stem}-before.prom").name}"',
+                              f'metrics = "{Path(f"{stem}-after.prom").name}"']
+                if rate in fit_rates:
+                    entry.append("fit = true")
+                runs.append("\n".join(entry))
+                print(f"{name} at {rate:g}/s: {path}", flush=True)
+    head = (f"# llama-server ({SLOTS} slots, {n_threads} thread(s)) serving the built-in pair, plain and with its "
+            f"draft (k = {K_DRAFT}), driven by {client} at constant rates (benchmarks/bench_clients.py llama)\n"
+            f'[setup]\nprofile = "llama.json"\nengine = "llama-server"\nmax_batch = {SLOTS}\n\n')
+    (out / "manifest.toml").write_text(head + "\n\n".join(runs) + "\n")
+    print(f"manifest written to {out / 'manifest.toml'}; now: specsim validate --against {out / 'manifest.toml'} "
+          f"--plot {out}")
+
+
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else ""
     if what == "samples":
         samples()
+    elif what == "llama" and len(sys.argv) > 2:
+        llama(Path(sys.argv[2]), sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--client" else "guidellm")
     else:
         print(__doc__)
         sys.exit(2)

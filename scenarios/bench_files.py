@@ -615,10 +615,14 @@ def _setup(table: Any, where: str) -> BenchSetup:
     return s
 
 
+COUNTERS = {"spec_decode_num_drafts": "drafts", "spec_decode_num_draft_tokens": "drafted",
+            "spec_decode_num_accepted_tokens": "accepted", "n_drafted": "drafted", "n_drafted_accepted": "accepted"}
+
+
 def _counters(entry: Mapping[str, Any], base: Path, where: str) -> dict[str, float]:
     """Speculation counters from Prometheus scrapes of the server's /metrics: after the run, less before it (if
     given). vLLM's ``vllm:spec_decode_num_{drafts,draft_tokens,accepted_tokens}`` or llama-server's
-    ``llamacpp:n_drafted_total`` / ``n_drafted_accepted_total``."""
+    ``llamacpp:spec_decode_num_draft_tokens`` / ``..._num_accepted_tokens`` (``_total`` suffixed or not)."""
     from scenarios.engine_metrics import parse_prometheus
 
     def scrape(key: str) -> dict[str, float] | None:
@@ -629,15 +633,13 @@ def _counters(entry: Mapping[str, Any], base: Path, where: str) -> dict[str, flo
         for (name, position), v in samples.items():
             if position is not None:
                 continue
-            for short, names in (("drafts", ("vllm:spec_decode_num_drafts",)),
-                                 ("drafted", ("vllm:spec_decode_num_draft_tokens", "llamacpp:n_drafted")),
-                                 ("accepted", ("vllm:spec_decode_num_accepted_tokens", "llamacpp:n_drafted_accepted"))):
-                if name.removesuffix("_total") in names:
-                    out[short] = out.get(short, 0.0) + v
+            short = COUNTERS.get(name.partition(":")[2].removesuffix("_total")) if ":" in name else None
+            if short is not None and name.partition(":")[0] in ("vllm", "llamacpp"):
+                out[short] = out.get(short, 0.0) + v
         if "drafted" not in out or "accepted" not in out:
             raise SpecsimError(f"{where}: {entry[key]} has no speculative-decoding counters (vLLM's "
                                "vllm:spec_decode_num_draft_tokens / _num_accepted_tokens, or llama-server's "
-                               "llamacpp:n_drafted_total / n_drafted_accepted_total)")
+                               "llamacpp:spec_decode_num_draft_tokens / _num_accepted_tokens)")
         return out
 
     after, before = scrape("metrics"), scrape("metrics_before")
