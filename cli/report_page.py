@@ -264,13 +264,43 @@ def backing(s: Setup) -> list[str]:
     return rows
 
 
+def compare_drafts(setup: SetupOptions, s: Setup, pairs: Sequence[str], batches: Sequence[int], ks: Sequence[int],
+                   context: int) -> tuple[dict[str, SweepResult], list[str]]:
+    """The page's draft and each ``DRAFT=ACCEPTANCE`` of `pairs` swept at one context (each with its own draft
+    lengths), and a verdict line: which draft is fastest at the smallest and at the largest batch."""
+    from simulator.sweep import chains, sweep
+
+    results = {}
+    for label, setup_i in [(f"{s.draft.name} ({s.acceptance.spec if s.acceptance else '-'})", s),
+                           *((pair, _resolve_pair(setup, pair)) for pair in pairs)]:
+        results[label] = sweep(setup_i.cost, setup_i.target, setup_i.draft, setup_i.acceptance, batches,
+                               chains(sorted(set(draft_lengths(list(ks), setup_i.draft)) | {0})), [context])
+    lines = []
+    for batch in (min(batches), max(batches)):
+        best = {label: max((b.speedup for b in r.best if b.batch == batch and b.context == context), default=None)
+                for label, r in results.items()}
+        ranked = sorted(((v, k) for k, v in best.items() if v is not None), reverse=True)
+        if ranked:
+            lines.append(f"batch {batch}: {ranked[0][1]} ({ranked[0][0]:.2f}x)")
+    return results, ([f"Of the drafts compared at context {context:,}, the fastest at " + "; at ".join(lines) + "."]
+                     if lines else [])
+
+
+def _resolve_pair(setup: SetupOptions, pair: str) -> Setup:
+    from dataclasses import replace
+
+    draft, _, acceptance = pair.partition("=")
+    return replace(setup, draft=draft.strip(), acceptance_spec=acceptance.strip()).resolve()
+
+
 def build_report(setup: SetupOptions, serving: ServingOptions, batches: list[int], ks: list[int],
                  contexts: list[int], rates: list[float] | None, load_rps: float | None, attainment: float,
-                 tolerance_pct: float | None, command: str) -> str:
-    """The page's text for one configuration (see the module docstring)."""
+                 tolerance_pct: float | None, command: str, compare: Sequence[str] = ()) -> str:
+    """The page's text for one configuration (see the module docstring); `compare`: other drafts
+    (``DRAFT=ACCEPTANCE``) drawn beside the page's own."""
     from plots.report_html import PlanPage, Section, Snippet
     from plots.serving import throughput_vs_rate, tpot_vs_rate
-    from plots.speedup import speedup_vs_batch
+    from plots.speedup import drafts_vs_batch, speedup_vs_batch
     from simulator import __version__
     from simulator.capacity import capacity_plan
     from simulator.executors import parse_executor
@@ -280,6 +310,9 @@ def build_report(setup: SetupOptions, serving: ServingOptions, batches: list[int
     if list(batches) != list(range(1, max(batches) + 1)):
         raise SpecsimError("--batch must cover every batch from 1 (e.g. 1..256): the policy table is looked up by "
                            "batch size")
+    for pair in compare:  # checked before any work
+        if not all(part.strip() for part in pair.partition("=")):
+            raise SpecsimError(f"--compare {pair!r} is not DRAFT=ACCEPTANCE, e.g. eagle3=iid:0.75")
     if serving.timed_trace:
         raise SpecsimError("report scales the request rate; use --arrivals poisson|gamma:CV with --lengths-from FILE "
                            "instead of a timed trace")
@@ -325,6 +358,13 @@ def build_report(setup: SetupOptions, serving: ServingOptions, batches: list[int
         notes.append(note)
 
     sources, extrapolated = provenance(s, result, batches, k_list)
+    compared: list[Section] = []
+    verdict_compared: list[str] = []
+    if compare:
+        results, verdict_compared = compare_drafts(setup, s, compare, batches, ks, contexts[0])
+        compared.append(Section("Other drafts, compared", figures=((
+            f"The best speed-up of each draft against batch at context {contexts[0]:,} (numbers: its best k)",
+            drafts_vs_batch(results, contexts[0], f"{s.target.name} on {s.where}")),)))
     sections = [
         Section("Engine configuration", paragraphs=tuple(notes), snippets=tuple(snippets)),
         Section("Draft length per batch", tables=(policy_table(by_context),)),
@@ -338,6 +378,7 @@ def build_report(setup: SetupOptions, serving: ServingOptions, batches: list[int
                 figures=(("TPOT and TTFT against the request rate, per policy, with the SLO",
                           tpot_vs_rate(metrics, scenario.slo, s.caption)),
                          ("Throughput against the request rate, per policy", throughput_vs_rate(metrics, s.caption)))),
+        *compared,
     ]
     if caps:
         sections.append(Section("The fleet it needs", tables=(fleet_table(caps, fleets, scenario.slo.label,
@@ -349,7 +390,7 @@ def build_report(setup: SetupOptions, serving: ServingOptions, batches: list[int
     sections.append(Section("The validations behind this kind of prediction", bullets=tuple(backing(s))))
     sections.append(Section("What is extrapolated", bullets=tuple(extrapolated)))
     page = PlanPage(title=f"Speculative decoding plan: {s.target.name} drafted by {s.draft.name}",
-                    subtitle=s.heading, verdict=tuple(verdict_lines(by_context, metrics, caps, fleets)),
+                    subtitle=s.heading, verdict=(*verdict_lines(by_context, metrics, caps, fleets), *verdict_compared),
                     sections=tuple(sections),
                     footer=(f"made by specsim {__version__}: {command}",
                             "Predictions from a roofline cost model and a discrete-event simulation; the validations "
@@ -361,12 +402,13 @@ def build_report(setup: SetupOptions, serving: ServingOptions, batches: list[int
 
 def run_report(setup: SetupOptions, serving: ServingOptions, batches: list[int], ks: list[int], contexts: list[int],
                rates: list[float] | None, load_rps: float | None, attainment: float, tolerance_pct: float | None,
-               out_path: Path, command: str) -> None:
+               out_path: Path, command: str, compare: Sequence[str] = ()) -> None:
     """`specsim report`: the output checked first, the page built, then written atomically."""
     from scenarios.files import atomic_write_text, check_output
 
     check_output(out_path, "--out", (".html", ".htm"))
-    text = build_report(setup, serving, batches, ks, contexts, rates, load_rps, attainment, tolerance_pct, command)
+    text = build_report(setup, serving, batches, ks, contexts, rates, load_rps, attainment, tolerance_pct, command,
+                        compare)
     atomic_write_text(out_path, text)
     say(f"report written to {out_path}")
 

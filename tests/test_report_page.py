@@ -76,6 +76,21 @@ def test_sglang_flags_for_each_kind_of_draft():
     assert sglang_flags(medusa, "t", 2)[0] == ""
 
 
+def test_other_drafts_compared(tmp_path: Path):
+    out = tmp_path / "plan.html"
+    r = CliRunner().invoke(cli, ["report", "--hardware", "h100-sxm", "--acceptance", "iid:0.7", "--batch", "1..64",
+                                 "--k", "0..4", "--context", "1024", "--rate", "4", "--requests", "40", "--policy",
+                                 "off,fixed:3", "--executor", "serial", "--compare", "eagle3=iid:0.75",
+                                 "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    text = html.unescape(out.read_text())
+    assert len(re.findall(r"<img ", text)) == 4 and "Other drafts, compared" in text
+    assert "Of the drafts compared at context 1,024, the fastest at batch 1:" in text
+    bad = CliRunner().invoke(cli, ["report", "--hardware", "h100-sxm", "--acceptance", "iid:0.7", "--compare",
+                                   "eagle3", "--out", str(tmp_path / "x.html")])
+    assert bad.exit_code == 2 and "DRAFT=ACCEPTANCE" in bad.output and not (tmp_path / "x.html").exists()
+
+
 @pytest.mark.parametrize("args, message", [
     (["--out", "plan.txt"], "ending in .html"),
     (["--out", "plan.html", "--batch", "1..64:x2"], "every batch from 1"),
