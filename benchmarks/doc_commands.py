@@ -4,12 +4,16 @@
     python benchmarks/doc_commands.py --all      # every command, in a fresh clone with an empty HOME, in page order
 
 A page shows a command as a ``$ specsim ...`` line in a code block, with what it prints below it (a line ``...``
-elides: the shown lines must then appear in that order), or as a line of a ``bash`` block (no output shown). The
-output of `specsim` commands that read no calibration (presets, the closed form, traces shipped here) does not
-depend on the machine: it is compared with the page. Every other command (calibrate, validate, exactness, anything
-that reads this machine's profile, the benchmarks) is only run, in page order after the ones before it on its page,
-and must exit 0. `pip install` steps and the test suite itself are skipped (the environment running this is the
-installed one). `--all` clones the repository into a temporary folder first, so nothing beside it is seen.
+elides: the shown lines must then appear in that order), as a line of a ``bash`` block, or as a ``specsim ...`` line
+of any other code block (no output shown). The output of `specsim` commands that read no calibration of this machine
+(presets, the closed form, traces and profiles shipped in scenarios/samples) does not depend on the machine: it is
+compared with the page, and one that shows no output must still exit 0. Every other command (calibrate, validate,
+exactness, anything that reads this machine's profile, the benchmarks) is only run with `--all`, in page order after
+the ones before it on its page, and must exit 0. Every page's every `specsim` command, inline ones in the prose
+included, is also checked for drift without running it: its subcommand must exist and each of its options must be
+one that subcommand takes. `pip install` steps and the test suite itself are skipped (the environment running this
+is the installed one). Figures go to a temporary folder (`out/` in a page). `--all` clones the repository into a
+temporary folder first, so nothing beside it is seen.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
 MACHINE_SUBCOMMANDS = {"calibrate", "validate", "exactness"}
-PRESET_FLAGS = ("--hardware", "--alpha", "--c ")
+PRESET_FLAGS = ("--hardware", "--alpha", "--c ", "--profile scenarios/samples/")
+INLINE = re.compile(r"`(specsim [^`]+)`")
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,7 @@ def parse(page: str, text: str | None = None) -> list[DocCommand]:
                 for step in _steps(cmd[2:]):
                     found.append(DocCommand(page, start, step, shown or None))
                 j = out_end
-            elif bash and line.strip() and not line.lstrip().startswith("#"):
+            elif (bash and line.strip() and not line.lstrip().startswith("#")) or line.startswith("specsim "):
                 start = j + 1
                 cmd, j = _join(lines, j)
                 for step in _steps(cmd):
@@ -106,6 +111,37 @@ def parse(page: str, text: str | None = None) -> list[DocCommand]:
                 j += 1
         i = body_end + 1
     return found
+
+
+def inline(page: str, text: str | None = None) -> list[tuple[int, str]]:
+    """Every `specsim ...` the page's prose writes in backticks, with its line: synopses as much as commands."""
+    lines = (text if text is not None else (ROOT / page).read_text()).split("\n")
+    return [(n, m.group(1)) for n, line in enumerate(lines, 1) for m in INLINE.finditer(line)]
+
+
+def flag_drift(command: str) -> str | None:
+    """None when `command` names a specsim subcommand and only options it takes; else what is wrong. Placeholders
+    (``A``, ``FILE``, ``…``) and alternatives written ``a|b`` are read as a synopsis writes them."""
+    import click
+
+    sys.path.insert(0, str(ROOT))
+    from specsim import cli
+
+    words = command.replace("\\|", "|").split()[1:]
+    group: click.Command = cli
+    path = ["specsim"]
+    while isinstance(group, click.Group) and words and not words[0].startswith(("-", "[")):
+        name = words[0].split("|")[0]
+        sub = group.commands.get(name)
+        if sub is None:
+            return f"{' '.join(path)} has no command {name!r}"
+        group, path, words = sub, [*path, name], words[1:]
+    known = {o for p in group.params for o in (*p.opts, *p.secondary_opts)} | {"--help", "-h"}
+    for w in words:
+        for part in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", w):
+            if part not in known:
+                return f"{' '.join(path)} takes no option {part}"
+    return None
 
 
 def matches(expected: tuple[str, ...], printed: str) -> str | None:
@@ -131,10 +167,12 @@ def matches(expected: tuple[str, ...], printed: str) -> str | None:
     return None
 
 
-def run_one(c: DocCommand, cwd: Path, env: dict[str, str], timeout_s: float) -> tuple[bool, str, float]:
+def run_one(c: DocCommand, cwd: Path, env: dict[str, str], timeout_s: float, figures: Path | None = None
+            ) -> tuple[bool, str, float]:
     t0 = time.perf_counter()
+    command = c.command if figures is None else re.sub(r"(?<=\s)out/", f"{figures}/", c.command)
     try:
-        p = subprocess.run(c.command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s)
+        p = subprocess.run(command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return False, f"ran past {timeout_s:.0f} s", time.perf_counter() - t0
     wall = time.perf_counter() - t0
@@ -159,10 +197,20 @@ def main() -> int:
         for c in commands:
             print(f"{c.page}:{c.line}  {'exact' if c.deterministic else 'runs '}  {c.command}")
         return 0
+    drift = [(page, n, cmd, flag_drift(cmd)) for page in PAGES for n, cmd in
+             [(c.line, c.command) for c in commands if c.page == page and c.command.startswith("specsim ")]
+             + inline(page)]
+    drifted = [(page, n, cmd, why) for page, n, cmd, why in drift if why]
+    for page, n, cmd, why in drifted:
+        print(f"FAIL {page}:{n}  {cmd[:70]}  -- {why}", flush=True)
+    print(f"{len(drift) - len(drifted)} of {len(drift)} specsim commands and synopses in {len(PAGES)} pages name "
+          "commands and options that exist")
     chosen = commands if a.all else [c for c in commands if c.deterministic]
     env = dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="specsim-docs-") as tmp:
         cwd = ROOT
+        figures = Path(tmp) / "out"
+        figures.mkdir()
         if a.all:
             cwd = Path(tmp) / "clone"
             subprocess.run(["git", "clone", "-q", str(ROOT), str(cwd)], check=True)
@@ -170,13 +218,13 @@ def main() -> int:
             env.pop("XDG_CACHE_HOME", None)
         failed = 0
         for c in chosen:
-            ok, why, wall = run_one(c, cwd, env, a.timeout_s)
+            ok, why, wall = run_one(c, cwd, env, a.timeout_s, None if a.all else figures)
             failed += not ok
             mark = "ok  " if ok else "FAIL"
             print(f"{mark} {wall:7.1f} s  {c.page}:{c.line}  {shlex.split(c.command)[0]} ... "
                   f"{c.command[len(shlex.split(c.command)[0]) + 1:][:70]}{'  -- ' + why if why else ''}", flush=True)
     print(f"{len(chosen) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return 1 if failed or drifted else 0
 
 
 if __name__ == "__main__":

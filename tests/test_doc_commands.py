@@ -71,3 +71,22 @@ def test_a_changed_line_is_caught_and_an_elision_is_not_a_difference():
     assert doc.matches(shown, "a\nb\nC\n") == "c"
     assert doc.matches(("a", "b"), "a\nb\nextra\n") == "2 lines shown, 3 printed"
     assert doc.matches(("a", "b"), "a\nB\n") == "b"
+
+
+def test_every_command_and_synopsis_in_every_page_names_options_that_exist():
+    found = [(page, n, cmd) for page in doc.PAGES for n, cmd in
+             [(c.line, c.command) for c in doc.parse(page) if c.command.startswith("specsim ")] + doc.inline(page)]
+    assert len({page for page, _, _ in found}) >= 8
+    assert [(page, n, doc.flag_drift(cmd)) for page, n, cmd in found if doc.flag_drift(cmd)] == []
+
+
+def test_drift_in_a_subcommand_or_an_option_is_caught():
+    assert doc.flag_drift("specsim predict --alpha 0.8 --k 4 --c 0.05") is None
+    assert doc.flag_drift("specsim plot speedup\\|best-k --out F.png") is None
+    assert doc.flag_drift("specsim predict --alpah 0.8") == "specsim predict takes no option --alpah"
+    assert doc.flag_drift("specsim plot speeedup --out f.png") == "specsim plot has no command 'speeedup'"
+    assert doc.flag_drift("specsim acceptance fit SOURCE [--out F.json]") is None
+    text = "```text\nspecsim predict --hardware h100-sxm \\\n    --alpha 0.7\n```\nsee `specsim policy --tolerance 2`\n"
+    (c,) = doc.parse("page.md", text)
+    assert c.command == "specsim predict --hardware h100-sxm --alpha 0.7" and c.expected is None and c.deterministic
+    assert doc.inline("page.md", text) == [(5, "specsim policy --tolerance 2")]
