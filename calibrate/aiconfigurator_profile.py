@@ -27,11 +27,11 @@ from simulator.cost import CostModel
 from simulator.kernel_tables import decode_pass
 from simulator.specs import ModelSpec, Overheads
 
-BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+BATCHES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 NEW_TOKENS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64)  # plain steps, chains up to k = 7, trees up to 64 nodes
 DRAFT_TOKENS = (1, 2)  # a draft pass: one token, two in a step's first pass of a re-caching engine
 CONTEXTS = (128, 1024, 4096, 16384)
-HELD_OUT_BATCHES = (2, 8, 32, 128)  # predicted from the others: how well the grid carries between its points
+HELD_OUT_BATCHES = (3, 12, 48, 192)  # predicted from the others: how well the grid carries between its points
 
 
 def _as_one_gpu(model: ModelSpec, tp: int) -> ModelSpec:
@@ -78,8 +78,8 @@ def aiconfigurator_profile(source: str, target_name: str, draft_name: str, dtype
               np.nan), HeldoutErrors(0, np.nan, np.nan, np.nan), len(passes), True, (),
               {"method": f"pass times priced from measured kernels: {src.database}; see "
                          "calibrate/aiconfigurator_profile.py",
-               "aiconfigurator": {**describe(src), "tp": tp, "preset": preset, "routing": distribution or "power-law "
-                                  "(AIConfigurator's default for the model family)"},
+               "aiconfigurator": {**describe(src), "tp": tp, "preset": preset,
+                                  "routing": next((n.split("routing ")[-1] for n in notes if "routing " in n), None)},
                "assumed": [*notes, f"the engine's own work around its passes: the {engine} engine preset "
                                    f"(scenarios/engines.toml: {engine_source})",
                            "between the grid's shapes: the preset's roofline times the priced / roofline ratio"]},
