@@ -8,9 +8,11 @@ Sources (small samples of each, made by specsim and documented as such, are in `
   Any engine's logs can be turned into it.
 - ``vllm:MANIFEST.toml``: the JSON files ``vllm bench latency --output-json`` writes (``avg_latency``,
   ``latencies``, ``percentiles``), one per batch x input x output length; the file holds no settings, so a manifest
-  gives them (``[[run]] file, batch, input_len, output_len``). A run's latency is a prefill plus output_len - 1
-  decode steps, so runs that differ only in output length give the decode step by difference, at the context
-  midway through the extra tokens, and the prefill by extrapolation to one output token.
+  gives them (``[[run]] file, batch, input_len, output_len``, and for a run made with speculation its
+  ``speculative_config`` and ``mean_acceptance_length``; any other key is an error). A run's latency is a prefill
+  plus output_len - 1 decode steps, so runs that differ only in output length give the decode step by difference,
+  at the context midway through the extra tokens, and the prefill by extrapolation to one output token; a
+  speculative run's steps give its draft's passes (`draft_passes_of`).
 - ``sglang:FILE.jsonl``: the result lines of SGLang's ``bench_one_batch`` (``batch_size``, ``input_len``,
   ``output_len``, ``prefill_latency``, ``median_decode_latency``): a decode step at the mid-output context, and the
   prefill.

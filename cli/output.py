@@ -24,18 +24,23 @@ FIGURES = (".png", ".svg", ".pdf")
 
 class OneLineErrors(click.Group):
     """Every usage error and every SpecsimError becomes one line on stderr and exit code 2 (no usage dump, no
-    traceback); Ctrl-C exits 130."""
+    traceback); Ctrl-C exits 130. A setup's notes (`say_notes`) wait until the command shows something or ends
+    well: a refusal is its one line alone."""
 
     def main(self, args: Any = None, prog_name: str | None = None, **extra: Any) -> Any:  # type: ignore[override]
         extra.pop("standalone_mode", None)
+        PENDING.clear()
         try:
             rv = super().main(args=args, prog_name=prog_name or "specsim", standalone_mode=False, **extra)
         except click.exceptions.Exit as e:
+            flush_notes()
             sys.exit(e.exit_code)
         except (click.Abort, KeyboardInterrupt):
+            PENDING.clear()
             click.echo("specsim: interrupted", err=True)
             sys.exit(130)
         except (click.ClickException, SpecsimError) as e:
+            PENDING.clear()
             message = e.format_message() if isinstance(e, click.ClickException) else str(e)
             if message.startswith(("No such command", "Missing option", "Missing argument", "Got unexpected")):
                 message += " (see specsim --help, and the command's own --help)"
@@ -48,6 +53,7 @@ class OneLineErrors(click.Group):
             click.echo(f"specsim: error: this command needs {e.name!r}, which is not installed here: "
                        f"pip install {package} (or pip install -e . from the repository)", err=True)
             sys.exit(2)
+        flush_notes()
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
@@ -84,6 +90,7 @@ class LogBar:
 @contextlib.contextmanager
 def progress(label: str, total: int) -> Iterator[Any]:
     """A bar on an interactive stderr, progress lines in a log."""
+    flush_notes()
     if sys.stderr.isatty():
         with click.progressbar(length=total, label=f"{label:34s}", file=sys.stderr, show_eta=True,
                                show_pos=True) as bar:
@@ -92,15 +99,27 @@ def progress(label: str, total: int) -> Iterator[Any]:
         yield LogBar(label, total)
 
 
+PENDING: list[str] = []  # a setup's notes not yet shown (`say_notes`)
+
+
+def flush_notes() -> None:
+    """The setup's notes, shown now (before a result, a progress bar, another note, or at a good end)."""
+    for note in PENDING:
+        click.echo(note, err=True)
+    PENDING.clear()
+
+
 def say(*lines: str) -> None:
     """Notes for the user, on stderr (stdout stays the command's result)."""
+    flush_notes()
     for line in lines:
         click.echo(line, err=True)
 
 
 def say_notes(setup: Setup) -> Setup:
-    for note in setup.notes:
-        click.echo(note, err=True)
+    """The setup's notes, shown once the command shows anything else or ends well (`OneLineErrors`): a command
+    refused after its setup resolved says its one line alone."""
+    PENDING.extend(setup.notes)
     return setup
 
 
@@ -115,6 +134,7 @@ def write_figures(figs: dict[Path, Figure]) -> None:
     from plots.render import render
     from scenarios.files import write_all
 
+    flush_notes()
     data = {path: render(fig, path.suffix.lstrip(".").lower()) for path, fig in figs.items()}
     for path in write_all(data):
         click.echo(f"plot written to {path}", err=True)
@@ -143,6 +163,7 @@ def echo_result(result: Any, meta: dict[str, Any], text: str, as_json: bool, as_
 
     from simulator.report import result_to_csv, result_to_dict
 
+    flush_notes()
     if as_json:
         click.echo(json.dumps(result_to_dict(result, meta), indent=1))
     else:
@@ -150,6 +171,7 @@ def echo_result(result: Any, meta: dict[str, Any], text: str, as_json: bool, as_
 
 
 def echo_or_write(path: Path | None, text: str, what: str) -> None:
+    flush_notes()
     if path is None:
         click.echo(text, nl=False)
     else:

@@ -44,7 +44,8 @@ def _split_k(body: str, kind: str, required: bool) -> tuple[str, int | None]:
     try:
         k = int(tail)
     except ValueError:
-        raise SpecsimError(f"{kind}: {tail!r} after @ is not a draft length") from None
+        raise SpecsimError(f"{kind}: {tail!r} after @ is not a draft length; give a whole number, e.g. "
+                           f"{kind}:{head or 'FILE'}@4") from None
     return head, k
 
 

@@ -327,7 +327,10 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
         changes["expert_sharing"] = expert_sharing
     s = replace(s, cost=replace(s.cost, **changes))
     if s.target.is_moe:
-        s = replace(s, notes=(*s.notes, f"MoE routing: {routing_said(s.cost)}"))
+        measured = ((s.profile.fit.extra.get("aiconfigurator") or {}).get("routing") if s.profile else None)
+        said = (f"the profile's passes as AIConfigurator measured them ({measured}); other shapes priced from them "
+                f"with {routing_said(s.cost)}" if measured else routing_said(s.cost))
+        s = replace(s, notes=(*s.notes, f"MoE routing: {said}"))
     return s
 
 

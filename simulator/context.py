@@ -29,7 +29,8 @@ class ContextDependent(Acceptance):
             raise SpecsimError("give one @context: factor table per acceptance model")
         if not self.contexts or len(self.contexts) != len(self.factors):
             raise SpecsimError("@context: needs CONTEXT=FACTOR pairs, e.g. iid:0.75@context:1024=1,4096=0.7")
-        if list(self.contexts) != sorted(set(self.contexts)) or self.contexts[0] < 0:
+        if not all(np.isfinite(self.contexts)) or list(self.contexts) != sorted(set(self.contexts)) or \
+                self.contexts[0] < 0:
             raise SpecsimError(f"@context: contexts must increase from >= 0, got {list(self.contexts)}")
         if any(not (0.0 <= f <= 100.0 and np.isfinite(f)) for f in self.factors):
             raise SpecsimError(f"@context: factors must lie in [0, 100], got {list(self.factors)}")
