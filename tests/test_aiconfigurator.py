@@ -53,3 +53,28 @@ def test_profile_through_the_cli_names_its_database(tmp_path):
             "--context", "1024")
     assert r.exit_code == 0, r.output
     assert f"aiconfigurator:h200_sxm/vllm/{meta['version']}" in r.output.splitlines()[0]
+
+
+def test_blackwell_preset_holds_its_refit_to_the_measured_kernels():
+    """benchmarks/refit_presets.py's fit of the B200 preset to vLLM's measured kernels is what hardware.toml holds,
+    and it prices the fitted passes within its stated error (median under 10 %)."""
+    import importlib.util
+    from dataclasses import replace
+    from pathlib import Path
+
+    from scenarios import _table, load_hardware
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "refit_presets.py"
+    spec = importlib.util.spec_from_file_location("refit_presets", path)
+    refit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(refit)
+    passes, source, latency = refit.measured_passes("b200_sxm", "b200-sxm")
+    hw = load_hardware("b200-sxm")
+    # the preset's own latency (vLLM's engine preset prices its collectives with its own, engines.toml)
+    assert _table("hardware")["b200-sxm"]["interconnect_latency_us"] == pytest.approx(latency * 1e6, abs=0.05)
+    values, median, worst = refit.fit(replace(hw, interconnect=replace(hw.interconnect, latency_s=latency)), passes)
+    assert median < 0.10 and worst < 0.25
+    for key in ("bw_efficiency", "flops_efficiency", "attention_bw_efficiency", "ridge_p"):
+        assert getattr(hw, key) == pytest.approx(values[key], rel=0.02), key
+    assert hw.overheads.layer_s * 1e6 == pytest.approx(values["layer_fixed_us"], rel=0.02)
+    assert "refit_presets.py" in hw.rates_source and source.split(",")[0] in hw.rates_source
