@@ -9,6 +9,7 @@ every number comes from. This module gathers and words; the page's layout is the
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -209,6 +210,10 @@ def provenance(s: Setup, result: SweepResult, batches: Sequence[int], ks: Sequen
         sources.append(f"Achieved rates and engine costs: {hw.rates_source}.")
         if hw.speculation_tax.source:
             sources.append(f"The engine's tax on speculation: {hw.speculation_tax.source}.")
+        fitted = re.search(r"batch 1\.\.(\d+)", hw.rates_source)  # the batches the preset's source fitted
+        if fitted and max(batches) > int(fitted.group(1)):
+            extrapolated.append(f"Batches above {fitted.group(1)} extrapolate the preset's fit (its source measured "
+                                f"batch 1..{fitted.group(1)}).")
         if hw.rates_source.startswith("assumed"):
             extrapolated.append("The achieved rates of this preset are assumed, not measured: calibrate the device "
                                 "(specsim calibrate, or calibrate --from an engine's step times).")
