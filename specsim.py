@@ -458,14 +458,17 @@ def acceptance_fit(source: str, ks: list[int], folds: int, models: str, profile_
               help="The table, .csv or .json [default: CSV on stdout].")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Draw capacity.png and one tpot-*.png per configuration into this folder.")
-def sweep(spec_path: Path, executor: str, out_path: Path | None, plot_dir: Path | None) -> None:
+@click.option("--engine", default=None, metavar="vllm|sglang|tensorrt-llm|gpt-fast",
+              help="Serving engine preset for every configuration (scenarios/engines.toml) [default: the spec's "
+                   "'engine', else vllm].")
+def sweep(spec_path: Path, executor: str, out_path: Path | None, plot_dir: Path | None, engine: str | None) -> None:
     """Simulate a grid of hardware x model pairs x TP x policies x rates (a TOML spec) into one table and plots.
 
     \b
     specsim sweep scenarios/sweeps/example.toml --out sweep.csv --plot sweep/
     specsim sweep spec.toml --executor ray:auto      # on the Ray cluster this machine belongs to
     """
-    cmd.run_sweep(spec_path, executor, out_path, plot_dir)
+    cmd.run_sweep(spec_path, executor, out_path, plot_dir, engine)
 
 
 @cli.command()

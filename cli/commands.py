@@ -177,7 +177,8 @@ def check_shapes(profile: Profile, target: str | None, draft: str | None) -> Non
                                "(then --profile that file)")
 
 
-def run_sweep(spec_path: Path, executor_text: str, out_path: Path | None, plot_dir: Path | None) -> None:
+def run_sweep(spec_path: Path, executor_text: str, out_path: Path | None, plot_dir: Path | None,
+              engine: str | None = None) -> None:
     """`specsim sweep`: the spec, the executor and every output checked first; then the grid simulated, the table
     written (CSV or JSON by its suffix; CSV on stdout without --out), the capacity per configuration and policy
     said, and the figures drawn: capacity.png and one tpot-N.png per configuration."""
@@ -188,6 +189,12 @@ def run_sweep(spec_path: Path, executor_text: str, out_path: Path | None, plot_d
     from simulator.executors import parse_executor
 
     spec = load_sweep_spec(spec_path)
+    if engine:  # --engine: every configuration priced with this engine preset (refused in one line if unknown)
+        from dataclasses import replace
+
+        from scenarios import load_engine_preset
+
+        spec = replace(spec, engine=load_engine_preset(engine).name)
     executor = parse_executor(executor_text)
     fmt = "csv"
     if out_path is not None:

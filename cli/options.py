@@ -158,7 +158,7 @@ setup_options = packed(
     click.option("--dtype", type=click.Choice(DTYPES), default="bf16", show_default=True,
                  help="Weight and KV-cache dtype (presets and config.json models; nvfp4 and mxfp4 weights keep an "
                       "fp8 cache and run on fp4 tensor cores where the GPU has them)."),
-    click.option("--engine", default=None, metavar="vllm|gpt-fast|tensorrt-llm",
+    click.option("--engine", default=None, metavar="vllm|sglang|tensorrt-llm|gpt-fast",
                  help="Serving engine whose per-step costs are added (scenarios/engines.toml) [default: vllm with "
                       "--hardware; with a profile, the calibrated engine's own, and a name prices the profiled "
                       "device's measured rates with that engine's costs]."),
