@@ -57,8 +57,8 @@ def engine_config(engine: str, max_batch: int, runs: Sequence[BenchRun]) -> Engi
     """The simulated engine: its schedule and its batch limit (module docstring)."""
     if engine == "llama-server":
         longest = max(_longest(r) for r in runs)
-        return EngineConfig(max_batch=max_batch, kv_capacity_tokens=max_batch * (longest + 64), prefill_mixed=True,
-                            slot_runs=True)
+        return EngineConfig(max_batch=max_batch, kv_capacity_tokens=max_batch * max(longest + 64, 512),
+                            prefill_mixed=True, slot_runs=True)
     return EngineConfig(max_batch=max_batch, kv_allocation="on-demand")
 
 

@@ -35,10 +35,9 @@ def base_setup(manifest: Manifest, hardware: str | None = None, profile: str | N
 
     s = manifest.setup
     hw = hardware or (None if profile else s.hardware)
-    prof = profile or (None if hardware else s.profile)
-    if prof:
-        prof = str(manifest.path.parent / prof) if not Path(prof).is_absolute() and hardware is None and \
-            profile is None else prof
+    prof = profile
+    if prof is None and hardware is None and s.profile:
+        prof = str(manifest.path.parent / s.profile)  # a manifest's paths are relative to it
     if not hw and not prof:
         raise SpecsimError(f"{manifest.path}: [setup] needs hardware = \"PRESET\" (e.g. h100-sxm) or profile = "
                            "\"FILE\" (a calibrated profile): the costs the benchmarks' fit starts from")
