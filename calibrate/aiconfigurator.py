@@ -279,7 +279,8 @@ def layer_shapes(model: ModelSpec) -> LayerShapes:
         heads_per_gpu=model.n_heads, kv_heads_per_gpu=model.n_kv_heads, head_dim=hd,
         kv_bytes_per_token_layer=model.kv_bytes_per_token_layer, attention_flops_per_row_token=per_row_token,
         dense_layers=model.dense_layers if model.is_moe else model.n_layers, moe_layers=model.n_moe_layers,
-        shared_ffn_per_gpu=model.d_ff_shared, n_experts=model.n_experts, mla=mla, extra_linear=extra)
+        shared_ffn_per_gpu=model.d_ff_shared, n_experts=model.n_experts, expert_ffn_per_gpu=model.d_ff_expert,
+        topk=model.experts_per_token, mla=mla, extra_linear=extra)
 
 
 def measured_kernels(src: Source, model: ModelSpec, hardware: Any, distribution: str | None = None

@@ -25,7 +25,7 @@ from scenarios.profile import DeviceInfo, Fit, HeldoutErrors, Microbenchmarks, P
 from simulator import SpecsimError, __version__
 from simulator.cost import CostModel
 from simulator.kernel_tables import decode_pass
-from simulator.specs import ModelSpec, Overheads
+from simulator.specs import DEFAULT_EXPERT_SHARING, ModelSpec, Overheads
 
 BATCHES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 NEW_TOKENS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64)  # plain steps, chains up to k = 7, trees up to 64 nodes
@@ -82,7 +82,11 @@ def aiconfigurator_profile(source: str, target_name: str, draft_name: str, dtype
                                   "routing": next((n.split("routing ")[-1] for n in notes if "routing " in n), None)},
                "assumed": [*notes, f"the engine's own work around its passes: the {engine} engine preset "
                                    f"(scenarios/engines.toml: {engine_source})",
-                           "between the grid's shapes: the preset's roofline times the priced / roofline ratio"]},
+                           "between the grid's shapes: the preset's roofline times the priced / roofline ratio",
+                           *([f"MoE verify passes: a sequence's rows share experts {DEFAULT_EXPERT_SHARING:g} "
+                              "(the measured kernel read at the independent tokens they amount to, the other rows' "
+                              "FLOPs added)"] if target.is_moe else [])],
+               "expert_sharing": DEFAULT_EXPERT_SHARING},
               linear_additive=hw.ridge_p == 1.0)
     device = DeviceInfo("cuda", f"{hw.name} ({src.label}{f', TP {tp}' if tp > 1 else ''})", hw.mem_capacity_bytes,
                         {"imported_from": src.label, "database": src.database, "tp": tp})

@@ -11,8 +11,9 @@ A pass of B sequences x n new tokens on c cached tokens each (`decode_pass`), pr
 - every GEMM at B x n rows (the measured GEMM at m = B n, its n x k);
 - decode attention: each sequence's KV cache read once, the measured decode kernel at (B, c + n), plus the n - 1
   extra query rows' FLOPs at the tensor-core rate (the KV read does not repeat for them; `extra_rows_flops_per_s`);
-- the fused MoE kernel at B x n tokens, as measured (its routing: the table's distribution), after the router and
-  beside the shared experts (`_moe_layer_s`);
+- the fused MoE kernel as measured (its routing: the table's distribution) at B x n_eff tokens, a sequence's n rows
+  sharing experts as n_eff = 1 + (n - 1)(1 - sharing) independent tokens, the other rows' FLOPs on top; after the
+  router and beside the shared experts (`_moe_layer_s`);
 - MLA (DeepSeek): the measured generation module at (B, c + n), the extra rows as for attention;
 - the all-reduces at B x n x d_model x 2 bytes;
 - what no table measures (norms, activations, the embedding, rotary) by the roofline: bytes at a fraction of the
@@ -28,6 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .specs import DEFAULT_EXPERT_SHARING
 
 MILLI = 1e-3
 
@@ -178,6 +181,8 @@ class LayerShapes:
     moe_layers: int = 0
     shared_ffn_per_gpu: int = 0  # an MoE layer's shared experts' width on this GPU
     n_experts: int = 0
+    expert_ffn_per_gpu: int = 0  # one routed expert's width on this GPU
+    topk: int = 0
     mla: bool = False
     shared_overlapped: bool = True  # the shared experts run beside the routed ones (a second CUDA stream)
     extra_linear: tuple[tuple[int, int], ...] = ()  # MLA: its projections' GEMMs per layer, (n, k), on this GPU
@@ -214,10 +219,10 @@ class PassTimes:
 
 
 def decode_pass(shapes: LayerShapes, kernels: MeasuredKernels, batch: int, new_tokens: int,
-                context: int) -> PassTimes:
+                context: int, expert_sharing: float = DEFAULT_EXPERT_SHARING) -> PassTimes:
     """A pass of `batch` sequences x `new_tokens` rows each on `context` cached tokens, as an engine runs it: the
     GEMMs, MoE and collectives at batch x new_tokens rows, each sequence's KV cache read once (see the module
-    docstring)."""
+    docstring); a sequence's rows share experts by `expert_sharing` (`_moe_layer_s`)."""
     s = shapes
     rows = batch * new_tokens
     g = kernels.gemm
@@ -236,7 +241,7 @@ def decode_pass(shapes: LayerShapes, kernels: MeasuredKernels, batch: int, new_t
         per_layer = kernels.elementwise.time_s(batch * attended * s.kv_bytes_per_token_layer) + (
             batch * new_tokens * attended * s.attention_flops_per_row_token / kernels.tensor_flops_per_s)
     attention = s.n_layers * per_layer
-    moe = s.moe_layers * _moe_layer_s(s, kernels, rows) if s.moe_layers else 0.0
+    moe = s.moe_layers * _moe_layer_s(s, kernels, batch, new_tokens, expert_sharing) if s.moe_layers else 0.0
     comm = 0.0
     if kernels.all_reduce is not None and s.tp > 1:
         comm = 2 * s.n_layers * float(kernels.all_reduce.at(rows * s.d_model * 2))
@@ -248,12 +253,18 @@ def decode_pass(shapes: LayerShapes, kernels: MeasuredKernels, batch: int, new_t
     return PassTimes(gemm, attention, moe, comm, norms + acts + embedding)
 
 
-def _moe_layer_s(s: LayerShapes, kernels: MeasuredKernels, rows: int) -> float:
+def _moe_layer_s(s: LayerShapes, kernels: MeasuredKernels, batch: int, new_tokens: int, sharing: float) -> float:
     """One MoE layer: the router (bf16) and the fused routed experts on the main stream; the shared experts (their
     GEMMs and activation) beside them on a second stream where the engine overlaps them (vLLM under CUDA graphs),
-    after them otherwise."""
-    routed = kernels.logits_gemm.at(rows, s.n_experts, s.d_model) + (
-        float(kernels.moe.at(rows)) if kernels.moe is not None else 0.0)
+    after them otherwise. The fused kernel was measured on tokens routed independently; a sequence's n rows route
+    as 1 + (n - 1)(1 - sharing) independent tokens would (`ModelSpec.experts_touched`), so the kernel is read at
+    that many tokens and the rest of the rows add their FLOPs at the tensor-core rate."""
+    rows = batch * new_tokens
+    routed = kernels.logits_gemm.at(rows, s.n_experts, s.d_model)
+    if kernels.moe is not None:
+        independent = batch * (1.0 + (new_tokens - 1) * (1.0 - sharing))
+        extra_flops = (rows - independent) * 2 * 3 * s.d_model * s.expert_ffn_per_gpu * s.topk
+        routed += float(kernels.moe.at(independent)) + extra_flops / kernels.tensor_flops_per_s
     if not s.shared_ffn_per_gpu:
         return routed
     g, w = kernels.gemm, s.shared_ffn_per_gpu
@@ -265,4 +276,4 @@ def aiconfigurator_verify(shapes: LayerShapes, kernels: MeasuredKernels, batch: 
                           context: int) -> PassTimes:
     """A verify pass as AIConfigurator prices one: batch x new_tokens one-token sequences, every one re-reading its
     sequence's KV cache (for comparison, not for pricing)."""
-    return decode_pass(shapes, kernels, batch * new_tokens, 1, context + new_tokens - 1)
+    return decode_pass(shapes, kernels, batch * new_tokens, 1, context + new_tokens - 1, expert_sharing=0.0)
