@@ -1,6 +1,8 @@
 """Pass times from measured-kernel tables (simulator.kernel_tables): the interpolation between measured sizes, and a
 verify pass priced as an engine runs it (one KV read per sequence) against AIConfigurator's (k + 1 sequences)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -79,3 +81,20 @@ def test_verify_pass_reads_each_cache_once_and_aiconfigurator_rereads_it():
                                                 verify.other_s)))
     # batch 1, k = 0: the same pass either way
     assert aiconfigurator_verify(shapes, kernels, 1, 1, 1024) == decode_pass(shapes, kernels, 1, 1, 1024)
+
+
+def test_a_verify_pass_shares_experts_within_a_sequence():
+    """The fused MoE kernel, measured on independent tokens, is read at the independent tokens a verify pass's rows
+    amount to: cheaper than every row routed alone, dearer than one row, and AIConfigurator's pricing shares none."""
+    shapes, kernels = _llama_like()
+    moe = replace(shapes, moe_layers=32, dense_layers=0, ffn_per_gpu=0, n_experts=128, expert_ffn_per_gpu=768,
+                  topk=8)
+    # the fused kernel: 40 us + 9 us per expert woken (uniform routing of 128 experts, top-8), per layer
+    tokens = (1, 2, 4, 8, 16, 64, 256, 1024)
+    curve = Curve(tokens, tuple(40e-6 + 9e-6 * 128 * (1 - (1 - 8 / 128) ** t) for t in tokens))
+    k = replace(kernels, moe=curve)
+    alone = decode_pass(moe, k, 1, 4, 1024, expert_sharing=0.0).moe_s
+    shared = decode_pass(moe, k, 1, 4, 1024, expert_sharing=0.5).moe_s
+    one = decode_pass(moe, k, 1, 1, 1024).moe_s
+    assert one < shared < alone
+    assert aiconfigurator_verify(moe, k, 1, 4, 1024).moe_s == pytest.approx(alone, rel=1e-9)
