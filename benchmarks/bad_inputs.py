@@ -236,6 +236,22 @@ def cases() -> list[Case]:
           refuse("tree", f"predict {P} --tree 0", ""), refuse("tree", f"predict {P} --tree 2,x", ""),
           refuse("tree", f"predict {P} --tree 64,64,64,64", ""), refuse("tree", f"predict {P} --tree-budget 0"),
           ok("tree", f"predict {P} --tree ' '", "k=2")]
+    # -- non-finite numbers anywhere -----------------------------------------------------------------------------
+    for opt in ("--prompt-tokens exp:nan", "--output-tokens exp:inf", "--attainment nan", "--load-rps nan",
+                "--load-rps inf"):
+        c.append(refuse("non-finite", f"plan --hardware h100-sxm --acceptance iid:0.7 --slo-tpot-ms 10 "
+                                      f"--requests 50 {opt}"))
+    for spec in ("ranks:nan", "positional:0.8,nan", "beta:inf,1", "sglang:{D}/empty.jsonl@nan",
+                 "accept-length:inf@3", "iid:0.7@context:nan=1", "iid:1e400"):
+        c.append(refuse("non-finite", f"predict --hardware h100-sxm --batch 1,8 --k 0..2 --acceptance '{spec}'"))
+    for name in ("sw_nanrate.toml", "sw_nanslo.toml", "sw_infreq.toml", "m_nanlen.toml"):
+        c.append(refuse("non-finite", f"sweep {{D}}/{name} --executor serial" if name.startswith("sw") else
+                        f"calibrate --from vllm:{{D}}/{name} --hardware h100-sxm --target llama-3.1-8b --draft "
+                        "llama-3.2-1b --out {D}/out/p.json"))
+    c.append(refuse("non-finite", "calibrate --from csv:{D}/steps_inf.csv --hardware h100-sxm --target llama-3.1-8b "
+                                  "--draft llama-3.2-1b --out {D}/out/p.json", "finite"))
+    c.append(refuse("non-finite", f"predict {P} --target {{D}}/infheads --draft ngram --acceptance "
+                                  "iid:0.8@proposed:0.3"))
     # -- sweep TOML ----------------------------------------------------------------------------------------------
     for name, frag in (("missing.toml", ""), ("m_nottoml.toml", ""), ("empty.toml", ""), ("sw_unknown.toml", ""),
                        ("sw_badhw.toml", "did you mean"), ("sw_badrates.toml", ""), ("sw_negreq.toml", ""),
@@ -357,6 +373,14 @@ def write_files(d: Path) -> None:
     put("sw_badrates.toml", sweep.replace("rates = [5]", "rates = [0, -5]"))
     put("sw_negreq.toml", sweep + "[serving]\nrequests = -10\n")
     put("sw_types.toml", sweep.replace('hardware = ["h100-sxm"]', "hardware = 5"))
+    put("sw_nanrate.toml", sweep.replace("rates = [5]", "rates = [nan]"))
+    put("sw_nanslo.toml", sweep + "[serving]\nslo_tpot_ms = nan\n")
+    put("sw_infreq.toml", sweep + "[serving]\nrequests = inf\n")
+    nan = 'speculative_config = {method = "draft_model", num_speculative_tokens = 3}\nmean_acceptance_length = nan\n'
+    put("m_nanlen.toml", run("l1.json", 128, nan) + run("l2.json", 256, nan))
+    put("steps_inf.csv", head + rows + "128,1,512,inf\n")
+    put("infheads/config.json", json.dumps(LLAMA_CFG).replace('"num_attention_heads": 4',
+                                                            '"num_attention_heads": 1e999'))
     put("arr_nocol.csv", "when,prompt_tokens,output_tokens\n0,5,5\n")
     put("arr_neg.csv", "arrival_s,prompt_tokens,output_tokens\n0,5,5\n1,-5,5\n")
     put("arr_zero.csv", "prompt_tokens,output_tokens\n5,0\n")

@@ -12,8 +12,8 @@ exactness, anything that reads this machine's profile, the benchmarks) is only r
 the ones before it on its page, and must exit 0. Every page's every `specsim` command, inline ones in the prose
 included, is also checked for drift without running it: its subcommand must exist and each of its options must be
 one that subcommand takes. `pip install` steps and the test suite itself are skipped (the environment running this
-is the installed one). Figures go to a temporary folder (`out/` in a page). `--all` clones the repository into a
-temporary folder first, so nothing beside it is seen.
+is the installed one). What a command writes (`--out`, `--plot`) goes to a temporary folder. `--all` clones the
+repository into a temporary folder first, so nothing beside it is seen.
 """
 
 from __future__ import annotations
@@ -170,7 +170,8 @@ def matches(expected: tuple[str, ...], printed: str) -> str | None:
 def run_one(c: DocCommand, cwd: Path, env: dict[str, str], timeout_s: float, figures: Path | None = None
             ) -> tuple[bool, str, float]:
     t0 = time.perf_counter()
-    command = c.command if figures is None else re.sub(r"(?<=\s)out/", f"{figures}/", c.command)
+    command = c.command if figures is None else re.sub(r"(--out\s+|--plot\s+)(?:out/)?([^\s/]\S*)",
+                                                        lambda m: f"{m[1]}{figures}/{m[2]}", c.command)
     try:
         p = subprocess.run(command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
