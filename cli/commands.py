@@ -249,8 +249,8 @@ def run_policy(setup: SetupOptions, fmt: str, batches: list[int], ks: list[int],
 
         config = vllm_speculative_config(s.draft, ranges)
         if str(config.get("model", "")).startswith("<"):
-            say(f"no published {s.draft.kind} draft is known for {s.target.name} ({s.draft.name} is shaped after it): "
-                f"\"model\" is a placeholder; put your draft's repository or folder there")
+            say(f"the config's \"model\" is a placeholder (specsim knows no published {s.draft.kind} draft for "
+                f"{s.target.name}): put your draft's repository or folder there")
         text = json.dumps(config, indent=1)
     else:
         text = json.dumps(ranges) if fmt == "vllm" else json.dumps(record, indent=1)
