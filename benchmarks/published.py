@@ -372,6 +372,51 @@ def summary(errs: list[float]) -> str:
             f"({len(a)} points)")
 
 
+def must_show(priced: list[Priced], shipped: Params, held: dict[int, float]) -> None:
+    """The issue's three figures: vLLM + EAGLE-3's K sweep on Llama-3.1-8B, Qwen3-30B-A3B + EAGLE-3 on SGLang at
+    batch 1 against a dense target of its active size, and a Blackwell measurement."""
+    sweep = sorted((q for q in priced if q.point.source.id == "vllm-issue-20780" and q.kind == "eagle3"),
+                   key=lambda q: q.point.k or 0)
+    if sweep:
+        print("\nvLLM + EAGLE-3, Llama-3.1-8B, H100, batch 1 (vllm-issue-20780), speed-up by K:")
+        rows = [(q.point.k, q.measured, shipped.predict(q), held[id(q)]) for q in sweep]
+        print("  K     " + "".join(f"{k:>7d}" for k, *_ in rows) + "   best K")
+        for i, name in ((1, "measured"), (2, "preset"), (3, "LOSO")):
+            best = max(rows, key=lambda r: r[i])
+            print(f"  {name:9s}" + "".join(f"{r[i]:7.2f}" for r in rows) + f"   K = {best[0]} ({best[i]:.2f}x)")
+    moe = next((q for q in priced if q.point.label == "specforge-issue-339#1"), None)
+    if moe is not None:
+        p = moe.point
+        full = load_model(p.target)
+        dense = replace(full, name="dense-like-qwen3-30b-a3b", n_experts=0, experts_per_token=0, d_ff_expert=0,
+                        d_ff_shared=0, dense_layers=0, d_ff=full.experts_per_token * full.d_ff_expert)
+        print(f"\nQwen3-30B-A3B + EAGLE-3 on SGLang, 2 H100s, batch 1, 3 draft tokens, acceptance length "
+              f"{moe.acceptance_length} ({p.label}): measured {moe.measured:.2f}x, preset {shipped.predict(moe):.2f}x, "
+              f"LOSO {held[id(moe)]:.2f}x")
+        for name, target in (("Qwen3-30B-A3B (MoE)", full), (f"dense, {dense.matmul_params / 1e9:.2f} B params "
+                                                                    "(its active size)", dense)):
+            for engine in ("sglang", "vllm"):
+                hw = load_hardware("h100-sxm", engine)
+                cost = CostModel.from_hardware(hw)
+                t = target.shard(2)
+                head = shard_draft(load_draft("eagle3", full if target is full else dense), 2, hw)
+                plain = step_time(cost, t, head, 1, moe.context, Candidate(0)).total_s
+                spec = step_time(cost, t, head, 1, moe.context, Candidate(3))
+                ratio = cost.pass_time_s(t, 1, 4, moe.context) / cost.pass_time_s(t, 1, 1, moe.context)
+                print(f"  {name:38s} {engine:7s} preset: {moe.acceptance_length * plain / spec.total_s:.2f}x "
+                      f"(plain step {plain * 1e3:.2f} ms, speculative {spec.total_s * 1e3:.2f} ms: draft "
+                      f"{spec.draft_s * 1e3:.2f}, verify {spec.verify_s * 1e3:.2f}; a 4-token pass / a 1-token pass "
+                      f"{ratio:.2f}x; breaks even at acceptance length {spec.total_s / plain:.2f})")
+    blackwell = [q for q in priced if q.point.gpu in ("b200-sxm", "b300-sxm", "gb200") and q.kind in ("mtp", "eagle3")]
+    if blackwell:
+        print("\nBlackwell (FP4/FP8 weights) with MTP or EAGLE-3:")
+        for q in blackwell:
+            print(f"  {q.point.label:30s} {q.point.gpu} x{q.point.gpu_count} {q.point.target} {q.point.precision} "
+                  f"{q.kind} k={q.point.k}: measured {q.measured:.2f}x, preset {shipped.predict(q):.2f}x "
+                  f"({error_pct(shipped.predict(q), q.measured):+.1f} %), LOSO {held[id(q)]:.2f}x "
+                  f"({error_pct(held[id(q)], q.measured):+.1f} %)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--plot", type=Path, help="write predicted against measured speed-up to this PNG")
@@ -415,6 +460,7 @@ def main() -> int:
           "of the decomposition)")
     print(f"leave one source out:     {summary(loso_errs)}; worst source median {max(medians.values()):.1f} % "
           f"({max(medians, key=medians.get)})")
+    must_show(priced, shipped, held)
     if skipped:
         print("\nleft out:")
         for p, why in skipped:
@@ -434,7 +480,7 @@ def main() -> int:
                   f"{sorted({q.point.gpu for q in mine})}, fit_batch = [{min(q.batch for q in mine)}, "
                   f"{max(q.batch for q in mine)}], fit_kinds = {sorted({q.kind for q in mine})}")
     if args.plot:
-        from plots.published import published_vs_measured
+        from plots.published_vs_measured import published_vs_measured
 
         fig = published_vs_measured([(q.engine, q.measured, held[id(q)], q.point.label) for q in priced])
         fig.savefig(args.plot, dpi=110, bbox_inches="tight")

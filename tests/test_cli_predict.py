@@ -15,7 +15,7 @@ def test_essay_example_printed():
 
 def test_formula_json_schema_and_optimal_k():
     r = run("predict", "--alpha", "0.8", "--k", "1..8", "--c", "0.05", "--json")
-    data = json.loads(r.output)
+    data = json.loads(r.stdout)
     assert {"rows", "best", "disable_above_batch"} <= set(data)
     row = data["rows"][0]
     assert {"batch", "k", "tree", "context", "tokens_per_pass", "step_time_s", "baseline_time_s", "speedup", "bound",
@@ -29,7 +29,7 @@ def test_hardware_mode_json_csv_and_plot(tmp_path):
             "--acceptance", "iid:0.5", "--batch", "1..256", "--k", "0..4", "--context", "128"]
     r = run(*args, "--json")
     assert r.exit_code == 0, r.output
-    data = json.loads(r.output)
+    data = json.loads(r.stdout)
     assert len(data["rows"]) == 256 * 5
     assert isinstance(data["disable_above_batch"], int) and 1 < data["disable_above_batch"] < 256
     r = run(*args, "--csv")
@@ -72,7 +72,7 @@ def test_trees_in_both_modes():
     r = run("predict", "--hardware", "a100-80gb-sxm", "--acceptance", "ranks:0.6,0.2,0.1", "--batch", "1..8",
             "--tree", "2,2,1", "--json")
     assert r.exit_code == 0, r.output
-    assert any(row["tree"] == "2,2,1" for row in json.loads(r.output)["rows"])
+    assert any(row["tree"] == "2,2,1" for row in json.loads(r.stdout)["rows"])
 
 
 @pytest.mark.parametrize("args, message", [

@@ -35,16 +35,19 @@ def test_an_eagle3_heads_parameters_by_hand():
 
 def test_a_heads_drafting_costs_a_fraction_of_a_draft_models():
     """k = 3 at batch 1: three passes of Llama-3.2-1B's 16 layers against three passes of one layer plus a 32k-token
-    LM head; the head's first pass reads the k + 1 verified rows, its fusion once."""
+    LM head; the head's first pass reads the k + 1 verified rows, its fusion once. Around them the engine's own cost
+    for the kind (engines.toml: vLLM pays ~0.7 ms a head's pass, vllm #20780), apart from the passes' own time."""
     model = load_draft("llama-3.2-1b", LLAMA)
     head = load_draft("eagle3", LLAMA)
     step_model = step_time(H100, LLAMA, model, 1, 1024, Candidate(3))
     step_head = step_time(H100, LLAMA, head, 1, 1024, Candidate(3))
     assert step_head.verify_s == step_model.verify_s
-    assert step_head.draft_s < 0.5 * step_model.draft_s
+    kind = H100.overheads.engine.drafting("eagle3")
+    around = 3 * kind.per_pass.fixed_s + kind.per_step.fixed_s
+    assert step_head.draft_s - around < 0.5 * step_model.draft_s
     one_pass = H100.pass_time_s(head.module, 1, 4, 1024) + 2 * H100.pass_time_s(head.module, 1, 1, 1025)
     fusion = float(H100.linear_times(3 * 4096 * 4096 * 2, 2.0 * 3 * 4096 * 4096 * 4, 4))
-    assert step_head.draft_s == pytest.approx(one_pass + fusion, rel=0.02)
+    assert step_head.draft_s == pytest.approx(one_pass + fusion + around, rel=0.02)
 
 
 def test_mtp_reads_the_shared_lm_head_every_pass_but_holds_it_once():
@@ -148,7 +151,7 @@ def test_every_command_takes_every_kind():
                        ("mtp:1,assumed", "iid:0.8"), ("llama-3.2-1b", "iid:0.7")):
         r = run("predict", *base, "--draft", draft, "--acceptance", acc, "--batch", "1,64", "--k", "0..3", "--json")
         assert r.exit_code == 0, (draft, r.output)
-        assert json.loads(r.output)["draft"]
+        assert json.loads(r.stdout)["draft"]
         r = run("policy", *base, "--draft", draft, "--acceptance", acc, "--batch", "1..32", "--k", "0..3")
         assert r.exit_code == 0, (draft, r.output)
     r = run("simulate", *base, "--draft", "ngram", "--acceptance", "iid:0.8@proposed:0.3", "--rate", "5",
