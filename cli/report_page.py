@@ -137,8 +137,12 @@ def verdict_lines(by_context: Sequence[dict], metrics: Sequence[ServingMetrics],
             lines.append(f"Under load: at {low:g} req/s {best.policy} {'cuts' if cut >= 0 else 'raises'} TPOT p50 by "
                          f"{abs(100 * cut):.0f} % ({1e3 * best.tpot_s[0]:.1f} ms against {1e3 * off[low].tpot_s[0]:.1f}"
                          " ms without speculation).")
-        stop = next((r for r in sorted(off) if min((m.tpot_s[0] for m in spec if m.rate_per_s == r and m.sustained),
-                                                    default=float("inf")) >= off[r].tpot_s[0]), None)
+        def best_spec(rate: float) -> float:  # the sustained runs' best TPOT p50 at `rate`; all runs' if none is
+            at = [m for m in spec if m.rate_per_s == rate]
+            return min((m.tpot_s[0] for m in at if m.sustained), default=min(m.tpot_s[0] for m in at))
+
+        stop = next((r for r in sorted(off) if any(m.rate_per_s == r for m in spec)
+                     and best_spec(r) >= off[r].tpot_s[0]), None)
         if stop is not None:
             lines.append(f"From {stop:g} req/s on no speculating policy beats plain decoding's TPOT p50: past that "
                          "load, run without speculation.")
@@ -160,6 +164,21 @@ def verdict_lines(by_context: Sequence[dict], metrics: Sequence[ServingMetrics],
         than = f" ({rest})" if rest else ""
         lines.append(f"For {best_fleet.load_per_s:g} req/s: {best_fleet.engines} engines with "
                      f"{best_fleet.policy}{than}.")
+    return lines
+
+
+def trust_lines(s: Setup) -> list[str]:
+    """What the verdict must say before anything else: a profile that cannot be trusted, and what a quick one did
+    not measure."""
+    p = s.profile
+    if p is None:
+        return []
+    lines = []
+    if not p.trust.trusted:
+        lines.append("This calibration is UNTRUSTED (" + "; ".join(p.trust.reasons) + "): every number below inherits "
+                     "its error; calibrate again on a quiet machine (specsim calibrate --busy on a shared one).")
+    if p.not_measured:
+        lines.append("Not measured by this profile: " + "; ".join(p.not_measured) + ".")
     return lines
 
 
@@ -229,8 +248,6 @@ def provenance(s: Setup, result: SweepResult, batches: Sequence[int], ks: Sequen
         if fit.datasheet_heldout.n:
             sources.append(f"The pure roofline on the same points: median |error| "
                            f"{100 * fit.datasheet_heldout.median_abs_err:.1f} %.")
-        if p.not_measured:
-            sources.append("Not measured by this profile: " + "; ".join(p.not_measured) + ".")
         measured = [r for r in p.passes if r.median_s is not None]
         if measured:
             top_batch = max(r.batch for r in measured)
@@ -356,7 +373,8 @@ def build_report(setup: SetupOptions, serving: ServingOptions, batches: list[int
     target_repo = _repo(s.target.source, s.target.name)
     flags, note = sglang_flags(s.draft, target_repo, _k_at(ranges, batch))
     if flags:
-        where = "the mean batch of the best speculating policy at its capacity" if met else "no SLO given"
+        where = ("the mean batch of the best speculating policy at its capacity" if met else
+                 "no speculating policy met the SLO" if caps else "no SLO given")
         snippets.append(Snippet("SGLang launch flags", flags,
                                 f"{note}; one draft length for the server: the table's k at batch {batch} ({where})"))
     else:
@@ -395,7 +413,8 @@ def build_report(setup: SetupOptions, serving: ServingOptions, batches: list[int
     sections.append(Section("The validations behind this kind of prediction", bullets=tuple(backing(s))))
     sections.append(Section("What is extrapolated", bullets=tuple(extrapolated)))
     page = PlanPage(title=f"Speculative decoding plan: {s.target.name} drafted by {s.draft.name}",
-                    subtitle=s.heading, verdict=(*verdict_lines(by_context, metrics, caps, fleets), *verdict_compared),
+                    subtitle=s.heading,
+                    verdict=(*trust_lines(s), *verdict_lines(by_context, metrics, caps, fleets), *verdict_compared),
                     sections=tuple(sections),
                     footer=(f"made by specsim {__version__}: {command}",
                             "Predictions from a roofline cost model and a discrete-event simulation; the validations "

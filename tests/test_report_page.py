@@ -91,6 +91,24 @@ def test_other_drafts_compared(tmp_path: Path):
     assert bad.exit_code == 2 and "DRAFT=ACCEPTANCE" in bad.output and not (tmp_path / "x.html").exists()
 
 
+def test_a_profile_page_says_how_far_to_trust_it(tmp_path: Path):
+    """A profile fitted to an H200's step times that its own held-out points reject: the verdict says UNTRUSTED
+    first, and the sources give the held-out error."""
+    profile = tmp_path / "h200.json"
+    r = CliRunner().invoke(cli, ["calibrate", "--from", "csv:scenarios/samples/h200-specsim-steps.csv", "--hardware",
+                                 "h200", "--target", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--out", str(profile)])
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "plan.html"
+    r = CliRunner().invoke(cli, ["report", "--profile", str(profile), "--acceptance", "iid:0.7", "--batch", "1..32",
+                                 "--k", "0..3", "--context", "1024", "--rate", "4", "--requests", "40", "--policy",
+                                 "off,fixed:2", "--executor", "serial", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    text = html.unescape(out.read_text())
+    verdict = text[text.index("Verdict"):text.index("Engine configuration")]
+    assert "<li>This calibration is UNTRUSTED (held-out pass error median" in verdict
+    assert "Held-out pass times (" in text and "Calibration profile" in text
+
+
 @pytest.mark.parametrize("args, message", [
     (["--out", "plan.txt"], "ending in .html"),
     (["--out", "plan.html", "--batch", "1..64:x2"], "every batch from 1"),
