@@ -46,6 +46,12 @@ from simulator.specs import DTYPE_BYTES, EngineOverheads, ModelSpec  # noqa: E40
 from simulator.sweep import Candidate, step_time  # noqa: E402
 from simulator.trees import Tree  # noqa: E402
 
+# Targets without a preset priced as the preset of the same shape, with the reason.
+TARGET_ALIASES = {
+    "deepseek-ai/DeepSeek-V3.2": ("deepseek-v3", "DeepSeek-V3.2 is DeepSeek-V3's shape (671 B, 37 B active, MLA, one "
+                                  "MTP module) with DSA sparse attention, which reads at most 2,048 cached tokens: the "
+                                  "same reads at the corpus's short contexts"),
+}
 ACCEPT_US = 100.0  # the presets' accept rule (engines.toml accept_overhead_us), a part of the fit's spec_step_us
 DEFAULT_CONTEXT = 512  # tokens in the cache where the source gives no lengths (MT-Bench-like prompts)
 DRAFT_MODELS = {"llama-3.2-1b": ("llama-3.2-1b",), "qwen3-0.6b": ("qwen3-0.6b",), "qwen2.5-0.5b": ("qwen2.5-0.5b",),
@@ -151,6 +157,8 @@ def price(p: PublishedPoint) -> Priced:
         raise SpecsimError("no speed-up published")
     if p.gpu is None or p.gpu not in hardware_names():
         raise SpecsimError(f"no hardware preset for {p.gpu or 'an unnamed GPU'}")
+    if p.target in TARGET_ALIASES:
+        p = replace(p, target=TARGET_ALIASES[p.target][0])
     if p.target not in model_names():
         raise SpecsimError(f"no model preset for {p.target}")
     al = acceptance_length(p)
@@ -324,6 +332,8 @@ def through_the_model(q: Priced) -> float:
     engine)`, `step_time`): what `specsim predict --engine E` says, for the check that the fit's decomposition is the
     model's arithmetic."""
     p = q.point
+    if p.target in TARGET_ALIASES:
+        p = replace(p, target=TARGET_ALIASES[p.target][0])
     dtype = PRECISION.get(p.precision or "bf16")
     tp = p.tp or p.gpu_count or 1
     hw = load_hardware(p.gpu, q.engine)
