@@ -151,8 +151,9 @@ def acceptance_length(p: PublishedPoint) -> float | None:
     return None
 
 
-def price(p: PublishedPoint) -> Priced:
-    """The point priced by the passes alone; a SpecsimError says why it cannot be."""
+def price(p: PublishedPoint, assumed_length: float | None = None) -> Priced:
+    """The point priced by the passes alone; a SpecsimError says why it cannot be. `assumed_length` stands in for
+    an acceptance the point does not publish (`anchored_series`)."""
     if p.speedup is None:
         raise SpecsimError("no speed-up published")
     if p.gpu is None or p.gpu not in hardware_names():
@@ -161,7 +162,7 @@ def price(p: PublishedPoint) -> Priced:
         p = replace(p, target=TARGET_ALIASES[p.target][0])
     if p.target not in model_names():
         raise SpecsimError(f"no model preset for {p.target}")
-    al = acceptance_length(p)
+    al = acceptance_length(p) or assumed_length
     if al is None:
         raise SpecsimError("no acceptance published")
     batch = p.batch or p.concurrency
@@ -382,6 +383,30 @@ def summary(errs: list[float]) -> str:
             f"({len(a)} points)")
 
 
+def anchored_series(points: list[PublishedPoint], shipped: Params) -> list[tuple[str, list[tuple[int, float, float]]]]:
+    """Batch sweeps that publish no acceptance (the EAGLE-3 paper's SGLang table): each series' acceptance length
+    solved from its smallest batch (its error is zero by construction), its other batches predicted with it. What
+    this checks is the shape in batch of the presets' costs, not their level."""
+    series: dict[tuple, list[PublishedPoint]] = {}
+    for p in points:
+        if acceptance_length(p) is None and p.speedup is not None and (p.batch or p.concurrency):
+            key = (p.source.id, p.engine, p.gpu, p.target, p.draft_kind, p.k, p.tree, p.metric, p.input_len)
+            series.setdefault(key, []).append(p)
+    out = []
+    for key, members in series.items():
+        if len(members) < 3:
+            continue
+        try:
+            priced = sorted((price(p, assumed_length=1.0) for p in members), key=lambda q: q.batch)
+        except SpecsimError:
+            continue
+        length = priced[0].measured / shipped.predict(priced[0])
+        rows = [(q.batch, q.measured, length * shipped.predict(q)) for q in priced[1:]]
+        out.append((f"{key[0]} {key[1]} {key[2]} {key[3]} {key[4]} k={key[5]} (acceptance length {length:.2f} "
+                    f"from batch {priced[0].batch})", rows))
+    return out
+
+
 def must_show(priced: list[Priced], shipped: Params, held: dict[int, float]) -> None:
     """The issue's three figures: vLLM + EAGLE-3's K sweep on Llama-3.1-8B, Qwen3-30B-A3B + EAGLE-3 on SGLang at
     batch 1 against a dense target of its active size, and a Blackwell measurement."""
@@ -471,6 +496,16 @@ def main() -> int:
     print(f"leave one source out:     {summary(loso_errs)}; worst source median {max(medians.values()):.1f} % "
           f"({max(medians, key=medians.get)})")
     must_show(priced, shipped, held)
+    series = anchored_series([p for p, _ in skipped], shipped)
+    if series:
+        print("\nbatch sweeps without a published acceptance, anchored on their smallest batch (presets as shipped):")
+        errs = []
+        for name, rows in series:
+            errs += [error_pct(pred, meas) for _, meas, pred in rows]
+            print(f"  {name}")
+            print("    " + "  ".join(f"b{b}: {meas:.2f}/{pred:.2f} ({error_pct(pred, meas):+.0f} %)"
+                                     for b, meas, pred in rows))
+        print(f"  measured/predicted; {summary(errs)}")
     if skipped:
         print("\nleft out:")
         for p, why in skipped:
