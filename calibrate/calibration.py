@@ -86,6 +86,33 @@ class Grid:
                    prefill_tokens=prefill[1])
 
 
+PAIR_SLOTS = 512  # cache slots per sequence of the built-in pair as a calibration loads it (twice its training length)
+
+
+@dataclass(frozen=True)
+class BuiltinPlan:
+    """What a calibration of the built-in pair measures beyond the pass grid, and how much: acceptance on `prompts`
+    calibration prompts of `tokens` generated tokens each (the heads' too), the n-gram lookup on every prompt,
+    acceptance against context on `by_context` = (texts, tokens) of real text (None: not measured), and the
+    engine's own work and (with `tax`) its tax on speculation in real runs of `engine_tokens` tokens, `repeats`
+    times. A test shrinks the counts of the full plan but keeps its lengths, which set every cache it needs."""
+
+    prompts: int
+    tokens: int
+    by_context: tuple[int, int] | None
+    engine_tokens: int
+    repeats: int
+    tax: bool
+    ngram_prompts: int | None = None  # None: every calibration prompt (its acceptance varies most by prompt)
+
+    @classmethod
+    def of(cls, quick: bool) -> BuiltinPlan:
+        # Against context: windows of 32 tokens every 32 from the start to twice the 256 tokens the pair trained on.
+        if quick:
+            return cls(prompts=16, tokens=64, by_context=None, engine_tokens=24, repeats=2, tax=False)
+        return cls(prompts=64, tokens=128, by_context=(64, 512), engine_tokens=32, repeats=3, tax=True)
+
+
 @dataclass
 class CalibrationResult:
     profile: Profile
@@ -144,9 +171,10 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
     rng = np.random.default_rng(seed)
     records: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(models))}
 
-    def record(i: int, b: int, n: int, c: int, /, **fields: Any) -> None:
+    def record(i: int, b: int, n: int, c: int, /, tick: bool = True, **fields: Any) -> None:
         records[i].append({"model": models[i].spec.name, "batch": b, "new_tokens": n, "context": c, **fields})
-        bar.update(1)
+        if tick:
+            bar.update(1)
 
     built: dict[int, tuple[Any, int]] = {}
     for i, m in enumerate(models):
@@ -209,10 +237,22 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
                         raise
                     record(i, b, n, c, oom=True)
         if steps:
+            shown = 0
+
+            def advance(fraction: float, n_steps: int = len(steps)) -> None:
+                # the bar moves with the rounds (all points finish together), one short of done until they are
+                nonlocal shown
+                now = min(int(fraction * n_steps), n_steps - 1)
+                if now > shown:
+                    bar.update(now - shown)
+                    shown = now
+
             with torch.inference_mode():  # one warm-up: each point has run once above
-                timings = interleaved(steps, timer, effort, rng, group=lambda key: key[0], warmup=1)
+                timings = interleaved(steps, timer, effort, rng, group=lambda key: key[0], warmup=1,
+                                      progress=advance)
             for (i, b, c, n), t in timings.items():
-                record(i, b, n, c, **t.to_dict())
+                record(i, b, n, c, tick=False, **t.to_dict())
+            bar.update(len(timings) - shown)
         if not keep:
             runner.reset()
             for model, _ in built.values():
@@ -226,10 +266,11 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
 def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: Grid, quick: bool, command: str,
               progress: Progress = no_progress, seed: int = 0,
               options: Mapping[str, Any] | None = None, eager: bool = True, busy: bool = False,
-              expert_sharing: float = DEFAULT_EXPERT_SHARING) -> CalibrationResult:
+              expert_sharing: float = DEFAULT_EXPERT_SHARING, plan: BuiltinPlan | None = None) -> CalibrationResult:
     """Measure this device, time the grid, fit the cost model on part of it and check it on the rest. An MoE
     target's tokens route as `engine.moe.Routing` draws them, sharing experts within a sequence's pass with
-    probability `expert_sharing`, and the fit prices the experts they touch with the same sharing."""
+    probability `expert_sharing`, and the fit prices the experts they touch with the same sharing. The built-in
+    pair's acceptance and engine are measured as `plan` says (default: `BuiltinPlan.of(quick)`)."""
     if target.is_moe and (eager is False and device.type == "cuda"):
         raise SpecsimError("an MoE target's passes read their routing back to the host (grouping by expert) and "
                            "cannot be captured as CUDA graphs: calibrate it with --eager")
@@ -292,7 +333,7 @@ def calibrate(target: ModelSpec, draft: ModelSpec, device: torch.device, grid: G
     engine_bounds: list[str] = []  # engine terms held at zero (`calibrate.engine_overheads.per_step`)
     if builtin_pair(target, draft):
         acceptance, engine = measure_builtin(device, runner, dtype, quick, max(grid.batches), progress, seed,
-                                             measured_cost, target, draft, engine_bounds, grid.batches)
+                                             measured_cost, target, draft, engine_bounds, grid.batches, plan)
     else:
         engine = measure_engine_at_shapes(device, runner, grid, quick, progress, seed,
                                           measured_cost.draft_catchup_tokens, target, draft, engine_bounds,
@@ -389,45 +430,47 @@ def measure_ngram(target: Any, device: torch.device, calib: Sequence[Sequence[in
 def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick: bool, max_batch: int,
                     progress: Progress, seed: int, cost: CostModel, target_spec: ModelSpec,
                     draft_spec: ModelSpec, bounds: list[str] | None = None,
-                    grid_batches: Sequence[int] = (1,)) -> tuple[dict[str, Any], EngineOverheads]:
+                    grid_batches: Sequence[int] = (1,),
+                    plan: BuiltinPlan | None = None) -> tuple[dict[str, Any], EngineOverheads]:
     """Acceptance of the trained pair on the calibration prompts, and against context on longer real text; then
     short real runs at batch 1 and the largest batch that give the engine's own work around the passes
-    (`calibrate.engine_overheads`) and its tax on speculation (`calibrate.speculation_tax`). A quick calibration
-    measures neither acceptance against context nor the tax (a third of its time; `Profile.not_measured` says so,
-    and `policy` and ``measured@context`` ask for the full calibration)."""
+    (`calibrate.engine_overheads`) and its tax on speculation (`calibrate.speculation_tax`), as `plan` says. A quick
+    calibration measures neither acceptance against context nor the tax (a third of its time;
+    `Profile.not_measured` says so, and `policy` and ``measured@context`` ask for the full calibration)."""
     from calibrate.measure_acceptance import measure_acceptance, measure_by_context
     from calibrate.speculation_tax import measure_tax
     from engine.builtin import encode, load_pair, long_texts, prompts
 
-    n_prompts, n_tokens = (16, 64) if quick else (64, 128)
-    calib = [encode(p) for p in prompts("calibration")[:n_prompts]]
+    plan = plan or BuiltinPlan.of(quick)
+    n_tokens = plan.tokens
+    calib = [encode(p) for p in prompts("calibration")[:plan.prompts]]
     # The unexpanded target computes the same function as the expanded one, faster.
-    target, draft = load_pair(expanded=False, dtype=dtype, max_seq_len=512, device=device)
-    with progress("acceptance (calibration prompts)", n_prompts + 1) as bar:
+    target, draft = load_pair(expanded=False, dtype=dtype, max_seq_len=PAIR_SLOTS, device=device)
+    with progress("acceptance (calibration prompts)", plan.prompts + 1) as bar:
         acc = measure_acceptance(target, draft, calib, n_tokens, 1.0, seed, tick=lambda: bar.update(1))
-    # Against context: windows of 32 tokens every 32 from the start to twice the 256 tokens the pair trained on.
-    if not quick:
+    if plan.by_context:
+        texts, length = plan.by_context
         with progress("acceptance against context (real text)", 1) as bar:
-            acc["by_context"] = measure_by_context(target, draft, long_texts(64, 512, seed), list(range(0, 512, 32)),
-                                                   32, 1.0)
+            acc["by_context"] = measure_by_context(target, draft, long_texts(texts, length, seed),
+                                                   list(range(0, length, 32)), 32, 1.0)
             bar.update(1)
     if heads_trained():
         acc["heads"] = measure_heads(target, device, dtype, calib, n_tokens, seed, runner, grid_batches, quick,
                                      progress)
     # the lookup's acceptance varies from prompt to prompt more than a draft's: every calibration prompt, even quick
-    acc["ngram"] = measure_ngram(target, device, [encode(p) for p in prompts("calibration")], n_tokens, seed, quick,
-                                 progress)
-    big_target, _ = load_pair(expanded=True, dtype=dtype, max_seq_len=512, device=device)
+    acc["ngram"] = measure_ngram(target, device, [encode(p) for p in prompts("calibration")[:plan.ngram_prompts]],
+                                 n_tokens, seed, quick, progress)
+    big_target, _ = load_pair(expanded=True, dtype=dtype, max_seq_len=PAIR_SLOTS, device=device)
     engine = RealEngine(big_target, draft, runner)
     gen = torch.Generator(device=device).manual_seed(seed)
-    new_tokens, repeats = (24, 2) if quick else (32, 3)
+    new_tokens, repeats = plan.engine_tokens, plan.repeats
     batches = sorted({1, max_batch})
     with progress("engine overheads (real steps)", 3 * len(batches) * repeats) as bar:
         extras, engine_overheads = measure_engine_overheads(engine, calib, batches, new_tokens, repeats, gen,
                                                             cost.draft_catchup_tokens, tick=lambda: bar.update(1),
                                                             bounds=bounds)
     acc["engine_extras_by_batch_s"] = extras
-    if not quick:  # three repeats: a cost is priced only where every repeat measured it above the noise
+    if plan.tax:  # three repeats: a cost is priced only where every repeat measured it above the noise
         with progress("speculation off and switching k (real steps)", 4 * len(batches) * repeats) as bar:
             acc["speculation_tax"] = measure_tax(engine, calib, batches, 2 * new_tokens, repeats, gen, cost,
                                                  draft_spec, tick=lambda: bar.update(1))

@@ -92,10 +92,13 @@ def measure_ngram_acceptance(target: Decoder, prompts: Sequence[Sequence[int]], 
     """Prompt lookup run for real on `prompts` (made to repeat themselves) with chains of `k`: per sequence and
     step, whether the lookup proposed, and how many of its tokens the target accepted. A proposal is a point mass,
     so a drafted token is accepted with the target's own probability of it; P(A >= i | proposed) for i <= k does
-    not depend on k, and serves chains of any length up to it."""
+    not depend on k, and serves chains of any length up to it. Every sequence decodes the same steps, until the
+    first has `new_tokens` (as in a continuously batched engine): decoding until the slowest had them let one that
+    copies run ahead by up to k tokens a step, a cache of new_tokens x (k + 1) past its prompt for positions
+    nothing else reaches."""
     gen = torch.Generator(device=target.device).manual_seed(seed)
     run = RealEngine(target).generate([repeating(p) for p in prompts], new_tokens,
-                                      Decoding(k=k, temperature=temperature, drafter="ngram"), gen)
+                                      Decoding(k=k, temperature=temperature, drafter="ngram"), gen, until="first")
     proposed = [(a, t) for s in run.steps for a, t in zip(s.accepted, s.tried)]
     steps = len(proposed)
     with_proposal = [a for a, t in proposed if t > 0]

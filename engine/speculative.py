@@ -243,17 +243,20 @@ class RealEngine:
         # A sequence runs ahead of the one that decides when to stop: by a step's span with until="first", by up to
         # depth accepted tokens per step of the slowest with until="all"; a step writes span slots past P.
         depth = how.tree.depth if how.tree is not None else how.k
-        ahead = how.span + 2 if until == "first" else max_new_tokens * depth + how.span + 2
-        need = max(len(p) for p in prompts) + max_new_tokens + ahead
+        longest = max(len(p) for p in prompts)
+        run_ahead = 0 if until == "first" else max_new_tokens * depth
+        need = longest + max_new_tokens + how.span + 2 + run_ahead
         for name, m in (("target", self.target), ("draft", self.draft)):
             if m is None:
                 continue
             if need > m.cfg.max_seq_len:
-                longest = max(len(p) for p in prompts)
+                ahead = (f" + run-ahead ({run_ahead}: until every sequence has its new tokens, one may accept "
+                         f"{depth} more a step than the slowest, {max_new_tokens} x {depth})" if run_ahead else "")
                 raise SpecsimError(
                     f"the {name}'s cache holds {m.cfg.max_seq_len} tokens but prompt ({longest}) + new tokens "
-                    f"({max_new_tokens}) + drafted span ({how.span}) need {need}; shorten the prompt, lower k or "
-                    "the tree, or generate fewer tokens")
+                    f"({max_new_tokens}) + drafted span ({how.span}) + margin (2){ahead} need "
+                    f"{need}; shorten the prompt, lower k or the tree, generate fewer tokens"
+                    + (", or stop at the first sequence done (until='first')" if run_ahead else ""))
         if how.span and how.drafter == "model" and self.draft is None:
             raise SpecsimError("speculation with a draft model needs one")
         if how.span and how.drafter == "heads":
