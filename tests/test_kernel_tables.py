@@ -98,3 +98,17 @@ def test_a_verify_pass_shares_experts_within_a_sequence():
     one = decode_pass(moe, k, 1, 1, 1024).moe_s
     assert one < shared < alone
     assert aiconfigurator_verify(moe, k, 1, 4, 1024).moe_s == pytest.approx(alone, rel=1e-9)
+
+
+def test_without_the_database_a_one_line_error_says_how_to_install_it(monkeypatch):
+    import sys
+
+    from conftest import one_line_error, run
+
+    from calibrate import aiconfigurator
+
+    monkeypatch.setitem(sys.modules, "aiconfigurator_core", None)  # as if not installed
+    aiconfigurator.installed.cache_clear()
+    r = run("calibrate", "--from", "aiconfigurator:h100_sxm", "--target", "llama-3.1-8b", "--draft", "llama-3.2-1b")
+    one_line_error(r, "pip install 'specsim[aiconfigurator]'")
+    aiconfigurator.installed.cache_clear()
