@@ -42,7 +42,7 @@ from scenarios.setup import shard_draft  # noqa: E402
 from simulator import SpecsimError  # noqa: E402
 from simulator.cost import CostModel  # noqa: E402
 from simulator.drafts import Draft, eagle_head  # noqa: E402
-from simulator.specs import DTYPE_BYTES, EngineOverheads, ModelSpec  # noqa: E402
+from simulator.specs import DTYPE_BYTES, KV_OF_WEIGHTS, EngineOverheads, ModelSpec  # noqa: E402
 from simulator.sweep import Candidate, step_time  # noqa: E402
 from simulator.trees import Tree  # noqa: E402
 
@@ -151,6 +151,16 @@ def acceptance_length(p: PublishedPoint) -> float | None:
     return None
 
 
+def target_of(p: PublishedPoint, dtype: str) -> ModelSpec:
+    """The point's target in its stated precision: a preset with a dtype of its own (DeepSeek-V3's FP8 checkpoint)
+    keeps it unless the point states another (NVIDIA's NVFP4 DeepSeek-R1), whose KV cache is then what those weights
+    keep (`KV_OF_WEIGHTS`: FP8 beside 4-bit weights)."""
+    full = load_model(p.target, dtype) if p.precision else load_model(p.target)
+    if p.precision and full.dtype != dtype:
+        full = replace(full, dtype=dtype, kv_dtype=KV_OF_WEIGHTS.get(dtype, full.kv_dtype))
+    return full
+
+
 def price(p: PublishedPoint, assumed_length: float | None = None) -> Priced:
     """The point priced by the passes alone; a SpecsimError says why it cannot be. `assumed_length` stands in for
     an acceptance the point does not publish (`anchored_series`)."""
@@ -173,7 +183,7 @@ def price(p: PublishedPoint, assumed_length: float | None = None) -> Priced:
         raise SpecsimError(f"precision {p.precision} not priced")
     tp = p.tp or p.gpu_count or 1
     hw = load_hardware(p.gpu, engine_of(p))  # the engine's all-reduce latency (its collectives)
-    full = load_model(p.target, dtype if p.precision else None) if p.precision else load_model(p.target)
+    full = target_of(p, dtype)
     target = full.shard(tp) if tp > 1 else full
     draft = shard_draft(_draft(p, full), tp, hw)
     cost = CostModel.from_hardware(hw, target.dtype)
@@ -338,7 +348,7 @@ def through_the_model(q: Priced) -> float:
     dtype = PRECISION.get(p.precision or "bf16")
     tp = p.tp or p.gpu_count or 1
     hw = load_hardware(p.gpu, q.engine)
-    full = load_model(p.target, dtype) if p.precision else load_model(p.target)
+    full = target_of(p, dtype)
     target = full.shard(tp) if tp > 1 else full
     draft = shard_draft(_draft(p, full), tp, hw)
     cost = CostModel.from_hardware(hw, target.dtype)
