@@ -359,15 +359,18 @@ def draft_passes_of(spec_steps: Sequence[StepTime], plain_fit: CostModel, target
 
 
 # Step times no engine takes: a step over an hour (a unit slip: step_ms is milliseconds), or more than a second of
-# engine overhead beyond this many times the datasheet roofline of its pass (a log of something else).
+# engine overhead beyond this many times the datasheet roofline of its pass (a log of something else); on a GPU
+# preset, a step faster than half what its datasheet allows (seconds written as milliseconds).
 MAX_STEP_S = 3600.0
 MAX_OVER_ROOFLINE = 1000.0
 MAX_OVERHEAD_S = 1.0
+MIN_OF_ROOFLINE = 0.5
 
 
 def check_plausible(steps: Sequence[StepTime], hw: HardwareSpec, target: ModelSpec, draft: ModelSpec,
-                    dtype: str) -> None:
-    """Refuse, naming the step, a time no engine takes on this device (`MAX_STEP_S`, `MAX_OVER_ROOFLINE`)."""
+                    dtype: str, lower: bool = True) -> None:
+    """Refuse, naming the step, a time no engine takes on this device (`MAX_STEP_S`, `MAX_OVER_ROOFLINE`, and with
+    `lower` - a datasheet, not a CPU's quick micro-benchmarks - `MIN_OF_ROOFLINE`)."""
     roof = CostModel.from_hardware(hw, dtype, datasheet=True)
     for s in steps:
         model = draft if s.phase == "draft" else target
@@ -377,6 +380,11 @@ def check_plausible(steps: Sequence[StepTime], hw: HardwareSpec, target: ModelSp
                                f"tokens) is {s.time_s / floor:,.0f}x what {hw.name}'s datasheet allows for it; no "
                                "engine takes that: check the units (step_ms is milliseconds) or leave the row out"
                                if floor > 0 else f"{s.where}: a step of {s.time_s:,.4g} s: check the units")
+        if lower and s.time_s < MIN_OF_ROOFLINE * floor:
+            raise SpecsimError(f"{s.where}: a {s.phase} step of {s.time_s * 1e3:,.4g} ms (batch {s.batch}, "
+                               f"{s.new_tokens} tokens) is faster than {hw.name}'s datasheet allows "
+                               f"({floor * 1e3:,.4g} ms at its peak bandwidth and FLOP/s): check the units (step_ms is "
+                               "milliseconds), the model (--target, --draft) and the GPU (--hardware)")
 
 
 def _ceilings(hw: HardwareSpec, dtype: str) -> dict[str, Any]:
@@ -417,7 +425,7 @@ def import_profile(source: str, hardware: str, target_name: str, draft_name: str
     if target.name == draft.name:
         raise SpecsimError(f"--target and --draft are one model ({target.name}): give the draft the engine ran")
     specs = {target.name: target, draft.name: draft}
-    check_plausible(steps, hw, target, draft, dtype)
+    check_plausible(steps, hw, target, draft, dtype, lower=hardware.lower() != "cpu")
     points = to_points(steps, target, draft)
     spec_steps = [s for s in steps if s.phase == "speculative"]
     if len(points) < 6:

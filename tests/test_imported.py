@@ -153,6 +153,10 @@ def test_absurd_step_times_and_unknown_source_kinds_are_refused(tmp_path):
         import_profile(f"csv:{tmp_path / 's.csv'}", "h100-sxm", "llama-3.1-8b", "llama-3.2-1b", "bf16", 0, "t", {})
     with pytest.raises(SpecsimError, match="'tensorrt' is not a source specsim reads; give vllm:"):
         read_source("tensorrt:steps.csv")
+    (tmp_path / "f.csv").write_text("batch,new_tokens,context,step_ms\n" + "".join(
+        f"{b},1,512,{0.007 if b == 1 else 7 + b / 16}\n" for b in (1, 2, 4, 8, 16, 32, 64)))
+    with pytest.raises(SpecsimError, match="line 2: a decode step of 0.007 ms .* faster than h100-sxm's datasheet"):
+        import_profile(f"csv:{tmp_path / 'f.csv'}", "h100-sxm", "llama-3.1-8b", "llama-3.2-1b", "bf16", 0, "t", {})
 
 
 @pytest.mark.parametrize("source, hardware", [
