@@ -179,7 +179,8 @@ def cases() -> list[Case]:
     for source, frag in (("tensorrt:{D}/steps_ok.csv", "not a source"), ("{D}/steps.txt", "say which engine"),
                          ("csv:{D}/missing.csv", ""), ("csv:{D}/empty.csv", ""), ("csv:{D}/steps_header.csv", ""),
                          ("csv:{D}/steps_badheader.csv", "header"), ("csv:{D}/steps_nan.csv", "finite"),
-                         ("csv:{D}/steps_11d.csv", "units"), ("csv:{D}/steps_neg.csv", ""),
+                         ("csv:{D}/steps_11d.csv", "units"), ("csv:{D}/steps_fast.csv", "faster than"),
+                         ("csv:{D}/steps_neg.csv", ""),
                          ("csv:{D}/steps_phase.csv", "phase"), ("csv:{D}/steps_fields.csv", "fields"),
                          ("csv:{D}/steps_few.csv", "at least 6"), ("csv:{D}/image.png", ""),
                          ("vllm:{D}/missing.toml", ""), ("vllm:{D}/m_nottoml.toml", "not TOML"),
@@ -338,6 +339,7 @@ def write_files(d: Path) -> None:
     put("steps_nan.csv", head + rows + "128,1,512,nan\n")
     put("steps_11d.csv", head + "1,1,100,950400000\n" + rows)
     put("steps_neg.csv", head + rows + "128,1,512,-4\n")
+    put("steps_fast.csv", head + rows + "128,1,512,0.01\n")
     put("steps_phase.csv", "batch,new_tokens,context,step_ms,phase\n1,1,5,3,warmup\n")
     put("steps_fields.csv", head + "1,1,5\n")
     put("steps_few.csv", head + "1,1,100,7\n2,1,100,7.1\n")
