@@ -141,7 +141,8 @@ def load_pair(expanded: bool = True, dtype: str = "bf16", max_seq_len: int = 102
 
 def load_heads(expanded: bool = True, dtype: str = "bf16", device: str | torch.device = "cpu") -> MedusaHeads:
     """The built-in target's trained prediction heads (`engine.heads`, `python -m engine.train_heads`), widened as
-    the target is unless asked not to."""
+    the target is unless asked not to. Built on `device` and loaded there (as the pair is): nothing is made on
+    torch's default device, which may be another."""
     from safetensors.torch import load_file
 
     meta = _meta().get("heads")
@@ -149,8 +150,10 @@ def load_heads(expanded: bool = True, dtype: str = "bf16", device: str | torch.d
     if meta is None or not path.exists():
         raise SpecsimError(f"the built-in heads are missing ({path}); train them with python -m engine.train_heads")
     shape = meta["shape"]
-    heads = MedusaHeads(shape["d_model"], shape["vocab_size"], shape["n_heads"], shape["layers"])
-    state = load_file(str(path), device="cpu")
+    device = torch.device(device)
+    with torch.device(device):
+        heads = MedusaHeads(shape["d_model"], shape["vocab_size"], shape["n_heads"], shape["layers"])
+    state = load_file(str(path), device=str(device))
     missing = set(heads.state_dict()) - set(state)
     if missing:
         raise SpecsimError(f"{path} lacks {len(missing)} tensors (first: {sorted(missing)[0]}); train the heads again")

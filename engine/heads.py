@@ -62,11 +62,12 @@ def init_from_target(heads: MedusaHeads, output: nn.Linear) -> MedusaHeads:
 def random_heads(d_model: int, vocab_size: int, n_heads: int, layers: int = 1, seed: int = 0,
                  device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> MedusaHeads:
     """Heads of a shape with random weights (timing, and a poor draft for the exactness test)."""
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    heads = MedusaHeads(d_model, vocab_size, n_heads, layers)
+    gen = torch.Generator(device="cpu").manual_seed(seed)  # drawn on the host: the same heads on every device
+    with torch.device("cpu"):
+        heads = MedusaHeads(d_model, vocab_size, n_heads, layers)
     with torch.no_grad():
         for p in heads.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[-1]))
+            p.copy_(torch.randn(p.shape, generator=gen, device="cpu") / math.sqrt(p.shape[-1]))
     return heads.to(device=device, dtype=dtype).eval().requires_grad_(False)
 
 
@@ -74,7 +75,8 @@ def expand_heads(heads: MedusaHeads, d_model: int) -> MedusaHeads:
     """The same heads on a residual stream padded with zeros to `d_model` (see the module docstring): new rows and
     columns zero, so the padded part of every block stays zero and the logits are unchanged."""
     d = heads.d_model
-    big = MedusaHeads(d_model, heads.vocab_size, heads.n_heads, heads.layers).to(heads.lm[0].weight.dtype)
+    with torch.device(heads.device):  # on the heads' device, whatever torch's default is
+        big = MedusaHeads(d_model, heads.vocab_size, heads.n_heads, heads.layers).to(heads.lm[0].weight.dtype)
     with torch.no_grad():
         for p in big.parameters():
             p.zero_()
@@ -83,4 +85,4 @@ def expand_heads(heads: MedusaHeads, d_model: int) -> MedusaHeads:
                 b_block.weight[:d, :d] = s_block.weight
                 b_block.bias[:d] = s_block.bias
             blm.weight[:, :d] = slm.weight
-    return big.to(heads.device).eval().requires_grad_(False)
+    return big.eval().requires_grad_(False)

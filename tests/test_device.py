@@ -82,3 +82,27 @@ def test_exactness(meta_default):
 
     checks, controls = exactness_cases("poor", [2], [parse_branching("2,1")], 200, seed=0)
     assert len(checks) == 3 and len(controls) == 2
+
+
+def test_prediction_heads(meta_default, builtin_pair, monkeypatch):
+    """The heads' path of a calibration (loaded, widened, their acceptance and their timed pass) and of the engine
+    (drafting with them): the heads are built on the device they are loaded for."""
+    from engine.builtin import WEIGHTS, load_heads
+
+    if not (WEIGHTS / "builtin-heads.safetensors").exists():
+        pytest.skip("the built-in heads are missing (python -m engine.train_heads)")
+    from calibrate.calibration import measure_heads, no_progress
+    from calibrate.timing import Effort
+    from engine.heads import random_heads
+
+    monkeypatch.setattr(Effort, "of", classmethod(lambda cls, quick, busy: cls(0.005, 2, 3, 0.5)))
+    target, _ = builtin_pair
+    calib = [encode(p)[:40] for p in prompts("calibration")[:2]]
+    out = measure_heads(target, torch.device("cpu"), "fp32", calib, 12, 0, EagerRunner(), [1, 2], True, no_progress)
+    assert len(out["survival"]) == out["n_heads"] and [r["batch"] for r in out["passes"]] == [1, 2]
+    heads = load_heads(expanded=False, dtype="fp32", device="cpu")
+    assert heads.device == torch.device("cpu")
+    out = RealEngine(target, heads=heads).generate(calib, 8, Decoding(k=2, drafter="heads"),
+                                                   torch.Generator(device="cpu").manual_seed(0))
+    assert all(len(t) == 8 for t in out.tokens)
+    assert random_heads(16, 32, 2).device == torch.device("cpu")
