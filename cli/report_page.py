@@ -415,7 +415,7 @@ def build_report(setup: SetupOptions, serving: ServingOptions, batches: list[int
     page = PlanPage(title=f"Speculative decoding plan: {s.target.name} drafted by {s.draft.name}",
                     subtitle=s.heading,
                     verdict=(*trust_lines(s), *verdict_lines(by_context, metrics, caps, fleets), *verdict_compared),
-                    sections=tuple(sections),
+                    sections=tuple(sections), warn=s.profile is not None and not s.profile.trust.trusted,
                     footer=(f"made by specsim {__version__}: {command}",
                             "Predictions from a roofline cost model and a discrete-event simulation; the validations "
                             "above say how far to trust them."))

@@ -57,6 +57,7 @@ class PlanPage:
     verdict: tuple[str, ...]
     sections: tuple[Section, ...]
     footer: tuple[str, ...] = field(default=())
+    warn: bool = False  # the verdict's box in red: its first line says why the numbers are not to be trusted
 
 
 # Narrow columns, system fonts, nothing wider than the viewport: figures scale to the column (on a phone they keep a
@@ -73,6 +74,7 @@ h2{font-size:1.15rem;margin:1.6em 0 .5em;border-bottom:1px solid #d5dae0;padding
 .verdict{background:#fff;border-left:5px solid #2d7d46;padding:10px 16px;border-radius:4px;
  box-shadow:0 1px 2px #0001}
 .verdict li{margin:.25em 0}
+.verdict.warn{border-left-color:#b3261e}
 section{background:#fff;padding:4px 16px 12px;margin:14px 0;border-radius:4px;box-shadow:0 1px 2px #0001}
 figure{margin:12px 0}
 figure .wide{overflow-x:auto;max-width:100%}
@@ -160,5 +162,5 @@ def page_html(page: PlanPage) -> str:
             "<link rel=\"icon\" href=\"data:,\">"
             f"<title>{html.escape(page.title)}</title><style>{CSS}</style></head><body><main>"
             f"<h1>{html.escape(page.title)}</h1><p class=\"sub\">{html.escape(page.subtitle)}</p>"
-            f"<div class=\"verdict\"><b>Verdict</b><ul>{verdict}</ul></div>{body}"
+            f"<div class=\"verdict{' warn' if page.warn else ''}\"><b>Verdict</b><ul>{verdict}</ul></div>{body}"
             f"<footer>{footer}</footer></main><script>{SCRIPT}</script></body></html>\n")

@@ -44,6 +44,7 @@ def test_the_page_carries_everything_it_shows(page: Path):
     images = re.findall(r'<img src="([^"]+)"', text)
     assert len(images) == 3 and all(i.startswith("data:image/png;base64,") for i in images)
     assert text.index("Verdict") < text.index("Engine configuration") < text.index("<img")  # the answer first
+    assert '<div class="verdict">' in text  # a preset: no warning
 
 
 def test_the_vllm_config_is_what_specsim_policy_prints(page: Path):
@@ -107,6 +108,7 @@ def test_a_profile_page_says_how_far_to_trust_it(tmp_path: Path):
     verdict = text[text.index("Verdict"):text.index("Engine configuration")]
     assert "<li>This calibration is UNTRUSTED (held-out pass error median" in verdict
     assert "Held-out pass times (" in text and "Calibration profile" in text
+    assert '<div class="verdict warn">' in text  # the box in red
 
 
 @pytest.mark.parametrize("args, message", [
