@@ -17,6 +17,7 @@ import cli.commands as cmd
 import cli.options as opt
 import cli.output as out
 from cli.plot_commands import plot_group
+from cli.report_page import report_options
 from scenarios.serving_scenario import ServingOptions
 from simulator import __version__
 
@@ -370,21 +371,7 @@ def policy(setup: opt.SetupOptions, fmt: str, batches: list[int], ks: list[int],
 
 @cli.command()
 @opt.setup_options
-@click.option("--batch", "batches", type=opt.BATCHES, default="1..256", show_default=True,
-              help="Batch sizes to cover (contiguous from 1: the policy table is looked up by batch).")
-@click.option("--k", "ks", type=opt.KS, default="0..8", show_default=True, help="Draft lengths allowed.")
-@click.option("--context", "contexts", type=opt.CONTEXTS, default="1024,8192", show_default=True,
-              help="Cached tokens per sequence; the engine configuration is made for the first.")
-@click.option("--rate", "rates", type=opt.RATES, default=None,
-              help="Request rates to simulate (req/s per engine) [default: 1..64:x2].")
-@click.option("--load-rps", type=opt.Finite(0, 1e6, min_open=True), default=None,
-              help="Load to size a fleet for (requests/s; needs an SLO).")
-@click.option("--attainment", type=opt.Finite(0, 1, min_open=True), default=0.9, show_default=True,
-              help="Share of requests that must meet the SLO.")
-@click.option("--tolerance", "tolerance_pct", type=click.FloatRange(0, 50), default=None, metavar="PCT",
-              help="Keep a k across batches while within PCT % of the best (as specsim policy).")
-@click.option("--compare", "pairs", multiple=True, metavar="DRAFT=ACCEPTANCE",
-              help="Another draft and its acceptance to draw beside this one (repeatable), e.g. eagle3=iid:0.75.")
+@report_options
 @opt.serving_options
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The page to write (.html), atomically.")

@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import click
+
 from cli.commands import draft_lengths
-from cli.options import SetupOptions, scenario_from, simulate_from
+from cli.options import BATCHES, CONTEXTS, KS, RATES, Finite, SetupOptions, option_group, scenario_from, simulate_from
 from cli.output import progress, say
 from simulator import SpecsimError
 
@@ -28,6 +30,25 @@ if TYPE_CHECKING:
     from simulator.drafts import Draft
     from simulator.metrics import ServingMetrics
     from simulator.sweep import SweepResult
+
+# The options `specsim report` adds to the setup and serving groups (declared here, with the command's other glue).
+report_options = option_group(
+    click.option("--batch", "batches", type=BATCHES, default="1..256", show_default=True,
+                 help="Batch sizes to cover (contiguous from 1: the policy table is looked up by batch)."),
+    click.option("--k", "ks", type=KS, default="0..8", show_default=True, help="Draft lengths allowed."),
+    click.option("--context", "contexts", type=CONTEXTS, default="1024,8192", show_default=True,
+                 help="Cached tokens per sequence; the engine configuration is made for the first."),
+    click.option("--rate", "rates", type=RATES, default=None,
+                 help="Request rates to simulate (req/s per engine) [default: 1..64:x2]."),
+    click.option("--load-rps", type=Finite(0, 1e6, min_open=True), default=None,
+                 help="Load to size a fleet for (requests/s; needs an SLO)."),
+    click.option("--attainment", type=Finite(0, 1, min_open=True), default=0.9, show_default=True,
+                 help="Share of requests that must meet the SLO."),
+    click.option("--tolerance", "tolerance_pct", type=Finite(0, 50), default=None, metavar="PCT",
+                 help="Keep a k across batches while within PCT % of the best (as specsim policy)."),
+    click.option("--compare", "pairs", multiple=True, metavar="DRAFT=ACCEPTANCE",
+                 help="Another draft and its acceptance to draw beside this one (repeatable), e.g. eagle3=iid:0.75."),
+)
 
 # The validations that back each kind of prediction: what was measured, against what, and where the dated entries
 # are (README, How accurate it is; docs/validation.md). Keyed by what the page predicts from.
