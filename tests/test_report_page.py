@@ -148,7 +148,7 @@ def test_the_page_in_a_real_browser(page: Path):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=[
             "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+            "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"])
         try:
             for width, height in ((1280, 900), (390, 844)):
                 context = browser.new_context(viewport={"width": width, "height": height})
