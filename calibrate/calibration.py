@@ -15,7 +15,7 @@ import torch
 
 from calibrate.engine_overheads import FORCED_ACCEPTANCE, measure_engine_overheads
 from calibrate.microbench import n_microbenchmarks, run_microbenchmarks
-from calibrate.timing import Effort, Timer, interleaved
+from calibrate.timing import Effort, Estimate, Timer, interleaved
 from engine.device import device_identity, device_state
 from engine.model import KEY_ALIGN, Window, build_decoder, causal_window, round_keys
 from engine.pass_runner import PassRunner, make_runner
@@ -215,6 +215,19 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
         if len(cached) < len(built) and len(block) > 1:  # the batches one by one, each in a cache of its size
             blocks[:0] = [(b,) for b in block]
             cached = []
+        n_points = sum(len(block) * len(contexts) * len(models[i].new_tokens) for i in cached)
+        shown = 0
+
+        def advance(fraction: float, n_steps: int = n_points) -> None:
+            # the bar moves with the estimated share of the block's time, one short of done until it is
+            nonlocal shown
+            now = min(int(fraction * n_steps), n_steps - 1)
+            if now > shown:
+                bar.update(now - shown)
+                shown = now
+
+        # a point's first call and one warm-up, then the rounds
+        estimate = Estimate(2 * n_points, effort.per_point_s * n_points, advance)
         for i in cached:
             model, max_len = built[i]
             for b, c, n in itertools.product(block, contexts, models[i].new_tokens):
@@ -232,27 +245,18 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
                     with torch.inference_mode():
                         step()  # the first call allocates (and captures): an OOM shows here, point by point
                     steps[(i, b, c, n)] = step
+                    estimate.call()
                 except Exception as e:  # noqa: BLE001
                     if not _is_oom(e):
                         raise
                     record(i, b, n, c, oom=True)
         if steps:
-            shown = 0
-
-            def advance(fraction: float, n_steps: int = len(steps)) -> None:
-                # the bar moves with the rounds (all points finish together), one short of done until they are
-                nonlocal shown
-                now = min(int(fraction * n_steps), n_steps - 1)
-                if now > shown:
-                    bar.update(now - shown)
-                    shown = now
-
             with torch.inference_mode():  # one warm-up: each point has run once above
                 timings = interleaved(steps, timer, effort, rng, group=lambda key: key[0], warmup=1,
-                                      progress=advance)
+                                      progress=estimate.rounds, warmed=estimate.call)
             for (i, b, c, n), t in timings.items():
                 record(i, b, n, c, tick=False, **t.to_dict())
-            bar.update(len(timings) - shown)
+        bar.update(max(len(steps) - shown, 0))  # the block's points measured (its out-of-memory ones counted)
         if not keep:
             runner.reset()
             for model, _ in built.values():

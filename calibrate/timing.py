@@ -100,10 +100,36 @@ class Effort:
         return cls(base.per_point_s * 3, 15, base.max_samples * 3, base.rel_tol) if busy else base
 
 
+class Estimate:
+    """How far a block of measurement is, as a share of its estimated time: `calls` untimed calls first (each
+    point's first call and its warm-ups: on a busy host or at large shapes minutes of it), priced at their mean so
+    far, then rounds with a budget of `budget_s` (`interleaved`'s progress). From the first call on, the share
+    reported times the time elapsed is an honest estimate of the whole."""
+
+    def __init__(self, calls: int, budget_s: float, report: Callable[[float], None]) -> None:
+        self.calls, self.budget_s, self.report = max(calls, 1), budget_s, report
+        self.done, self.t0 = 0, time.perf_counter()
+        self.untimed_s: float | None = None
+
+    def call(self) -> None:
+        """One untimed call done."""
+        self.done += 1
+        elapsed = time.perf_counter() - self.t0
+        self.report(elapsed / (elapsed / self.done * self.calls + self.budget_s))
+
+    def rounds(self, fraction: float) -> None:
+        """The rounds `fraction` of the way (their budget spent or their points done)."""
+        if self.untimed_s is None:
+            self.untimed_s = time.perf_counter() - self.t0
+        total = self.untimed_s + self.budget_s
+        self.report((self.untimed_s + fraction * self.budget_s) / total if total > 0 else fraction)
+
+
 def interleaved(points: Mapping[Hashable, Callable[[], object]], timer: Timer, effort: Effort,
                 rng: np.random.Generator,
                 group: Callable[[Hashable], Hashable] | None = None, warmup: int = 2,
-                progress: Callable[[float], None] | None = None) -> dict[Hashable, Timing]:
+                progress: Callable[[float], None] | None = None,
+                warmed: Callable[[], None] | None = None) -> dict[Hashable, Timing]:
     """Time every point in rounds, each round in a new random order, until every point is done or the budget
     (`effort.per_point_s` per point) is spent: drift of a noisy machine and warm-up effects hit all points alike
     instead of whichever was measured first. Each point is called `warmup` times first (a CUDA graph is captured
@@ -117,11 +143,13 @@ def interleaved(points: Mapping[Hashable, Callable[[], object]], timer: Timer, e
 
     `progress` is told after every round how far the measurement is, from 0 to 1: the larger of the budget's share
     spent and the share of points done (the rounds, not the points, take the time: every point finishes together
-    when the budget runs out)."""
+    when the budget runs out); `warmed` after every warm-up call (`Estimate` prices the rest by them)."""
     keys = list(points)
     for key in keys:
         for _ in range(warmup):
             points[key]()
+            if warmed is not None:
+                warmed()
     timer.sync()
     samples: dict[Hashable, list[float]] = {k: [] for k in keys}
     budget = effort.per_point_s * len(keys)

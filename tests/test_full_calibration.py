@@ -72,3 +72,19 @@ def test_every_step_of_the_full_calibration_at_a_small_size(monkeypatch):
     assert acc is not None and acc.by_context and acc.ngram is not None
     assert profile.speculation_tax
     assert {p.context for p in profile.passes if p.model == PAIR[0].name} == {512}
+
+
+def test_progress_estimates_the_whole_from_the_first_call(monkeypatch):
+    """A block of 10 points (20 untimed calls of 2 s each, then 12 s of rounds): after the first call the share
+    reported prices the whole at 20 x 2 + 12 = 52 s, as it will take, not the first point's time x the points."""
+    from calibrate import timing
+
+    clock = iter([0.0, 2.0, 4.0, 40.0, 46.0])
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(clock))
+    shares: list[float] = []
+    est = timing.Estimate(calls=20, budget_s=12.0, report=shares.append)
+    est.call()  # at 2 s
+    est.call()  # at 4 s
+    est.rounds(0.5)  # untimed calls took 40 s; half of the rounds' budget spent
+    assert shares[0] == pytest.approx(2 / 52) and shares[1] == pytest.approx(4 / 52)
+    assert shares[2] == pytest.approx((40 + 6) / 52)
