@@ -192,9 +192,9 @@ def samples() -> None:
 
 # -- llama-server driven by GuideLLM or AIPerf ------------------------------------------------------------------------
 
-SLOTS, PROMPT_TOKENS, OUTPUT_TOKENS, REQUESTS, K_DRAFT = 4, 64, 48, 32, 4
-FRACTIONS = (0.2, 0.4, 0.6, 0.8, 1.3)  # of plain decoding's saturation rate, as the profile predicts it
-FIT_FRACTIONS = (0.2, 0.6)  # the two rates fitted on (plain and speculative); the others are judged
+SLOTS, PROMPT_TOKENS, OUTPUT_TOKENS, REQUESTS, K_DRAFT = 4, 64, 48, 24, 4
+FRACTIONS = (0.25, 0.45, 0.65, 0.85, 1.3)  # of plain decoding's saturation rate, as the profile predicts it
+FIT_FRACTIONS = (0.25, 0.65)  # the two rates fitted on (plain and speculative); the others are judged
 VENVS = Path("/tmp/bench57")  # where the clients' own virtual environments are (their deps clash with specsim's)
 
 
@@ -226,21 +226,23 @@ def _scrape(port: int) -> str:
         return r.read().decode()
 
 
-def _drive(client: str, port: int, rate: float, tok: Path, out: Path) -> Path:
-    """One constant-rate run of the client against the server; the path of its result file."""
+def _drive(client: str, port: int, rate: float, tok: Path, out: Path, seed: int) -> Path:
+    """One constant-rate run of the client against the server; the path of its result file. Every run draws its
+    own prompts (`seed`): llama-server keeps prompts it has seen in a cache in RAM, and a prompt sent again skips
+    its prefill, which no run of a real deployment's benchmark would."""
     import os
     import subprocess
 
     env = dict(os.environ, GUIDELLM__MAX_WORKER_PROCESSES="1")
     if client == "guidellm":
-        path = out.with_suffix(".json")
+        path = Path(f"{out}.json")
         cmd = [_tool("guidellm"), "run", "--backend",
                f"kind=openai_http,target=http://127.0.0.1:{port},request_format=/v1/completions",
                "--profile", f"kind=constant,rate={rate:g}", "--data",
                f"kind=synthetic_text,prompt_tokens={PROMPT_TOKENS},output_tokens={OUTPUT_TOKENS}",
                "--tokenizer", f"kind=huggingface_auto,model={tok}", "--constraint",
                f"kind=max_requests,count={REQUESTS}", "--output", f"kind=json,path={path}",
-               "--disable-console-interactive"]
+               "--seed", f"kind=static,value={seed}", "--disable-console-interactive"]
     else:
         path = out / "profile_export_aiperf.json"
         cmd = [_tool("aiperf"), "profile", "-m", "model", "--url", f"http://127.0.0.1:{port}", "--endpoint-type",
@@ -248,8 +250,9 @@ def _drive(client: str, port: int, rate: float, tok: Path, out: Path) -> Path:
                "--request-count", str(REQUESTS), "--prompt-input-tokens-mean", str(PROMPT_TOKENS),
                "--prompt-input-tokens-stddev", "0", "--prompt-output-tokens-mean", str(OUTPUT_TOKENS),
                "--prompt-output-tokens-stddev", "0", "--extra-inputs", "ignore_eos:true", "--tokenizer", str(tok),
+               "--random-seed", str(seed),
                "--output-artifact-dir", str(out), "--ui-type", "none", "--no-server-metrics", "--no-gpu-telemetry"]
-    with open(out.with_suffix(".log"), "w") as log:
+    with open(f"{out}.log", "w") as log:
         subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT, env=env)
     return path
 
@@ -296,7 +299,7 @@ def llama(out: Path, client: str) -> None:
                 if client == "aiperf":
                     stem.mkdir(exist_ok=True)
                 before = _scrape(server.port)
-                path = _drive(client, server.port, rate, tok, stem)
+                path = _drive(client, server.port, rate, tok, stem, seed=len(runs) + 1)
                 after = _scrape(server.port)
                 entry = ["[[run]]", f'file = "{path.relative_to(out)}"', f'tool = "{client}"']
                 if with_draft:

@@ -98,11 +98,15 @@ class BenchFit:
                 "in_sample": self.in_sample, "cross_validated": self.cross_validated}
 
 
+def _knot(p: StepPoint) -> float:
+    return round(max(p.batch, 1.0), 1)
+
+
 def knots_of(points: Sequence[StepPoint]) -> tuple[tuple[float, float], ...]:
-    """(batch, factor) knots, one per batch (runs at one batch averaged on the log scale)."""
+    """(batch, factor) knots, one per batch to a tenth (runs at one batch averaged on the log scale)."""
     by: dict[float, list[float]] = {}
     for p in points:
-        by.setdefault(round(max(p.batch, 1.0), 2), []).append(math.log(p.factor))
+        by.setdefault(_knot(p), []).append(math.log(p.factor))
     return tuple((b, float(math.exp(np.mean(v)))) for b, v in sorted(by.items()))
 
 
@@ -257,14 +261,19 @@ def metrics_row(run: BenchRun, sim: Replayed) -> dict[str, Any]:
 
 def refine(base: Any, runs: Sequence[BenchRun], points: list[StepPoint], config: EngineConfig, scale: float,
            seed: int) -> list[StepPoint]:
-    """Each run's factor scaled by its measured TPOT p50 over its replay's, `REFINE` times (a decode step's time
-    is nearly proportional to its passes' factor): the replay then gives each fit run its own TPOT p50, prefills
-    and queueing included, which the median ITL alone leaves out."""
+    """The factors scaled by the fit runs' measured TPOT p50 over their replays', `REFINE` times (a decode step's
+    time is nearly proportional to its passes' factor), runs at one knot (one batch) by their mean log ratio: the
+    replay then gives the fit runs their own TPOT p50, prefills and queueing included, which the median ITL alone
+    leaves out."""
     for _ in range(REFINE):
         knots = knots_of(points)
         sims = [replay(r, costs_with(base, knots, scale), None, config, seed, fitting=True) for r in runs]
-        points = [replace(p, factor=p.factor * r.tpot.p50_s / s.tpot_p50_s, batch=max(1.0, s.mean_batch))
-                  if math.isfinite(s.tpot_p50_s) and s.tpot_p50_s > 0 else p for p, r, s in zip(points, runs, sims)]
+        logs: dict[float, list[float]] = {}
+        for p, r, sim in zip(points, runs, sims):
+            if math.isfinite(sim.tpot_p50_s) and sim.tpot_p50_s > 0:
+                logs.setdefault(_knot(p), []).append(math.log(r.tpot.p50_s / sim.tpot_p50_s))
+        points = [replace(p, factor=p.factor * math.exp(float(np.mean(logs.get(_knot(p), [0.0])))))
+                  for p in points]
     return points
 
 
@@ -302,7 +311,9 @@ def fit_bench(manifest: Manifest, base: Any, fit_runs: Sequence[BenchRun], cross
         points = step_points(base, plain, config, scale, seed, knots_of(points))
         scale = fit_prefill(base, lightest, knots_of(points), config, seed)
     measured = list(points)
-    points = refine(base, plain, points, config, scale, seed)
+    for _ in range(2):  # the factors to the runs' TPOT p50, then the prefill under them, twice
+        points = refine(base, plain, points, config, scale, seed)
+        scale = fit_prefill(base, lightest, knots_of(points), config, seed)
     fit = BenchFit(base, config, setup.engine, points, scale,
                    f"{lightest.label}: TTFT p50 {1e3 * lightest.ttft.p50_s:.1f} ms matched", None, "", seed,
                    measured_points=measured)
