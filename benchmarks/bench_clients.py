@@ -194,7 +194,7 @@ def samples() -> None:
 
 SLOTS, PROMPT_TOKENS, OUTPUT_TOKENS, REQUESTS, K_DRAFT = 4, 64, 48, 24, 4
 FRACTIONS = (0.25, 0.45, 0.65, 0.85, 1.3)  # of plain decoding's saturation rate, as the profile predicts it
-FIT_FRACTIONS = (0.25, 0.65)  # the two rates fitted on (plain and speculative); the others are judged
+FIT_FRACTIONS = (0.25, 0.85)  # the two rates fitted on (plain and speculative; a light and a loaded one)
 VENVS = Path("/tmp/bench57")  # where the clients' own virtual environments are (their deps clash with specsim's)
 
 

@@ -42,6 +42,8 @@ from simulator.serving import EngineConfig
 FACTOR_RANGE = (0.05, 20.0)  # a step or prefill factor searched within this range (bisection on its log)
 BISECTIONS = 10
 REFINE = 3  # rounds of matching the plain fit runs' TPOT p50 (`refine`)
+KNOT_SPAN = 1.5  # runs whose batches lie within this ratio share one knot
+DRAFT_RANGE = (0.25, 4.0)  # the draft's factor over the target's, searched within this range
 
 
 @dataclass(frozen=True)
@@ -98,16 +100,22 @@ class BenchFit:
                 "in_sample": self.in_sample, "cross_validated": self.cross_validated}
 
 
-def _knot(p: StepPoint) -> float:
-    return round(max(p.batch, 1.0), 1)
+def _groups(points: Sequence[StepPoint]) -> list[list[StepPoint]]:
+    """Points whose batches lie within `KNOT_SPAN` of each other's lowest (a run at batch 1.0 and one at 1.1 cannot
+    tell a factor at 1.0 from one at 1.1): one knot each."""
+    groups: list[list[StepPoint]] = []
+    for p in sorted(points, key=lambda p: p.batch):
+        if groups and max(p.batch, 1.0) <= KNOT_SPAN * max(groups[-1][0].batch, 1.0):
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+    return groups
 
 
 def knots_of(points: Sequence[StepPoint]) -> tuple[tuple[float, float], ...]:
-    """(batch, factor) knots, one per batch to a tenth (runs at one batch averaged on the log scale)."""
-    by: dict[float, list[float]] = {}
-    for p in points:
-        by.setdefault(_knot(p), []).append(math.log(p.factor))
-    return tuple((b, float(math.exp(np.mean(v)))) for b, v in sorted(by.items()))
+    """(batch, factor) knots, one per group of nearby batches (`_groups`): the geometric means of its runs'."""
+    return tuple((float(math.exp(np.mean([math.log(max(p.batch, 1.0)) for p in g]))),
+                  float(math.exp(np.mean([math.log(p.factor) for p in g])))) for g in _groups(points))
 
 
 def costs_with(base: Any, knots: Sequence[tuple[float, float]], prefill_scale: float, draft_factor: float = 1.0
@@ -267,13 +275,15 @@ def refine(base: Any, runs: Sequence[BenchRun], points: list[StepPoint], config:
     leaves out."""
     for _ in range(REFINE):
         knots = knots_of(points)
-        sims = [replay(r, costs_with(base, knots, scale), None, config, seed, fitting=True) for r in runs]
-        logs: dict[float, list[float]] = {}
-        for p, r, sim in zip(points, runs, sims):
-            if math.isfinite(sim.tpot_p50_s) and sim.tpot_p50_s > 0:
-                logs.setdefault(_knot(p), []).append(math.log(r.tpot.p50_s / sim.tpot_p50_s))
-        points = [replace(p, factor=p.factor * math.exp(float(np.mean(logs.get(_knot(p), [0.0])))))
-                  for p in points]
+        sims = {r.label: replay(r, costs_with(base, knots, scale), None, config, seed, fitting=True) for r in runs}
+        by_label = {r.label: r for r in runs}
+        scaled = {}
+        for g in _groups(points):
+            logs = [math.log(by_label[p.label].tpot.p50_s / sims[p.label].tpot_p50_s) for p in g
+                    if math.isfinite(sims[p.label].tpot_p50_s) and sims[p.label].tpot_p50_s > 0]
+            for p in g:
+                scaled[p.label] = math.exp(float(np.mean(logs))) if logs else 1.0
+        points = [replace(p, factor=p.factor * scaled[p.label]) for p in points]
     return points
 
 
@@ -290,7 +300,7 @@ def fit_draft(base: Any, runs: Sequence[BenchRun], fit: BenchFit) -> tuple[float
         return float(np.mean([math.log(replay(r, costs, fit.acceptance, fit.config, fit.seed, fitting=True).tpot_p50_s
                                        / r.tpot.p50_s) for r in spec]))
 
-    d = _bisect(gap, *FACTOR_RANGE)
+    d = _bisect(gap, *DRAFT_RANGE)
     return d, f"{', '.join(r.label for r in spec)}: TPOT p50 matched with their counted acceptance"
 
 
