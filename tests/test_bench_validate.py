@@ -87,3 +87,19 @@ def test_a_closed_loop_client_never_holds_more_than_its_concurrency():
                       np.random.default_rng(0))
     assert one.mean_batch == pytest.approx(1.0)
     assert one.throughput_tokens_per_s < four.throughput_tokens_per_s
+
+
+def test_a_guidellm_report_is_replayed_at_its_own_send_times(tmp_path):
+    """GuideLLM keeps every request's send time: the replay sends them then (constant 2/s: 0.5 s apart)."""
+    from calibrate.bench_replay import paced_sends
+
+    runs = read_file(str(SAMPLES / "guidellm-mock-server.json"))
+    sends = paced_sends(runs[0], runs[0].completed, np.random.default_rng(0))
+    assert np.allclose(sends, runs[0].start_s) and np.median(np.diff(sends)) == pytest.approx(0.5, rel=0.1)
+    (tmp_path / "m.toml").write_text(f'[setup]\nhardware = "h100-sxm"\ntarget = "llama-3.1-8b"\nmax_batch = 4\n'
+                                     f'[[run]]\nfile = "{SAMPLES / "guidellm-mock-server.json"}"\nindex = 1\n'
+                                     f'fit = true\n[[run]]\nfile = "{SAMPLES / "guidellm-mock-server.json"}"\n'
+                                     'index = 2\n')
+    result = CliRunner().invoke(cli, ["validate", "--against", str(tmp_path / "m.toml")])
+    assert result.exit_code == 0, result.output
+    assert "guidellm-mock-server.json#2" in result.output and "goal (" in result.output
