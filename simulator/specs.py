@@ -11,34 +11,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import SpecsimError
+from .formats import COMPUTE_RATES, DTYPE_BYTES, KV_OF_WEIGHTS, dtype_bytes  # noqa: F401 (DTYPE_BYTES re-exported)
 
 GIGA = 1e9
 TERA = 1e12
-
-# Weight formats with their scales: mxfp4 (OCP microscaling, gpt-oss experts) stores 4-bit E2M1 values plus one
-# 8-bit E8M0 scale per 32 = 4.25 bits; nvfp4 (NVIDIA, Blackwell) one FP8 E4M3 scale per 16 = 4.5 bits (its one FP32
-# scale per tensor is negligible); fp8 per tensor or per channel is 1 byte (DeepSeek-V3's 128 x 128 block scales add
-# 4 bytes per 16,384, 0.02 %).
-DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5,
-                                 "mxfp4": 4.25 / 8, "nvfp4": 4.5 / 8}
-# Which tensor-core rate a weight format's matmuls run at, in order of preference: fp4 formats on fp4 tensor cores
-# (Blackwell: activations quantised to fp4/fp8 as TensorRT-LLM's and vLLM's NVFP4/MXFP4 kernels do), else
-# dequantised in the kernel to bf16 (Marlin-style weight-only kernels on Hopper and Ampere); int4 is weight-only.
-COMPUTE_RATES: dict[str, tuple[str, ...]] = {
-    "fp16": ("fp16", "bf16"), "bf16": ("bf16", "fp16"), "int4": ("int4", "bf16"),
-    "nvfp4": ("fp4", "bf16"), "mxfp4": ("fp4", "bf16")}
-# A 4-bit weight format's KV cache, where the model does not name one: fp8 (engines do not keep a cache in fp4 by
-# default: TensorRT-LLM's and vLLM's NVFP4 checkpoints ship an fp8 cache)
-KV_OF_WEIGHTS: dict[str, str] = {"nvfp4": "fp8", "mxfp4": "fp8"}
-
-
-def dtype_bytes(dtype: str) -> float:
-    """Bytes per element of `dtype`; raises ValueError naming the known dtypes."""
-    try:
-        return DTYPE_BYTES[dtype]
-    except KeyError:
-        raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPE_BYTES)}") from None
-
 
 @dataclass(frozen=True)
 class PerStep:
