@@ -75,7 +75,8 @@ def format_summary(profile: Profile, path: Path) -> str:
     lines.append("fitted linear-layer time per weight byte by rows, as GB/s: " + ", ".join(
         f"{r}: {b / 1e9:.1f}" for r, b in zip(lin.rows, lin.mem_bw_bytes_per_s)))
     h, d = fit.heldout, fit.datasheet_heldout
-    lines.append(f"held-out pass times ({h.n} points, fit on {fit.train_points}): median |error| "
+    lines.append(f"held-out pass times ({h.n} passes the fit never saw; it was fitted to {fit.train_points} others): "
+                 f"median |error| "
                  f"{100 * h.median_abs_err:.1f} %, p90 {100 * h.p90_abs_err:.1f} %, max {100 * h.max_abs_err:.1f} %")
     if d.n:
         lines.append(f"  pure roofline (measured peaks, no overheads) on the same points: median |error| "

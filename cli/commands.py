@@ -69,7 +69,8 @@ def run_predict(alpha: float | None, setup: SetupOptions, ks: list[int], cost_ra
                 f"{s.where}; give --c RATIO for the closed form")
         result = sweep(s.cost, s.target, s.draft, s.acceptance, batches,
                        candidates_from(draft_lengths(ks, s.draft), trees, tree_budget, s.acceptance), contexts)
-        meta, text = s.meta(), s.heading + "\n" + format_hardware_table(result, "--json/--csv carry every row")
+        meta, text = s.meta(), s.heading + "\n" + format_hardware_table(result, "--json/--csv carry every row",
+                                                                        s.resolution if s.profile else 0.0)
         if plot:
             from plots.speedup import speedup_vs_batch
 
@@ -258,6 +259,17 @@ def run_policy(setup: SetupOptions, fmt: str, batches: list[int], ks: list[int],
         if table.get("fits_up_to_batch"):
             say(f"context {table['context']}: from batch {table['fits_up_to_batch'] + 1} on nothing fits in memory "
                 "(the target's weights and KV cache): the table ends there")
+        past = [r for r in table["ranges"] if set(r.get("extrapolated_in", ())) - {"k"}]
+        if past and table.get("measured_range"):
+            m = table["measured_range"]
+            say(f"context {table['context']}: batch {past[0]['batch_from']}..{past[-1]['batch_to']} lies past what the "
+                f"profile measured (batches up to {m['batch']}, {m['rows']} rows a pass, contexts up to "
+                f"{m['context']}): the table extrapolates its fit there (\"extrapolated\" in --format json); "
+                "calibrate with --batch and --context covering it")
+        guessed = [r for r in table["ranges"] if "k" in r.get("extrapolated_in", ())]
+        if guessed:
+            say(f"context {table['context']}: k = {', '.join(sorted({str(r['k']) for r in guessed}))} drafts more "
+                "per step than the acceptance's source measured: its model is extrapolated there")
         for r in table["ranges"]:
             if r["k"] == 0 and r["why"].startswith("the draft"):
                 say(f"batch {r['batch_from']}..{r['batch_to']} at context {table['context']}: k = 0 because "

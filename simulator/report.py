@@ -12,7 +12,7 @@ from typing import Any
 from .sweep import SweepResult, SweepRow
 
 ROW_FIELDS = ["batch", "k", "tree", "context", "tokens_per_pass", "step_time_s", "baseline_time_s", "speedup",
-              "bound", "fits", "draft_time_s", "verify_time_s", "tree_nodes"]
+              "bound", "fits", "draft_time_s", "verify_time_s", "tree_nodes", "extrapolated"]
 
 
 def result_to_dict(result: SweepResult, meta: dict[str, Any]) -> dict[str, Any]:
@@ -58,6 +58,38 @@ EXTRAPOLATED = ("* more drafts per step than the acceptance's source measured: i
                 "(the JSON and CSV rows say extrapolated)")
 
 
+def marks(r: SweepRow) -> str:
+    """'*' past the acceptance's measured draft lengths, '^' past the calibration's measured passes."""
+    where = r.extrapolated_in or (("k",) if r.extrapolated else ())
+    return ("*" if "k" in where else "") + ("^" if any(w != "k" for w in where) else "")
+
+
+def beyond_passes_note(result: SweepResult) -> str:
+    reach = result.measured_range
+    return (f"^ past the passes the profile measured ({reach.describe() if reach else 'its calibration grid'}): "
+            "the cost model extrapolates its fit there (the JSON and CSV rows say extrapolated); calibrate with "
+            "--batch and --context covering it")
+
+
+def extrapolation_notes(rows: Sequence[SweepRow], result: SweepResult) -> list[str]:
+    """The footnotes of the marks these rows carry."""
+    shown = "".join(marks(r) for r in rows)
+    return ([EXTRAPOLATED] if "*" in shown else []) + ([beyond_passes_note(result)] if "^" in shown else [])
+
+
+def near_ties(rows: Sequence[SweepRow], best: SweepRow | None, tolerance: float) -> str:
+    """The chain lengths whose speed-up is within `tolerance` of the best chain's (the prediction cannot tell them
+    apart), as ' ~5-8'; '' where the best stands alone or is not a chain."""
+    if best is None or best.tree or not best.k or tolerance <= 0:
+        return ""
+    ks = sorted(int(r.k) for r in rows if r.fits and r.tree is None and r.k and
+                r.speedup >= best.speedup * (1 - tolerance))
+    if len(ks) < 2:
+        return ""
+    run = ks == list(range(ks[0], ks[-1] + 1))
+    return f" ~{ks[0]}-{ks[-1]}" if run else " ~" + ",".join(map(str, ks))
+
+
 def batch_ranges(ranges: Sequence[tuple[int, int]]) -> str:
     """(1, 1), (8, 96) -> '1 and 8-96'."""
     parts = [str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in ranges]
@@ -100,9 +132,11 @@ def describe_disable(value: int | None, batches: list[int], rows: Sequence[Sweep
     return f"disable speculation above batch {value}"
 
 
-def format_hardware_table(result: SweepResult, every_row_hint: str = "") -> str:
+def format_hardware_table(result: SweepResult, every_row_hint: str = "", tolerance: float = 0.0) -> str:
     """One block per context: batch, baseline tokens/s, speed-up per k or tree, best choice and bound; a condensed
-    table says so and where every row is (`every_row_hint`, e.g. the output options that carry them)."""
+    table says so and where every row is (`every_row_hint`, e.g. the output options that carry them). With a
+    `tolerance` (the prediction's resolution), the best choice names the draft lengths within it of the best, so
+    a best k that moves over differences the prediction cannot resolve reads as the near-tie it is."""
     out: list[str] = []
     unfit = dict(result.unfit_from_batch)
     contexts = sorted({r.context for r in result.rows} | set(unfit))
@@ -130,10 +164,10 @@ def format_hardware_table(result: SweepResult, every_row_hint: str = "") -> str:
             cells = [str(b), f"{b / base.baseline_time_s:,.0f}"]
             for key in keys:
                 r = by.get((b, key))
-                cells.append("-" if r is None else (f"{r.speedup:.2f}{'*' if r.extrapolated else ''}" if r.fits
-                                                     else "oom"))
+                cells.append("-" if r is None else (f"{r.speedup:.2f}{marks(r)}" if r.fits else "oom"))
             bb = best.get(b)
-            cells.append(best_key[b] if bb else "oom")
+            tie = near_ties([r for r in rows if r.batch == b], by.get((b, best_key.get(b, ""))), tolerance)
+            cells.append(best_key[b] + tie if bb else "oom")
             bound_row = by.get((b, best_key.get(b, ""))) or (base if bb else None)
             cells.append(bound_row.bound if bound_row else "-")
             table.append(cells)
@@ -144,8 +178,11 @@ def format_hardware_table(result: SweepResult, every_row_hint: str = "") -> str:
         if len(shown) < len(batches):
             out.append(f"  (condensed: {len(shown)} of {len(batches)} batches shown, the powers of two and the rows "
                        f"around each change of best choice{'; ' + every_row_hint if every_row_hint else ''})")
-        if any(r.extrapolated for r in rows):
-            out.append("  " + EXTRAPOLATED)
+        out += ["  " + note for note in extrapolation_notes(rows, result)]
+        if tolerance > 0 and any(near_ties([r for r in rows if r.batch == b], by.get((b, best_key.get(b, ""))),
+                                           tolerance) for b in shown):
+            out.append(f"  ~a-b: the draft lengths within {100 * tolerance:.0f} % of the best's speed-up (the "
+                       "prediction's resolution): any of them is as good as the best shown")
         if context in unfit:
             out.append(f"  from batch {unfit[context]:,} on nothing fits (the target's weights and KV cache exceed "
                        "the device's memory): those batches are left out")
@@ -162,13 +199,12 @@ def format_formula_table(result: SweepResult, cost_ratio: float) -> str:
     for r in result.rows:
         label = f"tree {r.tree}" if r.tree else str(r.k)
         table.append([label, f"{r.tokens_per_pass:.2f}", f"{r.step_time_s / r.tokens_per_pass:.2f}",
-                      f"{r.speedup:.2f}{'*' if r.extrapolated else ''}"])
+                      f"{r.speedup:.2f}{marks(r)}"])
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in table]
     b = result.best[0]
     choice = f"tree {b.tree}" if b.tree else f"k = {b.k}"
     lines.append(f"best: {choice}, speed-up {b.speedup:.2f} (draft/target cost ratio c = {cost_ratio:g}; "
                  "cost per token relative to plain decoding)")
-    if any(r.extrapolated for r in result.rows):
-        lines.append(EXTRAPOLATED)
+    lines += extrapolation_notes(result.rows, result)
     return "\n".join(lines) + "\n"

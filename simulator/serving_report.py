@@ -213,6 +213,13 @@ def policy_record(result: SweepResult, batches: Sequence[int], caption: str, con
     def over(lo: int, hi: int) -> list[PolicyChoice]:
         return [by_batch[b] for b in range(lo, hi + 1)]
 
+    # what each range's choices extrapolate: "k" (the acceptance), "batch", "rows", "context" (the calibration)
+    rows = {(r.batch, int(r.k or 0)): r for r in result.rows if r.tree is None}
+
+    def beyond(lo: int, hi: int) -> list[str]:
+        found = {w for c in over(lo, hi) for w in getattr(rows.get((c.batch, c.k)), "extrapolated_in", ())}
+        return [w for w in ("k", "batch", "rows", "context") if w in found]
+
     record = {"specsim_version": __version__, "setup": caption, "context": context,
               "num_speculative_tokens_per_batch_size": ranges,
               "tolerance": tolerance,
@@ -220,6 +227,7 @@ def policy_record(result: SweepResult, batches: Sequence[int], caption: str, con
                           "predicted_speedup_min": min(c.speedup for c in over(lo, hi)),
                           "predicted_speedup_max": max(c.speedup for c in over(lo, hi)),
                           "loss_vs_best_max": max(c.loss for c in over(lo, hi)),
+                          "extrapolated": bool(beyond(lo, hi)), "extrapolated_in": beyond(lo, hi),
                           "why": _why(k, lo, hi, max(c.loss for c in over(lo, hi)), tolerance, tax, drafted_fit)}
                          for lo, hi, k in ranges],
               "speculation_tax": {"off_tax_batch": list(tax.off_batches), "off_tax_fraction": list(tax.off_fractions),
@@ -227,7 +235,9 @@ def policy_record(result: SweepResult, batches: Sequence[int], caption: str, con
               # above this batch an engine started without speculation beats every k of this one (None: never)
               "engine_without_speculation_faster_above_batch": _restart_above(table),
               # the largest batch whose target weights and KV cache fit (None: every batch asked for)
-              "fits_up_to_batch": len(table) if len(table) < len(batches) else None}
+              "fits_up_to_batch": len(table) if len(table) < len(batches) else None,
+              # the reach of the calibration's decoding passes (None: a preset)
+              "measured_range": asdict(result.measured_range) if result.measured_range else None}
     return ranges, record
 
 

@@ -15,7 +15,7 @@ k = 0 is plain decoding and gives exactly 1.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -24,6 +24,7 @@ from . import SpecsimError
 from .acceptance import Acceptance
 from .cost import CostModel, memory_needed_bytes
 from .drafts import Draft, as_draft
+from .measured_range import MeasuredRange, measured_range
 from .specs import ModelSpec
 from .trees import Tree
 
@@ -129,7 +130,10 @@ class SweepRow:
     draft_time_s: float = 0.0
     verify_time_s: float = 0.0
     tree_nodes: int = 0
-    extrapolated: bool = False  # more drafts per step than the acceptance's source measured
+    extrapolated: bool = False  # beyond what was measured: `extrapolated_in` says where
+    # "k": more drafts per step than the acceptance's source measured; "batch", "rows" (batch x verified tokens),
+    # "context": past the calibration's decoding passes (`simulator.measured_range`), its fit extrapolated
+    extrapolated_in: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,7 @@ class SweepResult:
     unfit_from_batch: tuple[tuple[int, int], ...] = field(default=())
     # (context, ((first, last), ...)): the runs of swept batches where the best choice speculates (`paying_ranges`)
     pays_by_context: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = field(default=())
+    measured_range: MeasuredRange | None = None  # the calibration's passes' reach (None: a preset)
 
     def pays_in(self, context: int) -> tuple[tuple[int, int], ...]:
         return dict(self.pays_by_context).get(context, ())
@@ -333,6 +338,7 @@ def sweep(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, acceptanc
     rows: list[SweepRow] = []
     unfit: list[tuple[int, int]] = []
     measured_k = acceptance.measured_up_to_k
+    reach = measured_range(cost)
     for context in contexts:
         at = acceptance.at_context(context)  # the acceptance there, where it depends on context
         tokens = {cand: tokens_per_pass(cand, at) for cand in candidates}
@@ -355,13 +361,15 @@ def sweep(cost: CostModel, target: ModelSpec, draft: ModelSpec | None, acceptanc
             columns.append((cand, total, speedup, bound, need <= capacity, draft_s, verify_s))
         for i, batch in enumerate(b.tolist()):
             for cand, total, speedup, bound, fits, draft_s, verify_s in columns:
+                beyond = (("k",) if measured_k is not None and cand.shape.depth > measured_k else ()) + \
+                    (reach.beyond(batch, cand.shape.verify_tokens, context) if reach else ())
                 rows.append(SweepRow(
                     batch=batch, k=cand.k, tree=cand.tree_label, context=context, tokens_per_pass=tokens[cand],
                     step_time_s=float(total[i]), baseline_time_s=float(baseline[i]), speedup=float(speedup[i]),
                     bound=str(bound[i]), fits=bool(fits[i]), draft_time_s=float(draft_s[i]),
                     verify_time_s=float(verify_s[i]), tree_nodes=cand.shape.n_nodes,
-                    extrapolated=measured_k is not None and cand.shape.depth > measured_k))
-    return _best_and_disable(rows, max(batches), contexts, unfit)
+                    extrapolated=bool(beyond), extrapolated_in=beyond))
+    return replace(_best_and_disable(rows, max(batches), contexts, unfit), measured_range=reach)
 
 
 def leviathan_speedup(alpha: float, k: int, c: float) -> float:
@@ -385,5 +393,6 @@ def formula_sweep(acceptance: Acceptance, candidates: Sequence[Candidate], cost_
                              step_time_s=step, baseline_time_s=1.0, speedup=tokens / step, bound="formula",
                              fits=True, draft_time_s=shape.depth * cost_ratio, verify_time_s=1.0,
                              tree_nodes=shape.n_nodes,
-                             extrapolated=measured_k is not None and shape.depth > measured_k))
+                             extrapolated=measured_k is not None and shape.depth > measured_k,
+                             extrapolated_in=("k",) if measured_k is not None and shape.depth > measured_k else ()))
     return _best_and_disable(rows)

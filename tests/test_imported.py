@@ -171,7 +171,10 @@ def test_each_sample_is_predicted_within_5_percent_held_out(source, hardware, mo
     monkeypatch.chdir(SAMPLES.parents[1])
     profile = import_profile(source, hardware, "llama-3.1-8b", "llama-3.2-1b", "bf16", 0, "test", {})
     assert profile.fit.heldout.n >= 27 and profile.fit.heldout.median_abs_err <= 0.05
-    assert profile.trust.trusted and profile.origin == source
+    # trusted unless its held-out worst case says otherwise (the vLLM sample: a prefill it extrapolates to one
+    # output token, 40 % off)
+    assert profile.origin == source and all(r.startswith("held-out pass error max") and "context 0:" in r
+                                            for r in profile.trust.reasons)
     assert max(profile.fit.linear_rates.mem_bw_bytes_per_s) <= profile.hardware.mem_bw_bytes_per_s * (1 + 1e-9)
 
 
@@ -213,7 +216,8 @@ def test_the_vllm_sample_and_the_preset_fitted_to_the_same_measurements_agree():
 
     profile = import_profile(f"vllm:{SAMPLES / 'vllm' / 'manifest.toml'}", "h100-sxm", "llama-3.1-8b",
                              "llama-3.2-1b", "bf16", 0, "test", {})
-    assert profile.trust.trusted
+    # its decoding steps are predicted closely; a prefill extrapolated to one output token is 40 % off, and says so
+    assert [r for r in profile.trust.reasons if "context 0:" not in r] == []
     target, draft = load_model("llama-3.1-8b"), load_model("llama-3.2-1b")
     preset = CostModel.from_hardware(load_hardware("h100-sxm"), "bf16")
     batches, ks = [1, 2, 4, 8, 16, 32, 64], [1, 2, 3, 4]
