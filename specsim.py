@@ -139,13 +139,19 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
 
         calibrate_bench(source[len("bench:"):], hardware, out_path, as_json, click.echo)
         return
-    if engine != "specsim":
-        profile, path = cmd.run_calibrate_engine(engine, target, draft, quick, seed, out_path, command, options)
-    elif source or hardware:
-        profile, path = calibrate_from(source or "", hardware, target, draft, dtype, seed, out_path, command, options)
-    else:
-        profile, path = calibrate_device(target, draft, dtype, device_name, batches, contexts, quick, eager, busy,
-                                         seed, out_path, command, options, out.progress, expert_sharing)
+    from contextlib import nullcontext
+
+    from scenarios.output_lock import writing
+
+    with writing(out_path) if out_path else nullcontext():  # one calibration per --out at a time
+        if engine != "specsim":
+            profile, path = cmd.run_calibrate_engine(engine, target, draft, quick, seed, out_path, command, options)
+        elif source or hardware:
+            profile, path = calibrate_from(source or "", hardware, target, draft, dtype, seed, out_path, command,
+                                           options)
+        else:
+            profile, path = calibrate_device(target, draft, dtype, device_name, batches, contexts, quick, eager,
+                                             busy, seed, out_path, command, options, out.progress, expert_sharing)
     click.echo(json.dumps(profile.to_dict(), indent=1) if as_json else format_summary(profile, path))
 
 
