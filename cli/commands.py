@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from cli.options import ServedOptions, SetupOptions
-from cli.output import check_figures, check_out, echo_or_write, echo_result, progress, say, write_figures
+from cli.output import check_figures, check_out, echo_or_write, echo_result, note, progress, say, write_figures
 from simulator import SpecsimError
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ def run_served_validation(profile_path: Path | None, quick: bool, as_json: bool,
     plots = check_figures([plot_dir / "validation-serving.png"]) if plot_dir else []
     profile, notes = resolve_profile(profile_path)
     check_shapes(profile, target, draft)
-    say(*notes, *filter(None, [match_threads(profile)]))
+    note(*notes, *filter(None, [match_threads(profile)]))
     report = run_serving_validation(profile, served.serving(quick, seed), served.rates, acceptance_spec,
                                     served.time_cap(quick), seed, progress, quick, served.passes or 2)
     if plots:

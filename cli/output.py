@@ -116,6 +116,11 @@ def say(*lines: str) -> None:
         click.echo(line, err=True)
 
 
+def note(*lines: str) -> None:
+    """Notes shown once the command shows anything else or ends well (a refusal before then is its one line)."""
+    PENDING.extend(lines)
+
+
 def say_notes(setup: Setup) -> Setup:
     """The setup's notes, shown once the command shows anything else or ends well (`OneLineErrors`): a command
     refused after its setup resolved says its one line alone."""
