@@ -118,12 +118,12 @@ def run_validate(profile_path: Path | None, batches: list[int] | None, ks: list[
                                    "built-in pair's real acceptance)")
         from scenarios.setup import resolve_acceptance
 
-        say(*notes)
+        note(*notes)
         report, curves = run_shape_validation(profile, resolve_acceptance(acceptance_spec, profile), batches, ks,
                                               repeats, new_tokens, served.fixed_prompt_tokens, seed, progress, quick)
     else:
         check_validatable(profile)
-        say(*notes)
+        note(*notes)
         report, curves = run_validation(profile, batches, ks, shapes, repeats, new_tokens, seed, progress, quick,
                                         drafter)
     if plots:
