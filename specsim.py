@@ -358,7 +358,7 @@ def plan(setup: opt.SetupOptions, serving: ServingOptions, load_rps: float | Non
 @click.option("--k", "ks", type=opt.KS, default="0..8", show_default=True, help="Draft lengths allowed.")
 @click.option("--context", "contexts", type=opt.CONTEXTS, default="1024", show_default=True,
               help="Cached tokens per sequence the table is made for; several (json) give a table per context.")
-@click.option("--tolerance", "tolerance_pct", type=click.FloatRange(0, 50), default=None, metavar="PCT",
+@click.option("--tolerance", "tolerance_pct", type=opt.Finite(0, 50), default=None, metavar="PCT",
               help="Keep a k across batches while its speed-up is within PCT % of the best k's [default: the "
                    "profile's held-out pass error, at least 1; 1 for a preset; 0: the best k at every batch].")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -465,7 +465,7 @@ def sweep(spec_path: Path, executor: str, out_path: Path | None, plot_dir: Path 
 
 
 @cli.command()
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True,
               help="Folder to write target/ and draft/ into.")
 @click.option("--format", "fmt", type=click.Choice(["hf", "gguf", "both"]), default="both", show_default=True,
               help="hf: Hugging Face LlamaForCausalLM folders (config.json, model.safetensors, tokenizer.json); "
@@ -476,6 +476,8 @@ def export(out_dir: Path, fmt: str) -> None:
     \b
     specsim export --out pair/        # pair/target, pair/draft: transformers' from_pretrained, llama.cpp's -m
     """
+    if out_dir.is_file():
+        raise click.BadParameter(f"{str(out_dir)!r} is a file; give a folder (made if missing)", param_hint="'--out'")
     cmd.run_export(out_dir, fmt)
 
 
