@@ -135,9 +135,9 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
 
     command, options = out.invocation("specsim calibrate")
     if source and source.startswith("bench:"):  # a deployment's serving benchmarks (calibrate/bench_import.py)
-        from calibrate.bench_validate import calibrate_bench
+        from cli.bench_commands import run_calibrate_bench
 
-        calibrate_bench(source[len("bench:"):], hardware, out_path, as_json, click.echo)
+        run_calibrate_bench(source[len("bench:"):], hardware, out_path, as_json)
         return
     from contextlib import nullcontext
 
@@ -253,9 +253,9 @@ def validate(profile_path: Path | None, batches: list[int] | None, ks: list[int]
     specsim validate --against scenarios/samples/bench/vllm-manifest.toml --plot out/   # vllm bench serve runs
     """
     if against is not None:
-        from calibrate.bench_validate import run_validate_against
+        from cli.bench_commands import run_validate_against
 
-        run_validate_against(against, plot_dir, as_json, None, click.echo)
+        run_validate_against(against, plot_dir, as_json)
         return
     if engine != "specsim":
         return cmd.run_validate_engine(engine, profile_path, target, draft, ks, repeats, new_tokens, quick, as_json,

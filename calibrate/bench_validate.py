@@ -10,7 +10,7 @@ prefill hides the queue in the TTFT ratio), or it sent everything at once; close
 rate) never are (the client waits for the server). The goal the report checks: throughput within 5 % and TPOT
 p50 within 10 % on every judged run below saturation.
 
-Also the glue of `specsim calibrate --from bench:MANIFEST.toml` (`calibrate_bench`).
+Also `specsim calibrate --from bench:MANIFEST.toml` (`calibrate_bench`); the CLI's glue is cli/bench_commands.py.
 """
 
 from __future__ import annotations
@@ -122,30 +122,6 @@ def format_report(report: dict[str, Any]) -> str:
                  f"{g['judged_below_saturation']} judged runs below saturation"
                  + (f"; missed: {', '.join(g['misses'])}" if g["misses"] else ""))
     return "\n".join(lines)
-
-
-def run_validate_against(path: Path, plot_dir: Path | None, as_json: bool, seed: int | None,
-                         echo: Any) -> dict[str, Any]:
-    """The command: outputs checked first, the report printed, the figure written."""
-    from scenarios.files import check_outputs
-
-    figure = check_outputs([plot_dir / "validation-serving.png"], "figure", (".png",))[0] if plot_dir else None
-    report = validate_against(path, seed)
-    if figure is not None:
-        from plots.render import render
-        from plots.serving import engine_stream_vs_simulated
-        from scenarios.files import write_all
-
-        fig = engine_stream_vs_simulated(report)
-        fitted = ", ".join(f"{r['load']} {r['policy']}" for r in report["rows"] if r["fit"])
-        e = report["median_abs_err"]
-        fig.suptitle(f"{report['engine']}: its benchmark runs (points) against their simulation (lines), fitted on "
-                     f"{fitted}; labels: simulated less measured; median |error| over the judged runs: throughput "
-                     f"{100 * e['throughput']:.1f} %, TPOT p50 {100 * e['tpot_p50_s']:.1f} %", fontsize=9, wrap=True)
-        write_all({figure: render(fig, "png")})
-        echo(f"plot written to {figure}", err=True)
-    echo(json.dumps(report, indent=1, default=float) if as_json else format_report(report))
-    return report
 
 
 def calibrate_bench(path: str, hardware: str | None, out: Path | None, as_json: bool, echo: Any) -> BenchFit:

@@ -26,6 +26,10 @@ Readers (the fields used are checked; the rest, and fields a newer version adds,
 
 A TOML manifest names the files and supplies what a file lacks (see `read_manifest`); a run whose settings cannot be
 recovered is a one-line error naming the manifest field to give.
+
+One concept past 500 lines: the result files of four benchmark clients read into one kind of run, and the manifest
+that completes them; each reader is a few small functions, kept beside the others so that they recover the same
+settings the same way.
 """
 
 from __future__ import annotations
