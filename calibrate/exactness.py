@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from calibrate.calibration import no_progress
+from calibrate.progress import no_progress
 from engine.model import Decoder, build_decoder, causal_window
 from engine.rejection import distribution
 from engine.speculative import Decoding, RealEngine

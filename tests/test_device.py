@@ -91,7 +91,8 @@ def test_prediction_heads(meta_default, builtin_pair, monkeypatch):
 
     if not (WEIGHTS / "builtin-heads.safetensors").exists():
         pytest.skip("the built-in heads are missing (python -m engine.train_heads)")
-    from calibrate.calibration import measure_heads, no_progress
+    from calibrate.pair_measurements import measure_heads
+    from calibrate.progress import no_progress
     from calibrate.timing import Effort
     from engine.heads import random_heads
 

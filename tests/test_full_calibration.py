@@ -12,7 +12,8 @@ import torch
 from conftest import small_device_benchmarks
 
 from calibrate import calibration
-from calibrate.calibration import PAIR_SLOTS, BuiltinPlan, Grid, calibrate
+from calibrate.calibration import Grid, calibrate
+from calibrate.pair_measurements import PAIR_SLOTS, BuiltinPlan
 from engine.speculative import Decoding, RealEngine
 from scenarios import load_model
 from simulator import SpecsimError
