@@ -320,11 +320,16 @@ def llama(out: Path, client: str) -> None:
 
 
 if __name__ == "__main__":
-    what = sys.argv[1] if len(sys.argv) > 1 else ""
-    if what == "samples":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="what", required=True)
+    sub.add_parser("samples", help="write the vLLM and SGLang samples and their manifests")
+    end_to_end = sub.add_parser("llama", help="llama-server driven by a benchmark client, then validate --against")
+    end_to_end.add_argument("out", type=Path, help="a new folder for the pair, the client's reports and the manifest")
+    end_to_end.add_argument("--client", choices=("guidellm", "aiperf"), default="guidellm")
+    args = parser.parse_args()
+    if args.what == "samples":
         samples()
-    elif what == "llama" and len(sys.argv) > 2:
-        llama(Path(sys.argv[2]), sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--client" else "guidellm")
     else:
-        print(__doc__)
-        sys.exit(2)
+        llama(args.out, args.client)
