@@ -49,8 +49,7 @@ MEASURED_VARIANTS = ("positional", "iid", "beta", "markov", "trace", "ranks")
 # A profile is trusted when its fit predicts the held-out passes and its measured medians are known closely enough
 # (`assess_trust`).
 # `validate --quick` aims at 5 % median, 12 % p90: a profile whose own held-out passes miss by more than 7 % / 20 %
-# does not get there (2026-12-03, five fresh clones: held out 4.2-5.6 / 11.7-15.9 % validated at 2.2-4.7 / 6.1-10.3 %;
-# 8.7 / 23.6 % at 10.4 / 18.7 %); 10 / 25 % before.
+# does not get there (the fresh clones behind these bounds are in docs/calibration.md).
 MAX_HELDOUT_MEDIAN = 0.07
 MAX_HELDOUT_P90 = 0.20
 # No held-out pass mispriced by more than a quarter: with 15-25 held-out passes the p90 is the second or third worst,
