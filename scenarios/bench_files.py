@@ -289,27 +289,27 @@ def _details(d: Mapping[str, Any], where: str, completed: int) -> dict[str, Any]
     return out
 
 
-def read_vllm_serve(path: str) -> list[BenchRun]:
-    data = _loads(read_text(path, "vLLM bench serve result"), path)
+def _summary_runs(path: str, tool: str, what: str, shape: str, name: str) -> list[BenchRun]:
+    """The runs of a file of one summary object per run (vLLM's JSON, SGLang's JSONL), each checked to be `name`'s."""
+    data = _loads(read_text(path, what), path)
     rows = data if isinstance(data, list) else [data]
     if not rows or not all(isinstance(r, dict) for r in rows):
-        raise SpecsimError(f"{path}: not the JSON of vllm bench serve --save-result (an object per run)")
+        raise SpecsimError(f"{path}: not {shape}")
     for r in rows:
         if "median_ttft_ms" not in r or "completed" not in r:
-            raise SpecsimError(f"{path}: not a vllm bench serve --save-result file (no 'completed', "
-                               "'median_ttft_ms')")
-    return [_flat_run(r, "vllm", path, None if len(rows) == 1 else i) for i, r in enumerate(rows)]
+            raise SpecsimError(f"{path}: not {name} (no 'completed', 'median_ttft_ms')")
+    return [_flat_run(r, tool, path, None if len(rows) == 1 else i) for i, r in enumerate(rows)]
+
+
+def read_vllm_serve(path: str) -> list[BenchRun]:
+    return _summary_runs(path, "vllm", "vLLM bench serve result",
+                         "the JSON of vllm bench serve --save-result (an object per run)",
+                         "a vllm bench serve --save-result file")
 
 
 def read_sglang_serving(path: str) -> list[BenchRun]:
-    data = _loads(read_text(path, "SGLang bench_serving result"), path)
-    rows = data if isinstance(data, list) else [data]
-    if not rows or not all(isinstance(r, dict) for r in rows):
-        raise SpecsimError(f"{path}: not SGLang bench_serving JSONL (an object per line)")
-    for r in rows:
-        if "median_ttft_ms" not in r or "completed" not in r:
-            raise SpecsimError(f"{path}: not an SGLang bench_serving result (no 'completed', 'median_ttft_ms')")
-    return [_flat_run(r, "sglang", path, None if len(rows) == 1 else i) for i, r in enumerate(rows)]
+    return _summary_runs(path, "sglang", "SGLang bench_serving result",
+                         "SGLang bench_serving JSONL (an object per line)", "an SGLang bench_serving result")
 
 
 # -- GuideLLM: a report of benchmarks, one per strategy and rate ------------------------------------------------------
