@@ -32,12 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from calibrate.bench_replay import FittedStepCosts, Replayed, engine_config, replay
+from calibrate.bench_replay import Replayed, engine_config, replay
 from scenarios.bench_files import BenchRun, Manifest
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance, IIDAcceptance, iid_from_mean_length
 from simulator.policies import PLAIN
 from simulator.serving import EngineConfig
+from simulator.step_costs import StepCosts
 
 FACTOR_RANGE = (0.05, 20.0)  # a step or prefill factor searched within this range (bisection on its log)
 BISECTIONS = 10
@@ -84,7 +85,7 @@ class BenchFit:
         return knots_of(self.points)
 
     def costs(self, knots: Sequence[tuple[float, float]] | None = None, prefill_scale: float | None = None,
-              draft_factor: float | None = None) -> FittedStepCosts:
+              draft_factor: float | None = None) -> StepCosts:
         return costs_with(self.base, self.knots if knots is None else knots,
                           self.prefill_scale if prefill_scale is None else prefill_scale,
                           self.draft_factor if draft_factor is None else draft_factor)
@@ -119,14 +120,14 @@ def knots_of(points: Sequence[StepPoint]) -> tuple[tuple[float, float], ...]:
 
 
 def costs_with(base: Any, knots: Sequence[tuple[float, float]], prefill_scale: float, draft_factor: float = 1.0
-               ) -> FittedStepCosts:
+               ) -> StepCosts:
     """The base's step costs with the passes' factors (the draft's times `draft_factor`) and the prefill's."""
     drift = {}
     if knots:
         drift[base.target.name] = tuple(knots)
         if base.draft.module is not None:
             drift[base.draft.module.name] = tuple((b, f * draft_factor) for b, f in knots)
-    return FittedStepCosts(replace(base.cost, drift=drift), base.target, base.draft, prefill_scale=prefill_scale)
+    return StepCosts(replace(base.cost, drift=drift, prefill_scale=prefill_scale), base.target, base.draft)
 
 
 def decode_context(run: BenchRun) -> float:
@@ -156,8 +157,6 @@ def measured_step(run: BenchRun) -> tuple[float, float]:
 def priced_step(base: Any, batch: float, context: float) -> tuple[float, float]:
     """(the step the cost model prices, the target pass inside it) at a fractional batch: interpolated log-linearly
     between the whole batches around it."""
-    from simulator.step_costs import StepCosts
-
     costs = StepCosts(replace(base.cost, drift={}), base.target, base.draft)
     lo = max(1, int(math.floor(batch)))
     hi = max(lo, int(math.ceil(batch)))
@@ -231,7 +230,7 @@ def run_acceptance(run: BenchRun) -> tuple[Acceptance, str] | None:
     return None
 
 
-def fit_acceptance(base: Any, runs: Sequence[BenchRun], costs: FittedStepCosts, config: EngineConfig,
+def fit_acceptance(base: Any, runs: Sequence[BenchRun], costs: StepCosts, config: EngineConfig,
                    fallback: Acceptance | None, seed: int) -> tuple[Acceptance | None, str]:
     """Acceptance from the speculative fit runs (module docstring): their alphas averaged, weighted by requests."""
     spec = [r for r in runs if r.speculative]

@@ -38,21 +38,6 @@ FIT_SEEDS = 4  # the same inside a fit's searches (many simulations of one run)
 CLOSED_LOOP_PASSES = 4  # passes of the send-time iteration for a client with a concurrency limit
 
 
-class FittedStepCosts(StepCosts):
-    """Step costs whose prefills (a prompt's pass, alone or riding in a decode pass) are scaled by a fitted factor:
-    what a benchmark's TTFT at light load says a prompt costs on the engine, over what the cost model prices."""
-
-    def __init__(self, *args, prefill_scale: float = 1.0, **kwargs) -> None:  # noqa: ANN002, ANN003
-        super().__init__(*args, **kwargs)
-        self.prefill_scale = prefill_scale
-
-    def prefill_s(self, n_requests: int, prompt_tokens_mean: float, with_draft: bool) -> float:
-        return super().prefill_s(n_requests, prompt_tokens_mean, with_draft) * self.prefill_scale
-
-    def riding_prefill_s(self, decode_rows: int, prompt_tokens: int) -> float:
-        return super().riding_prefill_s(decode_rows, prompt_tokens) * self.prefill_scale
-
-
 def engine_config(engine: str, max_batch: int, runs: Sequence[BenchRun]) -> EngineConfig:
     """The simulated engine: its schedule and its batch limit (module docstring)."""
     if engine == "llama-server":

@@ -208,6 +208,9 @@ class CostModel:
     expert_sharing: float = DEFAULT_EXPERT_SHARING  # how a sequence's tokens share experts (ModelSpec.experts_touched)
     routing_skew: float = 0.0  # Zipf exponent of the experts' popularity (0: uniform routing)
     routing_power_law: float = 0.0  # > 1: AIConfigurator's measured routing, this power law (simulator.routing)
+    # A prompt's pass (and the engine's work around it) as a serving benchmark's TTFT measured it over what this model
+    # prices (calibrate.bench_import): applied by `StepCosts` to prefills, never to decode or verify passes
+    prefill_scale: float = 1.0
 
     @property
     def draft_catchup_tokens(self) -> int:

@@ -159,11 +159,13 @@ class StepCosts(StepDurations):
         t = self._prefill.get(key)
         if t is None:
             t = self._prefill[key] = max(0.0, self.cost.pass_time_s(self.target, 1, decode_rows + tokens, 0)
-                                         - self.cost.pass_time_s(self.target, 1, decode_rows, 0))
+                                         - self.cost.pass_time_s(self.target, 1, decode_rows, 0)
+                                         ) * self.cost.prefill_scale
         return t
 
     def prefill_s(self, n_requests: int, prompt_tokens_mean: float, with_draft: bool) -> float:
-        """One pass of the target (and the draft) over `n_requests` prompts, and the engine's own work around it."""
+        """One pass of the target (and the draft) over `n_requests` prompts, and the engine's own work around it (times
+        the cost model's `prefill_scale`)."""
         tokens = self.prompt_step * math.ceil(prompt_tokens_mean / self.prompt_step)
         key = (n_requests, tokens, with_draft)
         t = self._prefill.get(key)
@@ -172,6 +174,7 @@ class StepCosts(StepDurations):
                 n_requests)
             if with_draft and self.draft is not None and self.draft.module is not None:
                 t += self.cost.pass_time_s(self.draft.module, n_requests, tokens, 0)
+            t *= self.cost.prefill_scale
             self._prefill[key] = t
         return t
 
