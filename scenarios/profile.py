@@ -42,7 +42,10 @@ from simulator.replay import ProbabilityTraceAcceptance, TraceAcceptance
 from simulator.specs import DEFAULT_EXPERT_SHARING, HardwareSpec, ModelSpec, Overheads, SpeculationTax
 
 SCHEMA = "specsim-profile"
-SCHEMA_VERSION = 2  # 2: options, engine mode, origin, trust, the acceptance variant chosen by held-out error
+SCHEMA_VERSION = 3  # 2: options, engine mode, origin, trust, the acceptance variant chosen by held-out error
+# 3: a serving benchmark's fit (fit.drift, fit.prefill_scale, fit.linear_ridge_p, acceptance_fitted). A profile without
+# them is still written as 2, which older specsims read; one with them as 3, which they refuse rather than misprice.
+BENCH_FIELDS_VERSION = 3
 ENGINE_MODES = ("eager", "graph")
 MEASURED_VARIANTS = ("positional", "iid", "beta", "markov", "trace", "ranks")
 
@@ -273,6 +276,18 @@ class Fit:
     verify_ratio_batch1: tuple[Mapping[str, float], ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
     linear_additive: bool = False  # the linear layers' weight reads and FLOPs add (an imported GPU engine's steps)
+    # A serving benchmark's fit (calibrate.bench_profile): model name -> ((batch, factor), ...) on that model's passes,
+    # log-linear in batch between the knots and constant beyond (`CostModel.drift`); the prompts' pass factor
+    # (`CostModel.prefill_scale`); how the linear layers' memory and compute times combine where it is neither
+    # additive (1) nor overlapping (inf) as `linear_additive` says (`CostModel.linear_ridge_p`, a preset's ridge_p)
+    drift: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    prefill_scale: float = 1.0
+    linear_ridge_p: float | None = None
+
+    @property
+    def bench(self) -> bool:
+        """Fitted to a serving benchmark's runs (a drift or a prefill factor over its base's passes)."""
+        return bool(self.drift) or self.prefill_scale != 1.0 or self.linear_ridge_p is not None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Fit:
@@ -298,14 +313,17 @@ class Fit:
         if "draft_catchup_tokens" in d:  # profiles before it moved into the engine's overheads kept it here
             ov["engine"] = {**ov.get("engine", {}), "draft_catchup_tokens": d["draft_catchup_tokens"]}
         known = {"linear_rates", "attention_rates", "overheads", "heldout", "datasheet_heldout", "train_points",
-                 "draft_catchup_tokens", "attention_overlap", "verify_ratio_batch1", "linear_additive"}
+                 "draft_catchup_tokens", "attention_overlap", "verify_ratio_batch1", "linear_additive", "drift",
+                 "prefill_scale", "linear_ridge_p"}
         return cls(
             rates_from_dict(_need(d, "linear_rates")), rates_from_dict(_need(d, "attention_rates")),
             Overheads.from_dict(ov), HeldoutErrors.from_dict(_need(d, "heldout")),
             HeldoutErrors.from_dict(d.get("datasheet_heldout") or {"n": 0}), int(d.get("train_points", 0)),
             bool(d.get("attention_overlap", True)),
             tuple(d.get("verify_ratio_batch1", ())), {k: v for k, v in d.items() if k not in known},
-            bool(d.get("linear_additive", False)))
+            bool(d.get("linear_additive", False)), drift_from_dict(d.get("drift") or {}),
+            _num(d, "prefill_scale", positive=True, optional=True) or 1.0,
+            _num(d, "linear_ridge_p", positive=True, optional=True))
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -315,7 +333,26 @@ class Fit:
                 "attention_overlap": self.attention_overlap, "linear_additive": self.linear_additive,
                 "train_points": self.train_points, "heldout": self.heldout.to_dict(),
                 "datasheet_heldout": self.datasheet_heldout.to_dict(),
-                "verify_ratio_batch1": list(self.verify_ratio_batch1)}
+                "verify_ratio_batch1": list(self.verify_ratio_batch1),
+                **({"drift": {m: [list(k) for k in knots] for m, knots in self.drift.items()},
+                    "prefill_scale": self.prefill_scale, "linear_ridge_p": self.linear_ridge_p} if self.bench else {})}
+
+
+def drift_from_dict(d: Any) -> dict[str, tuple[tuple[float, float], ...]]:
+    """fit.drift: model name -> [[batch >= 1, factor > 0], ...], batches increasing."""
+    if not isinstance(d, Mapping):
+        raise _Bad("fit.drift is not a table of models' knots")
+    out = {}
+    for model, knots in d.items():
+        try:
+            pairs = tuple((float(b), float(f)) for b, f in knots)
+        except (TypeError, ValueError):
+            raise _Bad(f"fit.drift of {model} is not a list of [batch, factor] pairs") from None
+        if not pairs or not all(math.isfinite(b) and math.isfinite(f) and b >= 1 and f > 0 for b, f in pairs) or \
+                [b for b, _ in pairs] != sorted(b for b, _ in pairs):
+            raise _Bad(f"fit.drift of {model} needs [batch >= 1, factor > 0] pairs, batches increasing")
+        out[str(model)] = pairs
+    return out
 
 
 @dataclass(frozen=True)
@@ -487,15 +524,26 @@ class Trust:
         return {"trusted": self.trusted, "reasons": list(self.reasons)}
 
 
+def heldout_unit(heldout: HeldoutErrors) -> str:
+    """What a held-out point is: a pass (a calibration's), or a benchmark run's metric (a serving benchmark's fit,
+    each plain fit run predicted by the fit to the others: its points name the run)."""
+    return "run" if any("run" in q for q in heldout.points) else "pass"
+
+
 def worst_heldout(heldout: HeldoutErrors) -> list[str]:
     """The reason a held-out worst case contradicts "trusted" (`MAX_HELDOUT_WORST`), naming the pass; else none."""
     if not heldout.n or heldout.max_abs_err <= MAX_HELDOUT_WORST:
         return []
     worst = max(heldout.points, key=lambda q: abs(float(q.get("rel_error", 0.0))), default=None)
-    where = (f" ({worst.get('model')} at batch {worst.get('batch')}, {worst.get('new_tokens')} new tokens, context "
-             f"{worst.get('context')}: {100 * float(worst['rel_error']):+.0f} %)" if worst and "rel_error" in worst
-             else "")
-    return [f"held-out pass error max {100 * heldout.max_abs_err:.1f} % > {100 * MAX_HELDOUT_WORST:.0f} %{where}"]
+    unit = heldout_unit(heldout)
+    if not worst or "rel_error" not in worst:
+        where = ""
+    elif unit == "run":
+        where = f" ({worst.get('run')}, {worst.get('metric')}: {100 * float(worst['rel_error']):+.0f} %)"
+    else:
+        where = (f" ({worst.get('model')} at batch {worst.get('batch')}, {worst.get('new_tokens')} new tokens, "
+                 f"context {worst.get('context')}: {100 * float(worst['rel_error']):+.0f} %)")
+    return [f"held-out {unit} error max {100 * heldout.max_abs_err:.1f} % > {100 * MAX_HELDOUT_WORST:.0f} %{where}"]
 
 
 def stored_trust(d: Mapping[str, Any], heldout: HeldoutErrors) -> Trust:
@@ -506,18 +554,27 @@ def stored_trust(d: Mapping[str, Any], heldout: HeldoutErrors) -> Trust:
     return Trust(False, trust.reasons + tuple(late)) if late else trust
 
 
-def assess_trust(heldout: HeldoutErrors, passes: Sequence[PassRecord]) -> Trust:
+def assess_trust(heldout: HeldoutErrors, passes: Sequence[PassRecord],
+                 uncertainties: Sequence[float] | None = None) -> Trust:
     """Trusted when the fit predicts held-out passes (median |error| <= 7 %, p90 <= 20 %, none off by more than
-    25 %) and the measured medians are precise (the median point's median known to 5 %, `PassRecord.uncertainty`);
-    otherwise each failed check is a reason. The last check reads medians, not single passes' spread, which a
-    shared host's noise widens while the medians and the held-out error stay close."""
+    25 %) and the measured medians are precise (the median point's median known to 5 %, `PassRecord.uncertainty`,
+    or the given `uncertainties`: a serving benchmark's steps'); otherwise each failed check is a reason. The last
+    check reads medians, not single passes' spread, which a shared host's noise widens while the medians and the
+    held-out error stay close. A held-out point is a pass, or a benchmark run's metric (`heldout_unit`)."""
     reasons = []
+    unit = heldout_unit(heldout)
     if heldout.n and not heldout.median_abs_err <= MAX_HELDOUT_MEDIAN:
-        reasons.append(f"held-out pass error median {100 * heldout.median_abs_err:.1f} % > "
+        reasons.append(f"held-out {unit} error median {100 * heldout.median_abs_err:.1f} % > "
                        f"{100 * MAX_HELDOUT_MEDIAN:.0f} %")
     if heldout.n and not heldout.p90_abs_err <= MAX_HELDOUT_P90:
-        reasons.append(f"held-out pass error p90 {100 * heldout.p90_abs_err:.1f} % > {100 * MAX_HELDOUT_P90:.0f} %")
+        reasons.append(f"held-out {unit} error p90 {100 * heldout.p90_abs_err:.1f} % > {100 * MAX_HELDOUT_P90:.0f} %")
     reasons += worst_heldout(heldout)
+    if uncertainties:
+        uncertainty = float(np.median(uncertainties))
+        if uncertainty > MAX_MEDIAN_UNCERTAINTY:
+            reasons.append(f"the benchmark's steps are known to {100 * uncertainty:.1f} % only (> "
+                           f"{100 * MAX_MEDIAN_UNCERTAINTY:.0f} %: the standard error of the runs' median ITL)")
+        return Trust(not reasons, tuple(reasons))
     timed = [p for p in passes if p.median_s]
     uncertainty = float(np.median([p.uncertainty for p in timed])) if timed else 0.0
     if uncertainty > MAX_MEDIAN_UNCERTAINTY:
@@ -526,6 +583,21 @@ def assess_trust(heldout: HeldoutErrors, passes: Sequence[PassRecord]) -> Trust:
                        f"{100 * MAX_MEDIAN_UNCERTAINTY:.0f} %, single passes spreading {100 * spread:.0f} %; a busy "
                        "machine? try --busy)")
     return Trust(not reasons, tuple(reasons))
+
+
+def fitted_acceptance_record(d: Any) -> dict[str, str]:
+    """acceptance_fitted: {"spec": an acceptance spec (iid:0.69), "from": where it came from}; the spec is checked."""
+    if not d:
+        return {}
+    if not isinstance(d, Mapping) or not isinstance(d.get("spec"), str):
+        raise _Bad("acceptance_fitted has no spec")
+    from scenarios.acceptance_specs import acceptance_from_spec
+
+    try:
+        acceptance_from_spec(d["spec"])
+    except SpecsimError as e:
+        raise _Bad(f"acceptance_fitted: {e}") from None
+    return {"spec": d["spec"], "from": str(d.get("from", ""))}
 
 
 def spec_from_dict(d: Mapping[str, Any]) -> ModelSpec:
@@ -569,8 +641,10 @@ class Profile:
     specsim_version: str = ""
     device_state: Mapping[str, Any] = field(default_factory=dict)
     host: Mapping[str, Any] = field(default_factory=dict)
-    # `calibrate.speculation_tax.measure_tax`, if measured
+    # `calibrate.speculation_tax.measure_tax`, if measured (or an engine preset's, carried by a benchmark's fit)
     speculation_tax: Mapping[str, Any] = field(default_factory=dict)
+    # A serving benchmark's fitted acceptance: {"spec": "iid:0.69", "from": where it came from} (counters, TPOT)
+    fitted_acceptance: Mapping[str, str] = field(default_factory=dict)
     path: Path | None = field(default=None, compare=False)
 
     # -- reading and writing -------------------------------------------------------------------------------------
@@ -605,17 +679,19 @@ class Profile:
                 quick=bool(d.get("quick", False)),
                 trust=stored_trust(d["trust"], fit.heldout) if "trust" in d else assess_trust(fit.heldout, passes),
                 specsim_version=str(d.get("specsim_version", "")), device_state=dict(d.get("device_state", {})),
-                host=dict(d.get("host", {})), speculation_tax=speculation_tax_record(d.get("speculation_tax")))
+                host=dict(d.get("host", {})), speculation_tax=speculation_tax_record(d.get("speculation_tax")),
+                fitted_acceptance=fitted_acceptance_record(d.get("acceptance_fitted")))
         except (_Bad, KeyError, TypeError, ValueError, AttributeError) as e:
             detail = f"no {e.args[0]!r}" if isinstance(e, KeyError) else str(e)
             raise SpecsimError(f"profile {source} is malformed ({detail}); run specsim calibrate again") from None
-        if not any(p.median_s for p in passes if p.model == profile.target.name):
+        if not profile.fit.bench and not any(p.median_s for p in passes if p.model == profile.target.name):
             raise SpecsimError(f"profile {source} holds no timed pass of its target {profile.target.name!r}")
         return profile
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "specsim_version": self.specsim_version,
+            "schema": SCHEMA, "specsim_version": self.specsim_version,
+            "schema_version": BENCH_FIELDS_VERSION if self.fit.bench or self.fitted_acceptance else 2,
             "command": self.command, "options": dict(self.options), "created": self.created,
             "engine_mode": self.engine_mode, "origin": self.origin, "device": self.device.to_dict(),
             "device_state": dict(self.device_state), "host": dict(self.host), "dtype": self.dtype,
@@ -626,6 +702,7 @@ class Profile:
             "fit": self.fit.to_dict(), "trust": self.trust.to_dict(),
             "acceptance": self.acceptance.to_dict() if self.acceptance else None,
             "speculation_tax": dict(self.speculation_tax),
+            **({"acceptance_fitted": dict(self.fitted_acceptance)} if self.fitted_acceptance else {}),
         }
 
     # -- what it predicts ----------------------------------------------------------------------------------------
@@ -643,7 +720,8 @@ class Profile:
                              tuple(max(float(by[b].get("off_priced", by[b]["off_fraction"])), 0.0) for b in batches),
                              max(float(np.median([by[b].get("switch_priced", by[b]["switch_fraction"])
                                                   for b in batches])), 0.0),
-                             f"measured by specsim calibrate on its own engine ({self.created[:10]})")
+                             str(self.speculation_tax.get("source") or
+                                 f"measured by specsim calibrate on its own engine ({self.created[:10]})"))
         return replace(hw, speculation_tax=tax)
 
     def device_preset(self, engine: str) -> HardwareSpec:
@@ -686,12 +764,13 @@ class Profile:
         from simulator.rate_fit import monotone_times
 
         measured = monotone_times({p.key: p.median_s for p in self.passes if p.median_s}) if with_measurements else {}
+        ridge = self.fit.linear_ridge_p or (1.0 if self.fit.linear_additive else float("inf"))
         return CostModel(hardware=self.hardware, linear_rates=self.fit.linear_rates,
                          attention_rates=self.fit.attention_rates, overheads=self.fit.overheads, measured=measured,
                          label="calibrated",
                          measured_models=(self.target, self.draft), attention_overlap=self.fit.attention_overlap,
-                         linear_ridge_p=1.0 if self.fit.linear_additive else float("inf"),
-                         expert_sharing=self.expert_sharing)
+                         linear_ridge_p=ridge, expert_sharing=self.expert_sharing, drift=dict(self.fit.drift),
+                         prefill_scale=self.fit.prefill_scale)
 
     @property
     def expert_sharing(self) -> float:
@@ -723,7 +802,7 @@ class Profile:
     def describe(self) -> str:
         """One phrase: the device, when, the engine it describes, the fit's held-out error, trust."""
         h = self.fit.heldout
-        err = f"held-out pass error median {100 * h.median_abs_err:.1f} %" if h.n else "no held-out error"
+        err = f"held-out {heldout_unit(h)} error median {100 * h.median_abs_err:.1f} %" if h.n else "no held-out error"
         engine = {"graph": "CUDA-graph engine", "eager": "eager engine"}[self.engine_mode]
         origin = "" if self.origin == "specsim" else f", step times from {self.origin}"
         untrusted = "" if self.trust.trusted else ", UNTRUSTED"

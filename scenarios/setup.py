@@ -373,6 +373,9 @@ def _resolve_setup(hardware: str | None, profile_path: Path | None, target: str 
     if (own_heads or own_ngram) and (acceptance_spec or "measured").strip().lower() == "measured":
         return priced(profile.acceptance.heads_model() if own_heads else profile.acceptance.ngram_model())
     spec = acceptance_spec or ("measured" if profile.acceptance is not None and not other else None)
+    if not acceptance_spec and profile.fitted_acceptance and not other:  # a serving benchmark's (before measured)
+        spec, why = profile.fitted_acceptance["spec"], profile.fitted_acceptance["from"]
+        notes = (*notes, f"acceptance {spec} as profile {profile.path} fitted it ({why}); --acceptance overrides it")
     if other and spec and spec.strip().lower().startswith("measured"):
         raise SpecsimError(f"the profile's measured acceptance is {profile.target.name} drafted by "
                            f"{profile.draft.name}'s: give --acceptance for {t.name} drafted by {d.name} (iid:0.7, "
@@ -479,11 +482,13 @@ def roofline_view(setup: Setup, dtype: str, context: int,
     micro-benchmarked ones."""
     hw = setup.cost.hardware
     caption = f"{setup.target.name} and {setup.draft.name} on {setup.where}"
-    if setup.profile is None or setup.engine is not None:  # modelled: a preset, or a profiled device and an engine
+    if setup.profile is None or setup.engine is not None or not setup.profile.timed:  # modelled: a preset, a
+        # profiled device and an engine, or a serving benchmark's fit (no pass timed: its passes as it prices them)
         models = [m for m in (setup.target, setup.draft.module) if m is not None]
         points = modelled_points(setup.cost, models, batches, [1, 5], context)
         ceiling = (f"({hw.bw_efficiency:.0%} of datasheet bandwidth, {hw.flops_efficiency:.0%} of {dtype} FLOP/s)"
-                   if setup.profile is None else f"(micro-benchmarked read bandwidth, {dtype} GEMM FLOP/s)")
+                   if setup.profile is None else "(datasheet bandwidth and FLOP/s)" if not setup.profile.timed
+                   else f"(micro-benchmarked read bandwidth, {dtype} GEMM FLOP/s)")
         return RooflineView(points, hw.mem_bw_bytes_per_s * hw.bw_efficiency,
                             hw.peak_flops(dtype) * hw.flops_efficiency, caption, ceiling)
     p = setup.profile
