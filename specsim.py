@@ -137,7 +137,8 @@ def calibrate(device_name: str, target: str, draft: str, dtype: str, batches: li
     if source and source.startswith("bench:"):  # a deployment's serving benchmarks (calibrate/bench_import.py)
         from cli.bench_commands import run_calibrate_bench
 
-        run_calibrate_bench(source[len("bench:"):], hardware, out_path, as_json)
+        run_calibrate_bench(source[len("bench:"):], hardware, out_path, as_json, command,
+                            {k: options[k] for k in ("source", "hardware", "out_path") if k in options})
         return
     from contextlib import nullcontext
 

@@ -124,21 +124,39 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def calibrate_bench(path: str, hardware: str | None, out: Path | None, as_json: bool, echo: Any) -> BenchFit:
+def calibrate_bench(path: str, hardware: str | None, out: Path | None, as_json: bool, echo: Any,
+                    command: str = "specsim calibrate", options: dict[str, Any] | None = None) -> Any:
     """`specsim calibrate --from bench:MANIFEST.toml`: the fit to every run marked fit = true (every plain and
-    speculative run if none is marked), reported and written as JSON to `out` if given."""
+    speculative run if none is marked), reported, and written to `out` as a profile (`calibrate.bench_profile`)
+    that every command taking --profile reads. Returns the profile."""
+    from contextlib import nullcontext
     from dataclasses import replace
 
-    from scenarios.files import atomic_write_text, check_output
+    from calibrate.bench_profile import bench_profile
+    from scenarios.files import check_output
+    from scenarios.output_lock import writing
+    from scenarios.profile import save_profile
 
     if out is not None:
-        check_output(out, "calibration", (".json",))
+        check_output(out, "profile", (".json",))
     manifest = read_manifest(path)
     runs = manifest.fit_runs or [replace(r, fit=True) for r in manifest.runs]
-    fit = fit_bench(manifest, base_setup(manifest, hardware), runs)
+    with writing(out) if out is not None else nullcontext():  # one calibration per --out at a time
+        fit = fit_bench(manifest, base_setup(manifest, hardware), runs)
+        profile = bench_profile(fit, manifest, runs, command, options or {})
+        if out is not None:
+            save_profile(profile, out)
+    if as_json:
+        echo(json.dumps(profile.to_dict(), indent=1, default=float))
+        return profile
+    trust = "trusted" if profile.trust.trusted else f"UNTRUSTED ({'; '.join(profile.trust.reasons)})"
+    h = profile.fit.heldout
+    held = (f"cross-validated run error (throughput, TPOT p50): median {100 * h.median_abs_err:.1f} %, max "
+            f"{100 * h.max_abs_err:.1f} % over {h.n} held-out figures" if h.n else "nothing held out")
+    echo("runs read:\n" + describe(runs) + "\n\n" + format_fit(fit) + f"\n{held}; profile {trust}")
     if out is not None:
-        atomic_write_text(out, json.dumps(fit.to_dict(), indent=1, default=float))
-        echo(f"benchmark calibration written to {out}", err=True)
-    echo(json.dumps(fit.to_dict(), indent=1, default=float) if as_json else
-         "runs read:\n" + describe(runs) + "\n\n" + format_fit(fit))
-    return fit
+        echo(f"profile written to {out}: specsim predict --profile {out}, specsim simulate --profile {out} "
+             f"--max-batch {fit.config.max_batch}")
+    else:
+        echo("no profile written: give --out FILE.json to predict and simulate with this fit")
+    return profile

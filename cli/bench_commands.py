@@ -33,7 +33,8 @@ def run_validate_against(path: Path, plot_dir: Path | None, as_json: bool, seed:
     return report
 
 
-def run_calibrate_bench(path: str, hardware: str | None, out: Path | None, as_json: bool) -> None:
+def run_calibrate_bench(path: str, hardware: str | None, out: Path | None, as_json: bool, command: str,
+                        options: dict[str, Any]) -> None:
     from calibrate.bench_validate import calibrate_bench
 
-    calibrate_bench(path, hardware, out, as_json, click.echo)
+    calibrate_bench(path, hardware, out, as_json, click.echo, command, options)

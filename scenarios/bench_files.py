@@ -50,7 +50,7 @@ from simulator import SpecsimError
 TOOLS = ("vllm", "sglang", "guidellm", "aiperf")
 ENGINES = ("vllm", "sglang", "llama-server")  # whose schedule the simulation follows (`calibrate.bench_validate`)
 RUN_FIELDS = ("rate", "max_concurrency", "burstiness", "input_len", "output_len", "requests", "speculative", "k",
-              "model")  # what a manifest's [[run]] may supply
+              "model", "tool_version")  # what a manifest's [[run]] may supply
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,7 @@ class BenchRun:
     accept_length: float | None = None  # tokens per verification, bonus included (SGLang's accept_length)
     counters: Mapping[str, float] = field(default_factory=dict)  # drafted, accepted, drafts (Prometheus)
     fit: bool = False  # the manifest marks it for fitting (else it is judged)
+    tool_version: str = ""  # the tool's version where its file says it (GuideLLM, AIPerf) or the manifest gives it
 
     @property
     def per_request(self) -> bool:
@@ -401,7 +402,8 @@ def read_guidellm(path: str) -> list[BenchRun]:
         raise SpecsimError(f"{path}: not a GuideLLM report (no 'benchmarks' list)")
     if not benches:
         raise SpecsimError(f"{path}: a GuideLLM report with no benchmark in it")
-    return [_guidellm_run(b, path, i, len(benches) > 1) for i, b in enumerate(benches)]
+    version = str((data.get("metadata") or {}).get("guidellm_version") or "")
+    return [replace(_guidellm_run(b, path, i, len(benches) > 1), tool_version=version) for i, b in enumerate(benches)]
 
 
 # -- AIPerf: profile_export_aiperf.json (the summary) and profile_export.jsonl (a record per request) ---------------
@@ -515,7 +517,7 @@ def read_aiperf(path: str) -> list[BenchRun]:
         ttft=ttft, tpot=tpot, itl=itl if not math.isnan(itl.p50_s) else tpot,
         input_lens=per["input_lens"] if per else None, output_lens=per["output_lens"] if per else None,
         ttfts_s=per["ttfts"] if per else None, itls_s=per["itls"] if per else None,
-        start_s=per["start"] if per and rate is not None else None)]
+        start_s=per["start"] if per and rate is not None else None, tool_version=str(data.get("aiperf_version") or ""))]
 
 
 def _aiperf_from_records(path: str) -> BenchRun:
@@ -677,6 +679,8 @@ def _apply(run: BenchRun, entry: Mapping[str, Any], where: str, counters: Mappin
         changes["requests"] = int(_number(entry, "requests", where, low=1) or 0)
     if "model" in entry:
         changes["model"] = str(entry["model"])
+    if "tool_version" in entry:
+        changes["tool_version"] = str(entry["tool_version"])
     if "speculative" in entry:
         if not isinstance(entry["speculative"], bool):
             raise SpecsimError(f"{where}: speculative must be true or false")
@@ -722,7 +726,8 @@ def read_manifest(path: str | Path) -> Manifest:
         file = "vllm-rate2.json"     # relative to the manifest
         fit = true                   # fitted on; the others are judged
         # tool, index (a file's n-th run, 1-based), rate, max_concurrency, burstiness, input_len, output_len,
-        # requests, model, speculative, k, metrics / metrics_before (Prometheus scrapes after / before the run)
+        # requests, model, speculative, k, tool_version (where the file does not say it: vLLM's, SGLang's),
+        # metrics / metrics_before (Prometheus scrapes after / before the run)
     """
     path = Path(path)
     try:

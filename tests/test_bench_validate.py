@@ -32,9 +32,11 @@ def test_calibrate_from_an_sglang_manifest_recovers_the_samples_acceptance(tmp_p
     result = CliRunner().invoke(cli, ["calibrate", "--from", f"bench:{SAMPLES / 'sglang-manifest.toml'}",
                                       "--out", str(out)])
     assert result.exit_code == 0, result.output
-    fit = json.loads(out.read_text())
+    profile = json.loads(out.read_text())  # a profile (calibrate/bench_profile.py); the fit's record in fit.bench
+    fit = profile["fit"]["bench"]
     # the samples draw acceptance i.i.d. at 0.7 (benchmarks/bench_clients.py); SGLang's accept_length gives it back
-    assert fit["acceptance"].startswith("iid:")
+    assert fit["acceptance"].startswith("iid:") and profile["acceptance_fitted"]["spec"] == fit["acceptance"]
+    assert "accept_length" in profile["acceptance_fitted"]["from"]
     assert float(fit["acceptance"][4:]) == pytest.approx(0.7, abs=0.03)
     assert len(fit["knots"]) == 2 and all(0.5 < f < 2.0 for _, f in fit["knots"])
     assert "cross-validated by run" in result.output

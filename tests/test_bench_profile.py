@@ -1,0 +1,206 @@
+"""`specsim calibrate --from bench:MANIFEST.toml --out P.json` writes a profile (calibrate/bench_profile.py) that
+predict, simulate and policy read: it prices what the fit replayed, its numbers move with the benchmark, its trust
+follows the cross-validated error by run, and bad inputs stay one-line errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import calibrate.bench_import as bench_import
+import calibrate.bench_replay as bench_replay
+from scenarios.bench_files import read_manifest
+from scenarios.profile import load_profile
+from scenarios.setup import resolve_setup
+from simulator.step_costs import StepCosts
+from specsim import cli
+
+SAMPLES = Path(__file__).resolve().parents[1] / "scenarios" / "samples" / "bench"
+RUNS = (("vllm-plain-rate4.json", None, True), ("vllm-plain-rate24.json", None, True),
+        ("vllm-spec-rate12.json", "vllm-spec-rate12.prom", True), ("vllm-plain-rate12.json", None, False))
+SETUP = '[setup]\nhardware = "h100-sxm"\ntarget = "llama-3.1-8b"\ndraft = "llama-3.2-1b"\nengine = "vllm"\n' \
+        'max_batch = 256\n'
+
+
+@pytest.fixture(autouse=True)
+def few_seeds(monkeypatch):
+    """Fewer acceptance and arrival draws per simulated run (the figures move by a percent or two, not more)."""
+    monkeypatch.setattr(bench_replay, "SEEDS", 2)
+    monkeypatch.setattr(bench_replay, "FIT_SEEDS", 1)
+    monkeypatch.setattr(bench_import, "BISECTIONS", 7)
+
+
+def dilated(src: Path, dst: Path, slower: float) -> None:
+    """A vllm bench serve result as it would read on an engine `slower` times slower, arrivals included: every
+    time x slower, every rate / slower (the same queueing, stretched)."""
+    d = json.loads(src.read_text())
+    for key, v in list(d.items()):
+        if key.endswith("_ms") and isinstance(v, (int, float)) or key in ("duration", "ttfts"):
+            d[key] = [x * slower for x in v] if isinstance(v, list) else v * slower
+        elif key.endswith("throughput") or key == "request_rate":
+            d[key] = v / slower if isinstance(v, (int, float)) else v
+        elif key == "itls":
+            d[key] = [[x * slower for x in row] for row in v]
+    dst.write_text(json.dumps(d))
+
+
+def manifest(folder: Path, slower: float = 1.0, runs=RUNS) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    text = SETUP
+    for name, prom, fit in runs:
+        dilated(SAMPLES / name, folder / name, slower)
+        text += f'[[run]]\nfile = "{name}"\nfit = {"true" if fit else "false"}\n'
+        if prom:
+            shutil.copy(SAMPLES / prom, folder / prom)
+            text += f'k = 3\nmetrics = "{prom}"\n'
+    (folder / "m.toml").write_text(text)
+    return folder / "m.toml"
+
+
+def calibrate(m: Path, out: Path) -> str:
+    result = CliRunner().invoke(cli, ["calibrate", "--from", f"bench:{m}", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.fixture(scope="module")
+def profiles(tmp_path_factory):
+    """The samples as measured, and as an engine 1.3x slower would have measured them, calibrated."""
+    mp = pytest.MonkeyPatch()
+    mp.setattr(bench_replay, "SEEDS", 2)
+    mp.setattr(bench_replay, "FIT_SEEDS", 1)
+    mp.setattr(bench_import, "BISECTIONS", 7)
+    root = tmp_path_factory.mktemp("bench-profiles")
+    out = {}
+    for name, slower in (("as-measured", 1.0), ("slower", 1.3)):
+        m = manifest(root / name, slower)
+        calibrate(m, root / f"{name}.json")
+        out[name] = (m, root / f"{name}.json")
+    yield out
+    mp.undo()
+
+
+def test_the_profile_prices_what_the_fit_replayed(profiles):
+    """Every fit run replayed on the profile's own step costs gives the figures the fit reported for it: the
+    profile carries the base preset's formula, the step factors, the prefill factor and the acceptance whole."""
+    m, path = profiles["as-measured"]
+    profile = load_profile(path)
+    setup = resolve_setup(None, path, None, None, "bf16", None)
+    assert setup.acceptance.spec == profile.fitted_acceptance["spec"]
+    assert "counters" in profile.fitted_acceptance["from"]
+    bench = profile.fit.extra["bench"]
+    assert bench["manifest"] == str(m) and {r["label"] for r in bench["runs"]} == {n for n, _, f in RUNS if f}
+    assert bench["tools"] == {"vllm": "not in its files (give tool_version = \"...\" in the manifest's [[run]])"}
+    # the base preset with the fit's factors, pass by pass
+    base = resolve_setup("h100-sxm", None, "llama-3.1-8b", "llama-3.2-1b", "bf16", None, need_acceptance=False)
+    fitted = bench_import.costs_with(base, [tuple(k) for k in bench["knots"]], bench["prefill_scale"],
+                                     bench["draft_factor"])
+    for model in (setup.target, setup.draft.module):
+        for b, n, c in ((1, 1, 600), (3, 4, 600), (25, 1, 2000), (256, 4, 100), (1, 512, 0)):
+            assert setup.cost.pass_time_s(model, b, n, c) == pytest.approx(fitted.cost.pass_time_s(model, b, n, c),
+                                                                          rel=1e-12)
+    costs = StepCosts(setup.cost, setup.target, setup.draft)
+    assert costs.prefill_s(1, 560, False) == pytest.approx(fitted.prefill_s(1, 560, False), rel=1e-12)
+    config = bench_replay.engine_config("vllm", 256, read_manifest(m).runs)
+    for row, run in zip(bench["in_sample"], read_manifest(m).fit_runs):
+        sim = bench_replay.replay(run, costs, setup.acceptance, config, bench["seed"])
+        assert sim.tpot_p50_s == pytest.approx(row["tpot_p50_s"][1], rel=1e-9)
+        assert sim.throughput_tokens_per_s == pytest.approx(row["throughput"][1], rel=1e-9)
+
+
+def test_trust_follows_the_cross_validated_runs(profiles):
+    profile = load_profile(profiles["as-measured"][1])
+    h = profile.fit.heldout
+    # two plain fit runs, each predicted by the fit to the other: throughput and TPOT p50 of each
+    assert h.n == 4 and {p["run"] for p in h.points} == {"vllm-plain-rate4.json", "vllm-plain-rate24.json"}
+    assert profile.trust.trusted == (h.median_abs_err <= 0.07 and h.p90_abs_err <= 0.20 and h.max_abs_err <= 0.25)
+    assert "held-out run error median" in profile.describe()
+
+
+def test_one_plain_fit_run_holds_nothing_out_and_is_not_trusted(tmp_path):
+    runs = (RUNS[0], (RUNS[1][0], None, False))
+    out = calibrate(manifest(tmp_path, runs=runs), tmp_path / "one.json")
+    assert "UNTRUSTED (nothing held out" in out
+    result = CliRunner().invoke(cli, ["predict", "--profile", str(tmp_path / "one.json"), "--acceptance", "iid:0.7",
+                                      "--batch", "1,8"])
+    assert result.exit_code == 0, result.output
+    assert "UNTRUSTED (nothing held out" in result.output
+
+
+def _predicted_tokens_per_s(path: Path) -> dict[int, float]:
+    result = CliRunner().invoke(cli, ["predict", "--profile", str(path), "--batch", "1,16,64", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output[result.output.index("{"):])["rows"]
+    return {r["batch"]: r["batch"] / r["baseline_time_s"] for r in rows if r["k"] == 0}
+
+
+def test_a_slower_measured_engine_predicts_fewer_tokens_per_second(profiles):
+    fast = _predicted_tokens_per_s(profiles["as-measured"][1])
+    slow = _predicted_tokens_per_s(profiles["slower"][1])
+    for batch in (1, 16, 64):
+        # 1.3x every measured time: the fitted steps 1.3x longer, so 1/1.3 the tokens per second (within the fit's
+        # per-step costs, which the base prices and the factor does not scale)
+        assert slow[batch] < fast[batch]
+        assert slow[batch] / fast[batch] == pytest.approx(1 / 1.3, rel=0.08)
+
+
+def _simulated(path: Path) -> dict[str, dict]:
+    result = CliRunner().invoke(cli, ["simulate", "--profile", str(path), "--rate", "12", "--requests", "60",
+                                      "--prompt-tokens", "560", "--output-tokens", "96", "--policy", "off,fixed:3",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.output[result.output.index("{"):])["runs"]
+    return {r["policy"]: r for r in runs}
+
+
+def test_simulate_on_the_profile_moves_with_the_benchmark(profiles):
+    fast = _simulated(profiles["as-measured"][1])
+    slow = _simulated(profiles["slower"][1])
+    for policy in ("off", "fixed:3"):
+        assert slow[policy]["tpot_s"]["p50"] > 1.15 * fast[policy]["tpot_s"]["p50"]
+        assert slow[policy]["ttft_s"]["p50"] > fast[policy]["ttft_s"]["p50"]
+    # the measured plain run at 12/s (never fitted on): its TPOT p50 within 10 % of the profile's simulation
+    measured = json.loads((SAMPLES / "vllm-plain-rate12.json").read_text())["median_tpot_ms"] / 1e3
+    assert fast["off"]["tpot_s"]["p50"] == pytest.approx(measured, rel=0.10)
+    # speculation shortens TPOT with the fitted acceptance
+    assert fast["fixed:3"]["tpot_s"]["p50"] < fast["off"]["tpot_s"]["p50"]
+
+
+def test_policy_reads_the_profile(profiles):
+    result = CliRunner().invoke(cli, ["policy", "--profile", str(profiles["as-measured"][1])])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output[result.output.index("["):])[0][0] == 1
+
+
+def test_bad_benchmarks_and_bad_profiles_are_one_line_errors(tmp_path, profiles):
+    (tmp_path / "empty.json").write_text("")
+    (tmp_path / "m.toml").write_text(SETUP + '[[run]]\nfile = "empty.json"\nfit = true\n')
+    result = CliRunner().invoke(cli, ["calibrate", "--from", f"bench:{tmp_path / 'm.toml'}", "--out",
+                                      str(tmp_path / "p.json")])
+    assert result.exit_code == 2 and "empty.json" in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "p.json").exists()
+    d = json.loads(profiles["as-measured"][1].read_text())
+    assert d["schema_version"] == 3  # older specsims refuse it rather than price without its factors
+    d["fit"]["drift"]["llama-3.1-8b"] = [[4, -1.0]]
+    (tmp_path / "bad.json").write_text(json.dumps(d))
+    result = CliRunner().invoke(cli, ["predict", "--profile", str(tmp_path / "bad.json")])
+    assert result.exit_code == 2 and "fit.drift of llama-3.1-8b" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_profile_without_a_benchmarks_fields_writes_schema_2(profiles):
+    """A calibration without the benchmark's fields keeps schema 2 (older specsims read it) and prices without a
+    drift or a prefill factor."""
+    from dataclasses import replace
+
+    profile = load_profile(profiles["as-measured"][1])
+    plain = replace(profile, fit=replace(profile.fit, drift={}, prefill_scale=1.0, linear_ridge_p=None),
+                    fitted_acceptance={})
+    assert plain.to_dict()["schema_version"] == 2 and "drift" not in plain.to_dict()["fit"]
+    assert not plain.cost_model().drift and plain.cost_model().prefill_scale == 1.0
+    assert np.isfinite(plain.cost_model().pass_time_s(plain.target, 8, 1, 512))
