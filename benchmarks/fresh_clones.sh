@@ -16,6 +16,14 @@
 #                                                                minutes a clone); needs a build
 #                                                                (benchmarks/build_llama_cpp.sh), found as specsim
 #                                                                finds it before HOME is emptied
+#   ENGINE=bench bash benchmarks/fresh_clones.sh [N] [OUT_DIR]
+#                                                                the user's benchmark as the judge: llama-server
+#                                                                serving the pair plain and speculative, driven by
+#                                                                GuideLLM (CLIENT=aiperf: AIPerf) at five Poisson
+#                                                                rates, fitted on two, validated on the rest
+#                                                                (benchmarks/bench_clients.py llama; about 7 minutes
+#                                                                a clone); needs the llama.cpp build and the client in
+#                                                                a venv of its own (GUIDELLM_BIN / AIPERF_BIN)
 # Minutes per clone on a 2-core machine; run nothing else meanwhile. One summary line per clone. OMP_NUM_THREADS=1
 # runs torch on one thread (steady where a co-tenant holds a core for minutes: docs/validation.md);
 # SPECSIM_LLAMA_THREADS=1 does the same for llama.cpp.
@@ -24,9 +32,9 @@ N=${1:-5}
 OUT=${2:-$(mktemp -d /tmp/fresh-clones-XXXX)}
 DRAFTERS=${3:-model heads ngram}
 ENGINE=${ENGINE:-specsim}
-case "$ENGINE" in specsim|transformers|llama.cpp) ;;
-  *) echo "fresh_clones.sh: ENGINE must be specsim, transformers or llama.cpp, not '$ENGINE'" >&2; exit 2;; esac
-if [ "$ENGINE" = llama.cpp ]; then
+case "$ENGINE" in specsim|transformers|llama.cpp|bench) ;;
+  *) echo "fresh_clones.sh: ENGINE must be specsim, transformers, llama.cpp or bench, not '$ENGINE'" >&2; exit 2;; esac
+if [ "$ENGINE" = llama.cpp ] || [ "$ENGINE" = bench ]; then
   export SPECSIM_LLAMA_CPP=${SPECSIM_LLAMA_CPP:-${XDG_CACHE_HOME:-$HOME/.cache}/specsim/llama.cpp}
   [ -x "$SPECSIM_LLAMA_CPP/bin/llama-server" ] || {
     echo "fresh_clones.sh: no llama-server in $SPECSIM_LLAMA_CPP/bin: build it with bash benchmarks/build_llama_cpp.sh" >&2; exit 2; }
@@ -104,6 +112,29 @@ print(f"clone {i}: calibrate {cal} s, {v['threads']} threads, held out {100 * h[
       f"{'' if p['trust']['trusted'] else ' (untrusted)'}; median row {m['rate_per_s']:g}/s {m['policy']}: "
       f"throughput {100 * th:+.1f} %, TPOT p50 {100 * tp:+.1f} % ({'met' if met else 'missed'}); over the rows "
       f"{100 * e['throughput']:.1f} / {100 * e['tpot_p50_s']:.1f} %", flush=True)
+PY
+}
+
+bench_clone() {  # $1: clone number
+  local i=$1 start took
+  pip install -q -e '.[hf]' >/dev/null 2>&1
+  start=$(date +%s)
+  python benchmarks/bench_clients.py llama "$OUT/bench-$i" --client "${CLIENT:-guidellm}" > "$OUT/bench-$i.log" 2>&1
+  specsim validate --against "$OUT/bench-$i/manifest.toml" --plot "$OUT/bench-$i" > "$OUT/bench-$i/validate.txt" 2>&1
+  specsim validate --against "$OUT/bench-$i/manifest.toml" --json > "$OUT/bench-$i/validate.json" 2>/dev/null
+  took=$(( $(date +%s) - start ))
+  python - "$OUT/bench-$i/validate.json" "$i" "$took" <<'PY'
+import json, sys
+path, i, took = sys.argv[1:]
+v = json.load(open(path))
+g, e = v["goal"], v["median_abs_err"]
+judged = [r for r in v["rows"] if not r["fit"] and not r["saturated"]]
+cells = ", ".join(f"{r['policy']} {r['rate_per_s']:.3g}/s {100 * r['throughput'][2]:+.1f} / {100 * r['tpot_p50_s'][2]:+.1f} %"
+                  for r in judged)
+every = g["met"] == g["judged_below_saturation"] and g["judged_below_saturation"] > 0
+print(f"clone {i}: {took} s; goal met on {g['met']} of {g['judged_below_saturation']} judged runs below saturation "
+      f"({'every one' if every else 'missed: ' + ', '.join(g['misses'])}); throughput / TPOT p50: {cells}; median "
+      f"over the judged runs {100 * e['throughput']:.1f} / {100 * e['tpot_p50_s']:.1f} %", flush=True)
 PY
 }
 
