@@ -156,13 +156,14 @@ def measured_step(run: BenchRun) -> tuple[float, float]:
 
 def priced_step(base: Any, batch: float, context: float) -> tuple[float, float]:
     """(the step the cost model prices, the target pass inside it) at a fractional batch: interpolated log-linearly
-    between the whole batches around it."""
+    between the whole batches around it. Both without the base's own drift (a profile fitted to a benchmark before):
+    the factors found are over its formula and replace that drift."""
     costs = StepCosts(replace(base.cost, drift={}), base.target, base.draft)
     lo = max(1, int(math.floor(batch)))
     hi = max(lo, int(math.ceil(batch)))
 
     def at(b: int) -> tuple[float, float]:
-        return (costs.decode_s(b, context, PLAIN), base.cost.pass_time_s(base.target, b, 1, int(context)))
+        return (costs.decode_s(b, context, PLAIN), costs.cost.pass_time_s(base.target, b, 1, int(context)))
 
     (s0, p0), (s1, p1) = at(lo), at(hi)
     w = 0.0 if hi == lo else (math.log(max(batch, 1.0)) - math.log(lo)) / (math.log(hi) - math.log(lo))

@@ -169,5 +169,5 @@ def bench_profile(fit: BenchFit, manifest: Manifest, runs: Sequence[BenchRun], c
         engine_mode=SCHEDULE_MODE.get(fit.engine, "graph"), origin=origin, trust=trust, specsim_version=__version__,
         speculation_tax={"by_batch": {str(b): {"off_fraction": f, "switch_fraction": tax.switch_fraction}
                                       for b, f in zip(tax.off_batches, tax.off_fractions)},
-                         "source": f"{tax.source} (the {fit.base.where} preset's, carried)"} if tax.any else {},
+                         "source": f"{tax.source} (carried from {fit.base.where})"} if tax.any else {},
         fitted_acceptance=fitted)

@@ -5,6 +5,7 @@ follows the cross-validated error by run, and bad inputs stay one-line errors.""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -204,3 +205,19 @@ def test_a_profile_without_a_benchmarks_fields_writes_schema_2(profiles):
     assert plain.to_dict()["schema_version"] == 2 and "drift" not in plain.to_dict()["fit"]
     assert not plain.cost_model().drift and plain.cost_model().prefill_scale == 1.0
     assert np.isfinite(plain.cost_model().pass_time_s(plain.target, 8, 1, 512))
+
+
+def test_a_profile_as_the_base_gives_the_same_fit_as_its_preset(profiles, tmp_path):
+    """The manifest's [setup] may name a profile: calibrated on the profile the preset's fit wrote, the same runs
+    give the same factors (they are over the base's formula and replace its drift, not multiply it)."""
+    m, path = profiles["as-measured"]
+    text = m.read_text().replace('hardware = "h100-sxm"', f'profile = "{path}"')
+    text = re.sub(r'^(file|metrics) = "', lambda g: f'{g[1]} = "{m.parent}/', text, flags=re.M)
+    (tmp_path / "m.toml").write_text(text)
+    calibrate(tmp_path / "m.toml", tmp_path / "again.json")
+    first, again = load_profile(path), load_profile(tmp_path / "again.json")
+    assert again.fit.extra["base_profile"] == str(path)
+    for model, knots in first.fit.drift.items():
+        assert np.allclose(again.fit.drift[model], knots, rtol=1e-9)
+    assert again.fit.prefill_scale == pytest.approx(first.fit.prefill_scale, rel=1e-9)
+    assert again.fitted_acceptance == first.fitted_acceptance
