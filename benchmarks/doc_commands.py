@@ -2,6 +2,7 @@
 
     python benchmarks/doc_commands.py            # the commands whose output does not depend on the machine
     python benchmarks/doc_commands.py --all      # every command, in a fresh clone with an empty HOME, in page order
+    python benchmarks/doc_commands.py --all --page docs/bench.md   # one page's (--page repeats)
 
 A page shows a command as a ``$ specsim ...`` line in a code block, with what it prints below it (a line ``...``
 elides: the shown lines must then appear in that order), as a line of a ``bash`` block, or as a ``specsim ...`` line
@@ -192,19 +193,22 @@ def main() -> int:
     ap.add_argument("--all", action="store_true", help="every command, in a fresh clone with an empty HOME")
     ap.add_argument("--timeout-s", type=float, default=1800.0, help="the longest one command may run")
     ap.add_argument("--list", action="store_true", help="only list the commands found")
+    ap.add_argument("--page", action="append", metavar="PAGE", choices=PAGES,
+                    help="only this page's commands (repeatable), e.g. docs/bench.md [default: every page]")
     a = ap.parse_args()
-    commands = [c for page in PAGES for c in parse(page)]
+    pages = a.page or PAGES
+    commands = [c for page in pages for c in parse(page)]
     if a.list:
         for c in commands:
             print(f"{c.page}:{c.line}  {'exact' if c.deterministic else 'runs '}  {c.command}")
         return 0
-    drift = [(page, n, cmd, flag_drift(cmd)) for page in PAGES for n, cmd in
+    drift = [(page, n, cmd, flag_drift(cmd)) for page in pages for n, cmd in
              [(c.line, c.command) for c in commands if c.page == page and c.command.startswith("specsim ")]
              + inline(page)]
     drifted = [(page, n, cmd, why) for page, n, cmd, why in drift if why]
     for page, n, cmd, why in drifted:
         print(f"FAIL {page}:{n}  {cmd[:70]}  -- {why}", flush=True)
-    print(f"{len(drift) - len(drifted)} of {len(drift)} specsim commands and synopses in {len(PAGES)} pages name "
+    print(f"{len(drift) - len(drifted)} of {len(drift)} specsim commands and synopses in {len(pages)} pages name "
           "commands and options that exist")
     chosen = commands if a.all else [c for c in commands if c.deterministic]
     env = dict(os.environ)

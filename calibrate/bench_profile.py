@@ -83,6 +83,12 @@ def run_record(run: BenchRun) -> dict[str, Any]:
             "accept_length": run.accept_length}
 
 
+def simulate_options(fit: BenchFit) -> str:
+    """simulate's options for the schedule the fit replayed (`calibrate.bench_replay.engine_config`)."""
+    on_demand = " --kv-allocation on-demand" if fit.config.kv_allocation == "on-demand" else ""
+    return f"--max-batch {fit.config.max_batch}{on_demand}"
+
+
 def assumed(fit: BenchFit, cost: CostModel) -> list[str]:
     """What the profile carries that the benchmark did not measure (module docstring)."""
     knots = ", ".join(f"{f:.3f} at batch {b:.1f}" for b, f in fit.knots)
@@ -98,7 +104,9 @@ def assumed(fit: BenchFit, cost: CostModel) -> list[str]:
            f"verify {1e3 * engine.verify.fixed_s:.3f} ms fixed): the factor absorbs what they misprice at the runs' "
            "batches",
            f"the schedule the fit replayed ({fit.engine}, {fit.config.max_batch} running requests at most) is not "
-           f"in the profile: give simulate --max-batch {fit.config.max_batch}"]
+           f"in the profile: give simulate {simulate_options(fit)}"
+           + (" (llama-server's prompts riding in the slots' decode pass and its split steps are not simulate's "
+              "schedule)" if fit.engine == "llama-server" else "")]
     if fit.acceptance is not None and fit.acceptance_from.startswith("no speculative"):
         out.append(f"acceptance {fit.acceptance.spec}: not fitted ({fit.acceptance_from})")
     elif fit.acceptance is not None:

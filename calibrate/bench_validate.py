@@ -132,7 +132,7 @@ def calibrate_bench(path: str, hardware: str | None, out: Path | None, as_json: 
     from contextlib import nullcontext
     from dataclasses import replace
 
-    from calibrate.bench_profile import bench_profile
+    from calibrate.bench_profile import bench_profile, simulate_options
     from scenarios.files import check_output
     from scenarios.output_lock import writing
     from scenarios.profile import save_profile
@@ -156,7 +156,7 @@ def calibrate_bench(path: str, hardware: str | None, out: Path | None, as_json: 
     echo("runs read:\n" + describe(runs) + "\n\n" + format_fit(fit) + f"\n{held}; profile {trust}")
     if out is not None:
         echo(f"profile written to {out}: specsim predict --profile {out}, specsim simulate --profile {out} "
-             f"--max-batch {fit.config.max_batch}")
+             f"{simulate_options(fit)}")
     else:
         echo("no profile written: give --out FILE.json to predict and simulate with this fit")
     return profile
