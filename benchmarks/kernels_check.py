@@ -86,8 +86,8 @@ def run_config(name: str, target: str, dtype: str, hf: str, system: str, preset:
 
 
 def refit_hardware(system: str, preset: str):
-    """The preset re-anchored to the measured kernels by benchmarks/refit_presets.py, whether or not hardware.toml
-    holds it yet (the Blackwell presets do; A100, H100 and H200 keep their published-engine fits), with the measured
+    """The preset re-anchored to the measured kernels by benchmarks/refit_presets.py as the script fits it today
+    (hardware.toml holds the fit for every preset the database covers: this column checks it), with the measured
     all-reduce latency."""
     from refit_presets import fit, measured_passes
 

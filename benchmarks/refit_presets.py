@@ -39,7 +39,7 @@ from calibrate.aiconfigurator import (  # noqa: E402
     package_version,
     parse_source,
 )
-from scenarios import load_hardware, load_model  # noqa: E402
+from scenarios import load_engine, load_hardware, load_model  # noqa: E402
 from simulator.cost import CostModel  # noqa: E402
 from simulator.kernel_tables import decode_pass  # noqa: E402
 
@@ -147,9 +147,14 @@ def main() -> None:
         values, median, worst = fit(hw, passes)
         print(toml_lines(preset, values, source, median, worst, latency))
         if args.check:
-            off = [k for k, v in values.items() if k != "ridge_p" and abs(getattr(hw, k, None) or 0) and abs(
-                getattr(hw, k) / v - 1) > 0.02]
-            if hw.ridge_p != values["ridge_p"]:
+            shipped = load_hardware(preset)  # with the vllm engine preset, whose per-layer cost is its own
+            held = {k: getattr(shipped, k) for k in ("bw_efficiency", "flops_efficiency", "attention_bw_efficiency")}
+            held["layer_fixed_us"] = (shipped.overheads.layer_s - load_engine("vllm")[1].layer_s) * 1e6
+            if latency is not None and shipped.interconnect is not None:
+                held["interconnect_latency_us"] = shipped.interconnect.latency_s * 1e6
+                values = {**values, "interconnect_latency_us": latency * 1e6}
+            off = [k for k, v in held.items() if abs(v - values[k]) > 0.02 * abs(values[k]) + 0.05]
+            if shipped.ridge_p != values["ridge_p"]:
                 off.append("ridge_p")
             failed += bool(off)
             print(f"  hardware.toml {'differs in ' + ', '.join(off) if off else 'holds these'}")

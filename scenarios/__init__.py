@@ -108,14 +108,29 @@ def _finite(d: dict[str, Any], key: str, where: str, positive: bool = False) -> 
     return float(v)
 
 
+ENGINE_KERNEL_KEYS = {"bw_efficiency", "flops_efficiency", "attention_bw_efficiency", "ridge_p", "layer_fixed_us",
+                      "rates_source"}
+
+
+def _engine_kernels(engine: str, gpu: str) -> dict[str, Any]:
+    """An engine's own kernels on one GPU where they were measured apart from the hardware preset's (which describe
+    vLLM's): engines.toml's `[ENGINE.hardware.GPU]`, replacing those keys of the GPU's preset."""
+    d = _engine_table(engine).get("hardware", {}).get(gpu, {})
+    unknown = sorted(set(d) - ENGINE_KERNEL_KEYS)
+    if unknown:
+        raise SpecsimError(f"engine preset {engine!r}: hardware.{gpu}.{unknown[0]} is not one of "
+                           f"{', '.join(sorted(ENGINE_KERNEL_KEYS))}")
+    return d
+
+
 def load_hardware(name: str, engine: str = "vllm") -> HardwareSpec:
     """A GPU preset, with the per-step costs of `engine` (engines.toml) around its passes."""
     table = _table("hardware")
     key = name.lower()
     if key not in table or key == "defaults":
         raise _unknown("hardware", name, hardware_names(), "")
-    d = {**table["defaults"], **table[key]}
     _, overheads, engine_source = load_engine(engine)
+    d = {**table["defaults"], **table[key], **_engine_kernels(engine, key)}
     curve: tuple[tuple[int, float, float], ...] = ()
     if "rate_curve_rows" in d:
         rows, bw, fl = d["rate_curve_rows"], d["rate_curve_bw"], d["rate_curve_flops"]

@@ -281,7 +281,7 @@ def test_a_policy_says_when_k_0_is_a_memory_limit():
     assert json.loads(r.stdout) == [[1, 39, 3], [40, 52, 0]]
     assert "batch 40..52 at context 8192: k = 0 because the draft's weights" in r.stderr
     ranges = json.loads(run(*args, "--format", "json").stdout)["ranges"]
-    assert ranges[-1]["why"].startswith("the draft's weights") and ranges[0]["why"].startswith("the fastest k")
+    assert ranges[-1]["why"].startswith("the draft's weights") and "fit" not in ranges[0]["why"]  # k = 3 by speed
 
 
 def test_a_missing_package_is_one_line_that_says_what_to_install(monkeypatch, tmp_path):

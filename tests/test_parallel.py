@@ -49,8 +49,9 @@ def test_collectives_by_hand_and_the_cost_of_a_sharded_pass():
 
 @pytest.mark.parametrize("model, tp", sorted(GPT_FAST_TP))
 def test_a100_preset_against_gpt_fast_tensor_parallel_table(model, tp):
-    """The A100 preset's efficiency, per-layer time and all-reduce latency were fitted to the 7B rows
-    (benchmarks/tp_check.py --fit); the 70B rows are predicted: within 10 % (measured +5.0, +5.6, +6.4 %)."""
+    """gpt-fast's own A100 efficiency and per-layer time (engines.toml [gpt-fast.hardware.a100-80gb-sxm]) and its
+    all-reduce latency were fitted to the 7B rows (benchmarks/tp_check.py --fit); the 70B rows are predicted: within
+    10 % (measured +5.7, +6.2, +6.9 %)."""
     cost = CostModel.from_hardware(load_hardware("a100-80gb-sxm", "gpt-fast"))
     tok_s = 1.0 / cost.plain_step_s(load_model(model).shard(tp), 1, 100)
     assert tok_s == pytest.approx(GPT_FAST_TP[(model, tp)], rel=0.02 if model == "llama-2-7b" else 0.10)
@@ -59,11 +60,13 @@ def test_a100_preset_against_gpt_fast_tensor_parallel_table(model, tp):
 @pytest.mark.parametrize("tp, tpot_ms", [(4, 18.12), (8, 12.18)])
 def test_h100_vllm_preset_against_published_tensor_parallel_runs(tp, tpot_ms):
     """LambdaLabsML/vllm-benchmark, results/prompt_10/{4,8}xH100-80GB-SXM/Meta-Llama-3-70B-Instruct_tp{4,8}_len2048
-    .json (vLLM 0.6, bf16, 10 prompts at once): median TPOT 18.12 and 12.18 ms. vLLM's all-reduce latency was
-    fitted to the TP 4 run (within 1 %); TP 8 is predicted within 20 % (measured -8.8 %)."""
+    .json (vLLM 0.6, bf16, 10 prompts at once): median TPOT 18.12 and 12.18 ms. Neither run is fitted: the preset
+    describes vLLM 0.24 (its kernels and its custom all-reduce, 4.5 us a collective, as AIConfigurator measured
+    them; the 17.5 us once fitted to the TP 4 run was vLLM 0.6's). Predicted -6.4 % and -10.7 % (faster than the
+    2024 engine ran): within 15 %, and never slower than it."""
     cost = CostModel.from_hardware(load_hardware("h100-sxm", "vllm"))
     step_ms = 1e3 * cost.plain_step_s(load_model("llama-3.1-70b").shard(tp), 6, 400)
-    assert step_ms == pytest.approx(tpot_ms, rel=0.01 if tp == 4 else 0.20)
+    assert step_ms == pytest.approx(tpot_ms, rel=0.15) and step_ms < tpot_ms
 
 
 def test_tp_on_the_command_line():
