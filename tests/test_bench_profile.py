@@ -221,3 +221,16 @@ def test_a_profile_as_the_base_gives_the_same_fit_as_its_preset(profiles, tmp_pa
         assert np.allclose(again.fit.drift[model], knots, rtol=1e-9)
     assert again.fit.prefill_scale == pytest.approx(first.fit.prefill_scale, rel=1e-9)
     assert again.fitted_acceptance == first.fitted_acceptance
+
+
+def test_the_tools_versions_come_from_their_files_or_the_manifest(tmp_path):
+    from calibrate.bench_profile import tool_versions
+    from scenarios.bench_files import read_file
+
+    guidellm = read_file(str(SAMPLES / "guidellm-mock-server.json"))
+    aiperf = read_file(str(SAMPLES / "aiperf-mock" / "profile_export_aiperf.json"))
+    assert {r.tool_version for r in guidellm} == {"0.8.1"} and aiperf[0].tool_version == "0.13.0"
+    assert tool_versions([*guidellm, *aiperf]) == {"aiperf": "0.13.0", "guidellm": "0.8.1"}
+    (tmp_path / "m.toml").write_text(SETUP + f'[[run]]\nfile = "{SAMPLES / "vllm-plain-rate4.json"}"\n'
+                                             'tool_version = "0.11.0"\n')
+    assert tool_versions(read_manifest(tmp_path / "m.toml").runs) == {"vllm": "0.11.0"}
