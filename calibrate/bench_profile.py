@@ -61,6 +61,18 @@ def heldout_errors(fit: BenchFit) -> HeldoutErrors:
                          tuple(points))
 
 
+def runs_reach(fit: BenchFit, runs: Sequence[BenchRun]) -> tuple[int, int, int]:
+    """(batch, rows a pass, context) the fit runs held: the largest time-weighted batch of their replays, the rows
+    of a pass at it (a speculative run's verify pass: batch x (k + 1)), the longest mean request (prompt plus
+    output). Means, not maxima: a prediction at a batch the runs reached only at their peaks is marked extrapolated."""
+    by_label = {r.label: r for r in runs}
+    held = [(row["mean_batch"], by_label[row["label"]]) for row in fit.in_sample if row["label"] in by_label]
+    batch = max(b for b, _ in held)
+    rows = max(b * (r.k + 1) for b, r in held)
+    context = max(r.input_tokens + r.output_tokens for _, r in held)
+    return max(1, math.ceil(batch)), max(1, math.ceil(rows)), math.ceil(context)
+
+
 def tool_versions(runs: Sequence[BenchRun]) -> dict[str, str]:
     """Each tool the runs came from and its versions as the files (or the manifest) say them."""
     out: dict[str, set[str]] = {}
@@ -153,7 +165,7 @@ def bench_profile(fit: BenchFit, manifest: Manifest, runs: Sequence[BenchRun], c
     if base is not None:  # a profile: its own passes and formula, the fit's factors over them
         return replace(base, command=command, created=created, options=dict(options), origin=origin,
                        fit=replace(base.fit, heldout=heldout, drift=drift, prefill_scale=fit.prefill_scale,
-                                   train_points=plain_runs,
+                                   train_points=plain_runs, reach=runs_reach(fit, runs),
                                    extra={**base.fit.extra, **extra, "base_profile": str(base.path),
                                           "base_heldout": base.fit.heldout.to_dict()}),
                        trust=trust, fitted_acceptance=fitted, specsim_version=__version__, path=None)
@@ -167,7 +179,7 @@ def bench_profile(fit: BenchFit, manifest: Manifest, runs: Sequence[BenchRun], c
     profile_fit = Fit(cost.linear_rates, cost.attention_rates, cost.overheads, heldout,
                       HeldoutErrors(0, math.nan, math.nan, math.nan), plain_runs, cost.attention_overlap, (), extra,
                       linear_additive=ridge == 1.0, drift=drift, prefill_scale=fit.prefill_scale,
-                      linear_ridge_p=ridge if math.isfinite(ridge) else None)
+                      linear_ridge_p=ridge if math.isfinite(ridge) else None, reach=runs_reach(fit, runs))
     return Profile(
         command=command, created=created,
         device=DeviceInfo.from_dict({"kind": "cuda", "name": hw.name, "memory_bytes": hw.mem_capacity_bytes,

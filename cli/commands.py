@@ -265,7 +265,8 @@ def run_policy(setup: SetupOptions, fmt: str, batches: list[int], ks: list[int],
             say(f"context {table['context']}: batch {past[0]['batch_from']}..{past[-1]['batch_to']} lies past what the "
                 f"profile measured (batches up to {m['batch']}, {m['rows']} rows a pass, contexts up to "
                 f"{m['context']}): the table extrapolates its fit there (\"extrapolated\" in --format json); "
-                "calibrate with --batch and --context covering it")
+                + ("benchmark a load and lengths that cover it" if "benchmark" in m.get("what", "") else
+                   "calibrate with --batch and --context covering it"))
         guessed = [r for r in table["ranges"] if "k" in r.get("extrapolated_in", ())]
         if guessed:
             say(f"context {table['context']}: k = {', '.join(sorted({str(r['k']) for r in guessed}))} drafts more "

@@ -283,6 +283,7 @@ class Fit:
     drift: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
     prefill_scale: float = 1.0
     linear_ridge_p: float | None = None
+    reach: tuple[int, int, int] | None = None  # (batch, rows, context) the benchmark's runs held (`CostModel.reach`)
 
     @property
     def bench(self) -> bool:
@@ -314,7 +315,7 @@ class Fit:
             ov["engine"] = {**ov.get("engine", {}), "draft_catchup_tokens": d["draft_catchup_tokens"]}
         known = {"linear_rates", "attention_rates", "overheads", "heldout", "datasheet_heldout", "train_points",
                  "draft_catchup_tokens", "attention_overlap", "verify_ratio_batch1", "linear_additive", "drift",
-                 "prefill_scale", "linear_ridge_p"}
+                 "prefill_scale", "linear_ridge_p", "reach"}
         return cls(
             rates_from_dict(_need(d, "linear_rates")), rates_from_dict(_need(d, "attention_rates")),
             Overheads.from_dict(ov), HeldoutErrors.from_dict(_need(d, "heldout")),
@@ -323,7 +324,7 @@ class Fit:
             tuple(d.get("verify_ratio_batch1", ())), {k: v for k, v in d.items() if k not in known},
             bool(d.get("linear_additive", False)), drift_from_dict(d.get("drift") or {}),
             _num(d, "prefill_scale", positive=True, optional=True) or 1.0,
-            _num(d, "linear_ridge_p", positive=True, optional=True))
+            _num(d, "linear_ridge_p", positive=True, optional=True), reach_from_dict(d.get("reach")))
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -335,7 +336,22 @@ class Fit:
                 "datasheet_heldout": self.datasheet_heldout.to_dict(),
                 "verify_ratio_batch1": list(self.verify_ratio_batch1),
                 **({"drift": {m: [list(k) for k in knots] for m, knots in self.drift.items()},
-                    "prefill_scale": self.prefill_scale, "linear_ridge_p": self.linear_ridge_p} if self.bench else {})}
+                    "prefill_scale": self.prefill_scale, "linear_ridge_p": self.linear_ridge_p,
+                    "reach": dict(zip(("batch", "rows", "context"), self.reach)) if self.reach else None}
+                   if self.bench else {})}
+
+
+def reach_from_dict(d: Any) -> tuple[int, int, int] | None:
+    """fit.reach: {batch, rows, context}, whole numbers >= 1 (context >= 0); None where absent."""
+    if d is None:
+        return None
+    try:
+        reach = tuple(int(d[k]) for k in ("batch", "rows", "context"))
+    except (KeyError, TypeError, ValueError):
+        raise _Bad("fit.reach needs whole numbers batch, rows and context") from None
+    if min(reach[:2]) < 1 or reach[2] < 0:
+        raise _Bad(f"fit.reach {reach} needs batch and rows >= 1, context >= 0")
+    return reach  # type: ignore[return-value]
 
 
 def drift_from_dict(d: Any) -> dict[str, tuple[tuple[float, float], ...]]:
@@ -770,7 +786,7 @@ class Profile:
                          label="calibrated",
                          measured_models=(self.target, self.draft), attention_overlap=self.fit.attention_overlap,
                          linear_ridge_p=ridge, expert_sharing=self.expert_sharing, drift=dict(self.fit.drift),
-                         prefill_scale=self.fit.prefill_scale)
+                         prefill_scale=self.fit.prefill_scale, reach=self.fit.reach)
 
     @property
     def expert_sharing(self) -> float:

@@ -211,6 +211,9 @@ class CostModel:
     # A prompt's pass (and the engine's work around it) as a serving benchmark's TTFT measured it over what this model
     # prices (calibrate.bench_import): applied by `StepCosts` to prefills, never to decode or verify passes
     prefill_scale: float = 1.0
+    # (batch, rows a pass, context) a calibration's measurements reached where no measured pass says it: a serving
+    # benchmark's runs (`simulator.measured_range`)
+    reach: tuple[int, int, int] | None = None
 
     @property
     def draft_catchup_tokens(self) -> int:

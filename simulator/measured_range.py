@@ -18,6 +18,7 @@ class MeasuredRange:
     batch: int
     rows: int
     context: int
+    what: str = "the passes the profile measured"  # or the benchmark's runs a profile was fitted to
 
     def beyond(self, batch: int, verify_tokens: int, context: int) -> tuple[str, ...]:
         """Which of batch, rows (batch x verified tokens) and context lie past what was measured."""
@@ -35,10 +36,13 @@ class MeasuredRange:
 
 
 def measured_range(cost: CostModel) -> MeasuredRange | None:
-    """The reach of the passes measured of the calibrated models (`CostModel.measured`); None where nothing was
-    measured (a preset: its sources say what they cover)."""
+    """The reach of the passes measured of the calibrated models (`CostModel.measured`), else of the serving
+    benchmark's runs a profile was fitted to (`CostModel.reach`); None where nothing was measured (a preset: its
+    sources say what they cover)."""
     names = {m.name for m in cost.measured_models}
     keys = [(b, n, c) for (m, b, n, c) in cost.measured if m in names and c > 0]
+    if not keys and cost.reach is not None:
+        return MeasuredRange(*cost.reach, what="the benchmark runs the profile was fitted to")
     if not keys:
         return None
     return MeasuredRange(max(b for b, _, _ in keys), max(b * n for b, n, _ in keys), max(c for _, _, c in keys))

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from .measured_range import MeasuredRange
 from .sweep import SweepResult, SweepRow
 
 ROW_FIELDS = ["batch", "k", "tree", "context", "tokens_per_pass", "step_time_s", "baseline_time_s", "speedup",
@@ -66,9 +67,12 @@ def marks(r: SweepRow) -> str:
 
 def beyond_passes_note(result: SweepResult) -> str:
     reach = result.measured_range
-    return (f"^ past the passes the profile measured ({reach.describe() if reach else 'its calibration grid'}): "
-            "the cost model extrapolates its fit there (the JSON and CSV rows say extrapolated); calibrate with "
-            "--batch and --context covering it")
+    passes = reach is None or reach.what == MeasuredRange.what
+    return (f"^ past {reach.what if reach else 'the passes the profile measured'} "
+            f"({reach.describe() if reach else 'its calibration grid'}): the cost model extrapolates its fit there "
+            "(the JSON and CSV rows say extrapolated); "
+            + ("calibrate with --batch and --context covering it" if passes else
+               "benchmark a load and lengths that cover it"))
 
 
 def extrapolation_notes(rows: Sequence[SweepRow], result: SweepResult) -> list[str]:

@@ -234,3 +234,18 @@ def test_the_tools_versions_come_from_their_files_or_the_manifest(tmp_path):
     (tmp_path / "m.toml").write_text(SETUP + f'[[run]]\nfile = "{SAMPLES / "vllm-plain-rate4.json"}"\n'
                                              'tool_version = "0.11.0"\n')
     assert tool_versions(read_manifest(tmp_path / "m.toml").runs) == {"vllm": "0.11.0"}
+
+
+def test_predictions_past_the_benchmarks_runs_are_marked(profiles):
+    """The runs held batches up to about 25 at contexts up to about 620: a prediction past them extrapolates the
+    fitted factor and says so, as one past a calibration's passes does."""
+    reach = load_profile(profiles["as-measured"][1]).fit.reach
+    assert 20 <= reach[0] <= 30 and reach[1] >= reach[0] and 550 <= reach[2] <= 700
+    result = CliRunner().invoke(cli, ["predict", "--profile", str(profiles["as-measured"][1]), "--batch", "1,64",
+                                      "--k", "0..3", "--context", "512", "--json"])
+    rows = json.loads(result.output[result.output.index("{"):])["rows"]
+    assert all(not r["extrapolated"] for r in rows if r["batch"] == 1)
+    assert all(r["extrapolated"] and "batch" in r["extrapolated_in"] for r in rows if r["batch"] == 64)
+    text = CliRunner().invoke(cli, ["predict", "--profile", str(profiles["as-measured"][1]), "--batch", "1,64",
+                                    "--k", "0..3", "--context", "512"]).output
+    assert "^ past the benchmark runs the profile was fitted to (batches up to" in text

@@ -53,7 +53,8 @@ def test_policy_past_the_profiles_passes_says_so(tiny_profile, tmp_path):
     assert r.exit_code == 0, r.output
     assert "lies past what the profile measured (batches up to 2, 6 rows a pass" in r.stderr
     record = json.loads(run(*args, "--format", "json").stdout)
-    assert record["measured_range"] == {"batch": 2, "rows": 6, "context": 16}
+    assert record["measured_range"] == {"batch": 2, "rows": 6, "context": 16,
+                                        "what": "the passes the profile measured"}
     last = record["ranges"][-1]
     assert last["batch_to"] == 8 and last["extrapolated"] and "batch" in last["extrapolated_in"]
 
