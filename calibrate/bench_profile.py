@@ -122,8 +122,8 @@ def assumed(fit: BenchFit, cost: CostModel) -> list[str]:
     if fit.acceptance is not None and fit.acceptance_from.startswith("no speculative"):
         out.append(f"acceptance {fit.acceptance.spec}: not fitted ({fit.acceptance_from})")
     elif fit.acceptance is not None:
-        out.append(f"acceptance {fit.acceptance.spec}: the i.i.d. alpha with the runs' mean accepted length at their k; "
-                   "other k and other positions follow the i.i.d. model, not a measurement")
+        out.append(f"acceptance {fit.acceptance.spec}: the i.i.d. alpha with the runs' mean accepted length at "
+                   "their k; other k and other positions follow the i.i.d. model, not a measurement")
     return out
 
 

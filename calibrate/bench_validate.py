@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from calibrate.bench_import import BenchFit, fit_bench, format_fit, metrics_row
+from calibrate.bench_import import fit_bench, format_fit, metrics_row
 from calibrate.bench_replay import replay
 from scenarios.bench_files import BenchRun, Manifest, describe, read_manifest
 from simulator import SpecsimError
