@@ -469,8 +469,9 @@ def test_max_rate_brackets_the_slo(h100):
 
 def test_speculation_lowers_tpot_at_low_load_and_raises_it_past_the_crossover(h100):
     """Poisson load on the H100 preset: fixed:4 beats plain decoding's median TPOT at 10 req/s and loses at 40 req/s
-    (its draft passes eat the capacity plain decoding needs: requests queue), while adaptive stays within a few
-    percent of the better of the two at both."""
+    (its draft passes eat the capacity plain decoding needs: requests queue; on the preset of vLLM's measured kernels
+    plain decoding keeps up at 40 req/s, TTFT 28 ms against fixed:4's 63), while adaptive stays within a few percent
+    of the better of the two at both."""
     cost, target, draft = h100
     acc = parse_acceptance("iid:0.7")
     costs = StepCosts(cost, target, draft)
@@ -481,7 +482,7 @@ def test_speculation_lowers_tpot_at_low_load_and_raises_it_past_the_crossover(h1
             m = summarize(simulate(base.at_rate(rate), costs, parse_policy(label, acc), acc, np.random.default_rng(0)))
             tpot[(label, rate)], ttft[(label, rate)] = m.tpot_s[0], m.ttft_s[0]
     assert tpot[("fixed:4", 10)] < 0.8 * tpot[("off", 10)]
-    assert tpot[("fixed:4", 40)] > 1.05 * tpot[("off", 40)] and ttft[("fixed:4", 40)] > 5 * ttft[("off", 40)]
+    assert tpot[("fixed:4", 40)] > 1.05 * tpot[("off", 40)] and ttft[("fixed:4", 40)] > 2 * ttft[("off", 40)]
     for rate in (10, 40):
         better = min(tpot[("off", rate)], tpot[("fixed:4", rate)])
         assert tpot[("adaptive", rate)] <= 1.05 * better
