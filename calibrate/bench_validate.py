@@ -79,6 +79,9 @@ def validate_against(path: str | Path, seed: int | None = None) -> dict[str, Any
         row = metrics_row(run, replay(run, fit.costs(), fit.acceptance, fit.config, seed))
         row["rate_per_s"] = run.rate_per_s if run.rate_per_s is not None else run.completed / run.duration_s
         row["paced"] = run.rate_per_s is not None
+        row["sent_rate_per_s"] = run.sent_rate_per_s
+        row["sent_span_s"] = run.sent_span_s
+        row["requests"] = run.requests
         row["saturated"] = saturated(run, runs)
         rows.append(row)
     judged = [r for r in rows if not r["fit"]]
@@ -103,17 +106,38 @@ def _cell(trio: list[float], scale: float, fmt: str) -> str:
     return f"{scale * m:{fmt}} -> {scale * s:{fmt}} ({100 * e:+.1f}%)"
 
 
+OFF_PACE = 1.5  # a paced run whose sends came this many times faster or slower than its rate is flagged
+
+
+def off_pace_of(row: dict[str, Any]) -> bool:
+    """A paced run whose client sent at a rate `OFF_PACE` times off the one it was set to (from the send times)."""
+    sent = row.get("sent_rate_per_s")
+    if not row.get("paced") or sent is None or (row.get("requests") or 0) < 8:
+        return False
+    ratio = sent / row["rate_per_s"]
+    return not (1 / OFF_PACE <= ratio <= OFF_PACE)
+
+
 def format_report(report: dict[str, Any]) -> str:
     lines = ["runs read:", report["runs"], "", report["fit_text"], "",
              "measured -> simulated (simulated / measured - 1); fit: fitted on, else judged; sat: past saturation",
              f"{'run':<26}{'load':<14}{'policy':<9}{'':<6}{'throughput tok/s':>27}{'TTFT p50 ms':>27}"
              f"{'TTFT p99 ms':>27}{'TPOT p50 ms':>25}{'TPOT p99 ms':>25}"]
+    off_pace = []
     for r in report["rows"]:
         tag = "fit" if r["fit"] else ("sat" if r["saturated"] else "")
-        lines.append(f"{r['label'][-25:]:<26}{r['load'][:13]:<14}{r['policy']:<9}{tag:<6}"
+        load = r["load"][:12]
+        if off_pace_of(r):
+            load += "!"
+            off_pace.append(r)
+        lines.append(f"{r['label'][-25:]:<26}{load:<14}{r['policy']:<9}{tag:<6}"
                      f"{_cell(r['throughput'], 1, '.1f'):>27}{_cell(r['ttft_p50_s'], 1e3, '.1f'):>27}"
                      f"{_cell(r['ttft_p99_s'], 1e3, '.1f'):>27}{_cell(r['tpot_p50_s'], 1e3, '.2f'):>25}"
                      f"{_cell(r['tpot_p99_s'], 1e3, '.2f'):>25}")
+    for r in off_pace:
+        lines.append(f"! {r['label']}: its client sent the {r['requests']} requests over {r['sent_span_s']:.2f} s "
+                     f"({r['sent_rate_per_s']:.3g}/s), not at the {r['rate_per_s']:g}/s it was set to (a client that "
+                     "fell behind its schedule sends what is due at once); the replay sends them as they were sent")
     e, g = report["median_abs_err"], report["goal"]
     lines.append(f"median |error| over the judged runs: throughput {100 * e['throughput']:.1f} %, TTFT p50 "
                  f"{100 * e['ttft_p50_s']:.1f} %, p99 {100 * e['ttft_p99_s']:.1f} %, TPOT p50 "

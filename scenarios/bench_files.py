@@ -103,6 +103,22 @@ class BenchRun:
         return f"fixed:{self.k}" if self.speculative else "off"
 
     @property
+    def sent_span_s(self) -> float | None:
+        """Seconds from the first send to the last, where the file keeps each request's send time."""
+        if self.start_s is None or len(self.start_s) < 2:
+            return None
+        return float(np.max(self.start_s) - np.min(self.start_s))
+
+    @property
+    def sent_rate_per_s(self) -> float | None:
+        """The rate the client really sent at (requests after the first over the span of their sends), where the
+        file keeps the send times; a client that fell behind its schedule and caught up sends a burst."""
+        span = self.sent_span_s
+        if span is None:
+            return None
+        return (len(self.start_s) - 1) / span if span > 0 else math.inf
+
+    @property
     def load(self) -> str:
         """The offered load as a label: "2/s", "c=8" or "all at once"."""
         if self.rate_per_s is not None:
