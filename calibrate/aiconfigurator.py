@@ -5,10 +5,13 @@ The database ships inside the package: ``aiconfigurator_core/systems/data/SYSTEM
 system per GPU (a100_sxm, h100_sxm, h200_sxm, b200_sxm, b300_sxm, gb200, gb300, ...), per operator the backends that
 measured it (vllm, sglang, trtllm) and their versions, each table one kernel timed over its sizes (latency in ms):
 ``gemm/gemm_perf`` (m, n, k, gemm_dtype), ``attention/generation_attention_perf`` (batch, step = cached tokens,
-heads, KV heads, head_dim, kv_cache_dtype), ``moe/moe_perf`` (num_tokens, hidden, inter, topk, experts, TP/EP,
-moe_dtype, the routing distribution: balanced or power_law_ALPHA), ``mla/mla_generation_module_perf`` (DeepSeek-V3's
-MLA module by batch, step, heads per GPU), ``comm/custom_allreduce_perf`` (message bytes, GPUs). Where several
-kernels of one engine measured a shape, the fastest is taken (what an engine tuned for it runs).
+heads, KV heads, head_dim, kv_cache_dtype), ``attention/context_attention_perf`` (prefill attention by batch, isl =
+prompt tokens, heads, KV heads, head_dim, kv_cache_dtype; nothing cached), ``moe/moe_perf`` (num_tokens, hidden,
+inter, topk, experts, TP/EP, moe_dtype, the routing distribution: balanced or power_law_ALPHA),
+``mla/mla_generation_module_perf`` (DeepSeek-V3's MLA module by batch, step, heads per GPU),
+``mla/mla_context_module_perf`` (its prefill by batch, isl, heads per GPU), ``comm/custom_allreduce_perf`` (message
+elements, GPUs). Where several kernels of one engine measured a shape, the fastest is taken (what an engine tuned for
+it runs).
 """
 
 from __future__ import annotations
@@ -189,22 +192,62 @@ def attention_table(src: Source, heads: int, kv_heads: int, head_dim: int, kv_dt
         f"attention/{src.backend}/{version} generation_attention_perf, {heads}/{kv_heads} heads, {kv_dtype} cache")
 
 
-def mla_table(src: Source, heads: int, kv_dtype: str, gemm_type: str) -> tuple[Grid2 | None, str]:
-    """DeepSeek's MLA generation module (its projections and attention) by (batch, cached tokens)."""
+def context_attention_table(src: Source, heads: int, kv_heads: int, head_dim: int, kv_dtype: str
+                            ) -> tuple[Grid2 | None, str]:
+    """Prefill attention of this GPU's heads by (batch, prompt tokens), nothing cached; None where the shape was not
+    measured (the prefill's attention is then priced by the roofline, `kernel_tables.prefill_pass`)."""
+    found = _table_path(src, "attention", "context_attention_perf")
+    if found is None:
+        return None, "prefill attention: no context_attention_perf table, by the roofline"
+    path, version = found
+    import pyarrow.parquet as pq
+
+    windowed = "window_size" in pq.read_schema(path).names
+    df = _read(path, ("batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "kv_cache_dtype",
+                      "latency", *(("window_size",) if windowed else ())))
+    sel = df[(df.num_heads == heads) & (df.num_key_value_heads == kv_heads) & (df.head_dim == head_dim)
+             & (df.kv_cache_dtype == kv_dtype)]
+    if windowed:
+        sel = sel[sel.window_size == 0]
+    if sel.empty:
+        return None, (f"prefill attention: {heads} heads / {kv_heads} KV heads / head_dim {head_dim} / {kv_dtype} "
+                      "not measured, by the roofline")
+    d = _fastest(sel, ["batch_size", "isl"]).rename(columns={"batch_size": "batch"})
+    return _grid(d, "batch", "isl"), (
+        f"prefill attention: attention/{src.backend}/{version} context_attention_perf, {heads}/{kv_heads} heads, "
+        f"{kv_dtype} cache")
+
+
+def _mla_module_table(src: Source, name: str, length: str, heads: int, kv_dtype: str, gemm_type: str
+                      ) -> tuple[Grid2 | None, str]:
+    """One of DeepSeek's measured MLA modules (projections and attention) by (batch, `length`), the source's backend
+    first, then the others that measured it."""
     for backend in (src.backend, "vllm", "sglang", "trtllm"):
-        found = _table_path(Source(src.system, backend, src.version), "mla", "mla_generation_module_perf")
+        found = _table_path(Source(src.system, backend, src.version), "mla", name)
         if found is None:
             continue
         path, version = found
-        df = _read(path, ("num_heads", "batch_size", "step", "kv_cache_dtype", "gemm_type", "latency"))
+        df = _read(path, ("num_heads", "batch_size", length, "kv_cache_dtype", "gemm_type", "latency"))
         for gt in (gemm_type, "bfloat16", "fp8_block"):
             sel = df[(df.num_heads == heads) & (df.kv_cache_dtype == kv_dtype) & (df.gemm_type == gt)]
             if not sel.empty:
-                d = _fastest(sel, ["batch_size", "step"]).rename(columns={"batch_size": "batch", "step": "context"})
-                return _grid(d, "batch", "context"), (
-                    f"mla/{backend}/{version} mla_generation_module_perf, {heads} heads a GPU, {kv_dtype} cache, "
-                    f"{gt} projections")
-    return None, "MLA: not measured, by the roofline"
+                d = _fastest(sel, ["batch_size", length]).rename(columns={"batch_size": "batch", length: "tokens"})
+                return _grid(d, "batch", "tokens"), (
+                    f"mla/{backend}/{version} {name}, {heads} heads a GPU, {kv_dtype} cache, {gt} projections")
+    return None, ""
+
+
+def mla_table(src: Source, heads: int, kv_dtype: str, gemm_type: str) -> tuple[Grid2 | None, str]:
+    """DeepSeek's MLA generation module (its projections and attention) by (batch, cached tokens)."""
+    grid, told = _mla_module_table(src, "mla_generation_module_perf", "step", heads, kv_dtype, gemm_type)
+    return grid, told or "MLA: not measured, by the roofline"
+
+
+def context_mla_table(src: Source, heads: int, kv_dtype: str, gemm_type: str) -> tuple[Grid2 | None, str]:
+    """DeepSeek's MLA context module (its projections and the prefill's attention) by (batch, prompt tokens)."""
+    grid, told = _mla_module_table(src, "mla_context_module_perf", "isl", heads, kv_dtype, gemm_type)
+    return grid, (f"prefill MLA: {told}" if told else
+                  "prefill MLA: not measured, the projections' GEMMs and the attention by the roofline")
 
 
 def moe_table(src: Source, model: ModelSpec, tp: int, dtype: str, distribution: str | None
@@ -239,7 +282,10 @@ def moe_table(src: Source, model: ModelSpec, tp: int, dtype: str, distribution: 
 
 
 def all_reduce_table(src: Source, tp: int) -> tuple[Curve | None, str]:
-    """The engine's custom all-reduce over `tp` GPUs by message bytes (CUDA-graph kernels where measured)."""
+    """The engine's custom all-reduce over `tp` GPUs by message size in bf16 elements, as AIConfigurator reads the
+    table (its 70B TP 4 prefill of 4,096 tokens prices an all-reduce at the row of 4,096 x 8,192), CUDA-graph
+    kernels where measured. (`kernel_tables.decode_pass` still reads it at the message's bytes: docs/kernels.md,
+    Gaps.)"""
     if tp <= 1:
         return None, ""
     found = _table_path(src, "comm", "custom_allreduce_perf")
@@ -280,7 +326,8 @@ def layer_shapes(model: ModelSpec) -> LayerShapes:
         kv_bytes_per_token_layer=model.kv_bytes_per_token_layer, attention_flops_per_row_token=per_row_token,
         dense_layers=model.dense_layers if model.is_moe else model.n_layers, moe_layers=model.n_moe_layers,
         shared_ffn_per_gpu=model.d_ff_shared, n_experts=model.n_experts, expert_ffn_per_gpu=model.d_ff_expert,
-        topk=model.experts_per_token, mla=mla, extra_linear=extra)
+        topk=model.experts_per_token, mla=mla, extra_linear=extra,
+        qk_norm=model.name.lower().startswith("qwen3"))  # Qwen3 normalises q and k per head
 
 
 def measured_kernels(src: Source, model: ModelSpec, hardware: Any, distribution: str | None = None
@@ -299,20 +346,24 @@ def measured_kernels(src: Source, model: ModelSpec, hardware: Any, distribution:
     kv = model.kv_dtype or ("fp8" if wdtype in ("nvfp4", "mxfp4") else wdtype)
     kv_name = KV_DTYPE.get(kv, "bfloat16")
     notes = [f"GEMMs: {gsrc}", f"output head: {lsrc}"]
-    attention = mla = None
-    if model.attention == "mla":
-        mla, msrc = mla_table(src, model.n_heads, kv_name, "fp8_block" if wdtype == "fp8" else "bfloat16")
-        notes.append(msrc)
-        if mla is not None:  # the module holds the projections: not priced again as GEMMs
-            shapes = _replace(shapes, extra_linear=())
+    attention = mla = context_attention = context_mla = None
+    if model.attention == "mla":  # a measured module holds the projections: not priced again as GEMMs
+        projections = "fp8_block" if wdtype == "fp8" else "bfloat16"
+        mla, msrc = mla_table(src, model.n_heads, kv_name, projections)
+        context_mla, psrc = context_mla_table(src, model.n_heads, kv_name, projections)
+        notes += [msrc, psrc]
     else:
         attention, asrc = attention_table(src, model.n_heads, model.n_kv_heads, model.head_dim, kv_name)
-        notes.append(asrc)
+        context_attention, psrc = context_attention_table(src, model.n_heads, model.n_kv_heads, model.head_dim,
+                                                          kv_name)
+        notes += [asrc, psrc]
     moe = None
     if model.is_moe:
         edtype = model.expert_dtype or wdtype
         name = "fp8_block" if (edtype == "fp8" and model.attention == "mla") else MOE_DTYPE.get(edtype, edtype)
         moe, esrc = moe_table(src, model, tp, name, distribution)
+        if moe is None:
+            raise SpecsimError(f"{src.label}: {esrc}")
         notes.append(esrc)
     ar, csrc = all_reduce_table(src, tp)
     if csrc:
@@ -321,18 +372,11 @@ def measured_kernels(src: Source, model: ModelSpec, hardware: Any, distribution:
     notes.append("not measured, by the roofline (bytes at 80 % of the datasheet bandwidth + 3 us a kernel, "
                  "AIConfigurator's own element-wise rule): norms, activations, the embedding; the extra query rows "
                  "of a verify pass's attention at 70 % of the bf16 tensor-core peak")
-    kernels = MeasuredKernels(gemm=gemm, logits_gemm=logits, attention=attention, mla=mla, moe=moe, all_reduce=ar,
+    kernels = MeasuredKernels(gemm=gemm, logits_gemm=logits, attention=attention, mla=mla,
+                              context_attention=context_attention, context_mla=context_mla, moe=moe, all_reduce=ar,
                               elementwise=Elementwise(hardware.mem_bw_bytes_per_s), tensor_flops_per_s=0.7 * peak,
                               sources={"notes": "; ".join(notes)})
-    if model.is_moe and moe is None:
-        raise SpecsimError(f"{src.label}: {notes[-2 if ar else -1]}")
     return shapes, kernels, notes
-
-
-def _replace(shapes: LayerShapes, **changes: Any) -> LayerShapes:
-    from dataclasses import replace
-
-    return replace(shapes, **changes)
 
 
 def describe(src: Source) -> Mapping[str, str]:

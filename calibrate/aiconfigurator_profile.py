@@ -3,7 +3,10 @@ AIConfigurator's measured kernels (`calibrate.aiconfigurator` reads them, `simul
 
 The profile holds the GPU work of the target's and the draft's passes over a grid of batch x new tokens x context,
 each a verify (or tree) pass priced as the engine runs it: one KV-cache read per sequence, the draft tokens as extra
-query rows of every GEMM (not as AIConfigurator prices one: k + 1 sequences each re-reading the cache). Predictions
+query rows of every GEMM (not as AIConfigurator prices one: k + 1 sequences each re-reading the cache); and their
+prompts' passes (`kernel_tables.prefill_pass`: the measured context attention, the GEMMs at every prompt token) over
+prompts x prompt tokens, at context 0, as a calibration's prefill-shaped passes are: a prefill step's time
+(`StepCosts.prefill_s`, TTFT in `simulate`) reads them. Predictions
 read it as any calibration's measured passes (they win where they exist and anchor the shapes between); the engine's
 own cost around its passes comes from the engine preset of the database's backend (scenarios/engines.toml), said in
 the profile. A tensor-parallel profile prices one GPU of the group: its target is the shard (`@tpN` in its name), its
@@ -24,14 +27,17 @@ from scenarios import engine_names, load_engine, load_hardware, load_model
 from scenarios.profile import DeviceInfo, Fit, HeldoutErrors, Microbenchmarks, PassRecord, Profile, assess_trust
 from simulator import SpecsimError, __version__
 from simulator.cost import CostModel
-from simulator.kernel_tables import decode_pass
+from simulator.kernel_tables import decode_pass, prefill_pass
 from simulator.specs import DEFAULT_EXPERT_SHARING, ModelSpec, Overheads
 
 BATCHES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 NEW_TOKENS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64)  # plain steps, chains up to k = 7, trees up to 64 nodes
-DRAFT_TOKENS = (1, 2)  # a draft pass: one token, two in a step's first pass of a re-caching engine
 CONTEXTS = (128, 1024, 4096, 16384)
 HELD_OUT_BATCHES = (3, 12, 48, 192)  # predicted from the others: how well the grid carries between its points
+# prompts' passes (context 0): prompts a prefill step takes x tokens each; more tokens than NEW_TOKENS' largest, so
+# that the cost model reads them as a grid of their own (`CostModel._grids`)
+PREFILL_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+PREFILL_TOKENS = (128, 256, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)  # the context tables' lengths
 
 
 def _as_one_gpu(model: ModelSpec, tp: int) -> ModelSpec:
@@ -59,14 +65,18 @@ def aiconfigurator_profile(source: str, target_name: str, draft_name: str, dtype
     stored = [_as_one_gpu(m, tp) for m in (target, draft)]
     passes: list[PassRecord] = []
     notes: list[str] = []
-    for spec, name, tokens in ((sharded[0], stored[0].name, NEW_TOKENS), (sharded[1], stored[1].name, DRAFT_TOKENS)):
+    for spec, name in ((sharded[0], stored[0].name), (sharded[1], stored[1].name)):
         shapes, kernels, told = measured_kernels(src, spec, hw, distribution)
         notes += [f"{name}: {t}" for t in told]
         for b in BATCHES:
-            for n in tokens:
+            for n in NEW_TOKENS:  # the draft's too: its catch-up passes (`StepCosts.draft_sync_s`) take several
                 for c in contexts:
                     t = decode_pass(shapes, kernels, b, n, c).total_s
                     passes.append(PassRecord(name, b, n, c, t, 0.0, (t,)))
+        for b in PREFILL_BATCHES:
+            for n in PREFILL_TOKENS:
+                t = prefill_pass(shapes, kernels, b, n).total_s
+                passes.append(PassRecord(name, b, n, 0, t, 0.0, (t,)))
     engine_overheads, _, engine_source = load_engine(engine)
     overheads = Overheads(engine=engine_overheads)
     preset_cost = CostModel.from_hardware(hw, dtype)
@@ -83,6 +93,8 @@ def aiconfigurator_profile(source: str, target_name: str, draft_name: str, dtype
                "assumed": [*notes, f"the engine's own work around its passes: the {engine} engine preset "
                                    f"(scenarios/engines.toml: {engine_source})",
                            "between the grid's shapes: the preset's roofline times the priced / roofline ratio",
+                           "prompts' passes: priced at context 0 (whole prompts); a chunk of a prompt on cached "
+                           "tokens carries the nearest one by the preset roofline's change with context",
                            *([f"MoE verify passes: a sequence's rows share experts {DEFAULT_EXPERT_SHARING:g} "
                               "(the measured kernel read at the independent tokens they amount to, the other rows' "
                               "FLOPs added)"] if target.is_moe else [])],

@@ -15,9 +15,24 @@ A pass of B sequences x n new tokens on c cached tokens each (`decode_pass`), pr
   sharing experts as n_eff = 1 + (n - 1)(1 - sharing) independent tokens, the other rows' FLOPs on top; after the
   router and beside the shared experts (`_moe_layer_s`);
 - MLA (DeepSeek): the measured generation module at (B, c + n), the extra rows as for attention;
-- the all-reduces at B x n x d_model x 2 bytes;
+- the all-reduces of B x n x d_model activations (see `decode_pass` on the table's key);
 - what no table measures (norms, activations, the embedding, rotary) by the roofline: bytes at a fraction of the
   bandwidth plus a launch latency per kernel (`Elementwise`).
+
+A prompt's pass (`prefill_pass`): B prompts of n tokens each on c cached tokens (c = 0: a whole prompt; c > 0: a
+chunk of one on top of its cached start), as the engines run one:
+
+- every GEMM at B x n rows, the output head at B rows (only each prompt's last position is sampled);
+- prefill attention: the measured context kernel at (B, c + n) (`context_attention`, or MLA's measured context
+  module), times the share of that whole prompt's causal (query, key) pairs the chunk computes, 1 - (c / (c + n))^2.
+  The tables time prompts with nothing cached (their `step` is 0), so a chunk is that approximation (AIConfigurator's
+  own rule for a prefix); not measured at all: the KV read and write at the element-wise bandwidth plus the causal
+  FLOPs at the tensor-core rate;
+- the kernels beside attention that the context tables do not time, by the roofline: RoPE over q and k, the KV
+  cache's write (and Qwen3's q/k norms), one kernel each a layer;
+- the fused MoE kernel at B x n tokens (a prompt's tokens route independently: no sharing) after the router, the
+  shared experts after them (a prompt's pass runs outside CUDA graphs, on one stream; AIConfigurator's rule too);
+- the all-reduces and what no table measures as in a decode pass, at B x n rows.
 
 AIConfigurator's own estimate of a verify pass is the decode pass of B (k + 1) sequences, each re-reading its KV
 cache (`aiconfigurator_verify`); both are kept so that the two can be compared.
@@ -26,7 +41,7 @@ cache (`aiconfigurator_verify`); both are kept so that the two can be compared.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -185,6 +200,7 @@ class LayerShapes:
     topk: int = 0
     mla: bool = False
     shared_overlapped: bool = True  # the shared experts run beside the routed ones (a second CUDA stream)
+    qk_norm: bool = False  # RMSNorm over every query and key head before RoPE (Qwen3)
     extra_linear: tuple[tuple[int, int], ...] = ()  # MLA: its projections' GEMMs per layer, (n, k), on this GPU
 
 
@@ -196,8 +212,11 @@ class MeasuredKernels:
     logits_gemm: Gemm  # bf16 (engines keep the output head in bf16)
     attention: Grid2 | None  # decode attention by (batch, context), this GPU's heads; None: MLA or not measured
     mla: Grid2 | None = None  # MLA's generation module by (batch, context); None: not an MLA model
+    context_attention: Grid2 | None = None  # prefill attention by (batch, prompt tokens), this GPU's heads; None:
+    #                                         MLA or not measured (the roofline, `prefill_pass`)
+    context_mla: Grid2 | None = None  # MLA's context module (projections and attention) by (batch, prompt tokens)
     moe: Curve | None = None  # the fused MoE layer by tokens; None: dense
-    all_reduce: Curve | None = None  # by message bytes, over tp GPUs; None: one GPU
+    all_reduce: Curve | None = None  # by message elements (bf16), over tp GPUs; None: one GPU
     elementwise: Elementwise = field(default_factory=lambda: Elementwise(1e12))
     tensor_flops_per_s: float = 1e15  # the extra query rows' attention FLOPs run at this rate
     sources: Mapping[str, str] = field(default_factory=dict)  # operator -> table and selection it came from
@@ -225,13 +244,7 @@ def decode_pass(shapes: LayerShapes, kernels: MeasuredKernels, batch: int, new_t
     docstring); a sequence's rows share experts by `expert_sharing` (`_moe_layer_s`)."""
     s = shapes
     rows = batch * new_tokens
-    g = kernels.gemm
-    projections = s.extra_linear if s.mla else ((s.qkv_out, s.d_model), (s.d_model, s.o_in))
-    attn_proj = sum(g.at(rows, n, k) for n, k in projections)
-    dense_mlp = (g.at(rows, 2 * s.ffn_per_gpu, s.d_model) + g.at(rows, s.d_model, s.ffn_per_gpu)
-                 if s.ffn_per_gpu else 0.0)
-    gemm = (s.n_layers * attn_proj + s.dense_layers * dense_mlp
-            + kernels.logits_gemm.at(rows, s.vocab_per_gpu, s.d_model))
+    gemm = _gemms_s(s, kernels, rows, rows, kernels.mla is not None)
     attended = context + new_tokens
     extra_flops = batch * (new_tokens - 1) * attended * s.attention_flops_per_row_token
     table = kernels.mla if s.mla else kernels.attention
@@ -242,15 +255,83 @@ def decode_pass(shapes: LayerShapes, kernels: MeasuredKernels, batch: int, new_t
             batch * new_tokens * attended * s.attention_flops_per_row_token / kernels.tensor_flops_per_s)
     attention = s.n_layers * per_layer
     moe = s.moe_layers * _moe_layer_s(s, kernels, batch, new_tokens, expert_sharing) if s.moe_layers else 0.0
-    comm = 0.0
-    if kernels.all_reduce is not None and s.tp > 1:
-        comm = 2 * s.n_layers * float(kernels.all_reduce.at(rows * s.d_model * 2))
+    # the all-reduce read at rows x d_model x 2: bf16 bytes, as the GPU presets were refitted to these passes
+    # (benchmarks/refit_presets.py); the table is keyed by elements (`prefill_pass`; docs/kernels.md, Gaps)
+    return PassTimes(gemm, attention, moe, _comm_s(s, kernels, rows * s.d_model * 2), _other_s(s, kernels, rows))
+
+
+def prefill_pass(shapes: LayerShapes, kernels: MeasuredKernels, batch: int, new_tokens: int,
+                 context: int = 0) -> PassTimes:
+    """`batch` prompts of `new_tokens` tokens each on `context` cached tokens (0: whole prompts; more: a chunk of
+    each on top of its cached start), as an engine runs a prefill (see the module docstring): the GEMMs, MoE and
+    collectives at batch x new_tokens rows, the output head at one row a prompt, the measured context attention."""
+    if batch < 1 or new_tokens < 1 or context < 0:
+        raise ValueError(f"a prefill needs batch >= 1, new_tokens >= 1, context >= 0; got {batch}, {new_tokens}, "
+                         f"{context}")
+    s = shapes
+    rows = batch * new_tokens
+    full = context + new_tokens
+    table = kernels.context_mla if s.mla else kernels.context_attention
+    gemm = _gemms_s(s, kernels, rows, batch, kernels.context_mla is not None)
+    if table is not None:
+        # the chunk's share of the whole prompt's causal pairs: (full^2 - context^2) / full^2
+        per_layer = table.at(batch, full) * (1.0 - (context / full) ** 2)
+    else:  # not measured: the KV cache read and written at the element-wise bandwidth, the causal FLOPs
+        pairs = new_tokens * (context + (new_tokens + 1) / 2)  # (query, key) pairs of one prompt's chunk
+        per_layer = kernels.elementwise.time_s(batch * full * s.kv_bytes_per_token_layer) + (
+            batch * pairs * s.attention_flops_per_row_token / kernels.tensor_flops_per_s)
+    if not (s.mla and kernels.context_mla is not None):  # (the MLA module's timings hold its own)
+        per_layer += _rope_kv_write_s(s, kernels, rows)
+    attention = s.n_layers * per_layer
+    # a prompt's tokens route independently: the kernel at every row, no sharing; the shared experts after it
+    moe = (s.moe_layers * _moe_layer_s(replace(s, shared_overlapped=False), kernels, rows, 1, 0.0)
+           if s.moe_layers else 0.0)
+    # the all-reduce table is keyed by elements: AIConfigurator's 70B TP 4 prefill of 4,096 tokens prices each at
+    # the row of 4,096 x 8,192
+    return PassTimes(gemm, attention, moe, _comm_s(s, kernels, rows * s.d_model), _other_s(s, kernels, rows))
+
+
+def _rope_kv_write_s(s: LayerShapes, kernels: MeasuredKernels, rows: int) -> float:
+    """A layer's kernels beside a prefill's attention kernel (bf16 activations, read and written): RoPE over the
+    query and key heads, the KV cache's write (k and v read, the cache's bytes written), Qwen3's q and k norms."""
     e = kernels.elementwise
-    act = 2  # bf16 activations
-    norms = 2 * s.n_layers * e.time_s(rows * 4 * s.d_model * act)  # add + RMSNorm: read 2 d, write 2 d
-    acts = s.dense_layers * e.time_s(rows * 3 * s.ffn_per_gpu * act) if s.ffn_per_gpu else 0.0  # SiLU x gate
+    qk_bytes = rows * (s.heads_per_gpu + s.kv_heads_per_gpu) * s.head_dim * 2 * 2
+    kv_bytes = rows * (2 * s.kv_heads_per_gpu * s.head_dim * 2 + s.kv_bytes_per_token_layer)
+    t = e.time_s(qk_bytes) + e.time_s(kv_bytes)
+    return t + e.time_s(qk_bytes, kernels=2) if s.qk_norm else t
+
+
+def _gemms_s(s: LayerShapes, kernels: MeasuredKernels, rows: int, logits_rows: int, mla_module: bool) -> float:
+    """The pass's GEMMs at `rows` rows, the output head at `logits_rows`; MLA's projections where no measured MLA
+    module holds them (`mla_module`)."""
+    g = kernels.gemm
+    if s.mla:
+        projections = () if mla_module else s.extra_linear
+    else:
+        projections = ((s.qkv_out, s.d_model), (s.d_model, s.o_in))
+    attn_proj = sum(g.at(rows, n, k) for n, k in projections)
+    dense_mlp = (g.at(rows, 2 * s.ffn_per_gpu, s.d_model) + g.at(rows, s.d_model, s.ffn_per_gpu)
+                 if s.ffn_per_gpu else 0.0)
+    return (s.n_layers * attn_proj + s.dense_layers * dense_mlp
+            + kernels.logits_gemm.at(logits_rows, s.vocab_per_gpu, s.d_model))
+
+
+def _comm_s(s: LayerShapes, kernels: MeasuredKernels, message: int) -> float:
+    """Two all-reduces a layer of `message` (the table's key) over the TP group."""
+    if kernels.all_reduce is None or s.tp <= 1:
+        return 0.0
+    return 2 * s.n_layers * float(kernels.all_reduce.at(message))
+
+
+def _other_s(s: LayerShapes, kernels: MeasuredKernels, rows: int) -> float:
+    """What no table measures, by the roofline (`Elementwise`): add + RMSNorm twice a layer (read 2 d, write 2 d),
+    SiLU x gate of the dense MLPs, the embedding; bf16 activations."""
+    e = kernels.elementwise
+    act = 2
+    norms = 2 * s.n_layers * e.time_s(rows * 4 * s.d_model * act)
+    acts = s.dense_layers * e.time_s(rows * 3 * s.ffn_per_gpu * act) if s.ffn_per_gpu else 0.0
     embedding = e.time_s(rows * s.d_model * act)
-    return PassTimes(gemm, attention, moe, comm, norms + acts + embedding)
+    return norms + acts + embedding
 
 
 def _moe_layer_s(s: LayerShapes, kernels: MeasuredKernels, batch: int, new_tokens: int, sharing: float) -> float:

@@ -78,3 +78,76 @@ def test_blackwell_preset_holds_its_refit_to_the_measured_kernels():
         assert getattr(hw, key) == pytest.approx(values[key], rel=0.02), key
     assert hw.overheads.layer_s * 1e6 == pytest.approx(values["layer_fixed_us"], rel=0.02)
     assert "refit_presets.py" in hw.rates_source and source.split(",")[0] in hw.rates_source
+
+
+def test_prompts_passes_match_aiconfigurators_context_estimate():
+    """Llama-3.1-8B on an H100 under vLLM 0.24: a prompt's pass priced from the context-attention table and the
+    GEMMs at every prompt token within 5 % of AIConfigurator's context-phase estimate, at batch 1 and 4."""
+    from aiconfigurator_core.sdk.engine import EngineHandle
+
+    from calibrate.aiconfigurator import measured_kernels, parse_source
+    from scenarios import load_hardware, load_model
+    from simulator.kernel_tables import prefill_pass
+
+    src = parse_source("h100_sxm/vllm")
+    shapes, kernels, notes = measured_kernels(src, load_model("llama-3.1-8b"), load_hardware("h100-sxm"))
+    assert kernels.context_attention is not None and any("context_attention_perf" in n for n in notes)
+    theirs = EngineHandle.compile("meta-llama/Meta-Llama-3.1-8B", "h100_sxm", "vllm", backend_version=src.version)
+    for batch, tokens in ((1, 128), (1, 1024), (1, 8192), (4, 2048)):
+        ours = prefill_pass(shapes, kernels, batch, tokens).total_s
+        assert ours == pytest.approx(theirs.predict_prefill_latency(batch, tokens) * 1e-3, rel=0.05)
+    # a chunk of 1,024 on 4,096 cached: AIConfigurator's prefix estimate
+    chunk = prefill_pass(shapes, kernels, 1, 1024, 4096).total_s
+    assert chunk == pytest.approx(theirs.predict_prefill_latency(1, 5120, 4096) * 1e-3, rel=0.05)
+
+
+@pytest.fixture(scope="module")
+def qwen_profile():
+    from calibrate.aiconfigurator_profile import aiconfigurator_profile
+
+    return aiconfigurator_profile("h100_sxm/vllm", "qwen3-30b-a3b", "qwen3-0.6b", "bf16", 1, "test", {})
+
+
+def test_a_profiles_prefill_is_the_tables_and_grows_linearly_then_quadratically(qwen_profile):
+    """The profile's prompts' passes (what `simulate --profile` charges a prefill step) are the measured kernels'
+    at the grid's points, and between them grow as a prompt's pass does: about linearly while the weights and the
+    MoE kernel's fixed cost dominate, then faster than linearly as the causal attention's n^2 takes over."""
+    from calibrate.aiconfigurator import measured_kernels, parse_source
+    from scenarios import load_hardware
+    from simulator.kernel_tables import prefill_pass
+    from simulator.step_costs import StepCosts
+
+    p = qwen_profile
+    cost = p.cost_model()
+    shapes, kernels, _ = measured_kernels(parse_source("h100_sxm/vllm"), p.target, load_hardware("h100-sxm"))
+    assert cost.pass_time_s(p.target, 1, 4096, 0) == pytest.approx(prefill_pass(shapes, kernels, 1, 4096).total_s)
+    t = {n: cost.pass_time_s(p.target, 1, n, 0) for n in (128, 256, 1024, 2048, 8192, 16384)}
+    assert t[256] / t[128] < 1.2  # 128 more tokens: a few per cent (the weights and the MoE kernel's floor)
+    assert 1.3 < t[2048] / t[1024] < 2.0
+    assert t[16384] / t[8192] > 2.0  # each doubling now costs more than twice
+    between = cost.pass_time_s(p.target, 1, 2500, 0)
+    assert t[2048] < between < cost.pass_time_s(p.target, 1, 3072, 0)
+    assert between == pytest.approx(prefill_pass(shapes, kernels, 1, 2500).total_s, rel=0.05)
+    # a prefill step: the prompt's pass plus the engine's own work around it
+    step = StepCosts(cost, p.target, None).prefill_s(1, 4096, with_draft=False)
+    assert step == pytest.approx(cost.pass_time_s(p.target, 1, 4096, 0)
+                                 + cost.overheads.engine.prefill.at(1))
+    assert any("prefill attention: attention/vllm" in a for a in p.fit.extra["assumed"])
+
+
+def test_a_missing_prefill_table_is_a_stated_fallback(monkeypatch):
+    """A database without the context-attention table: the profile says the prompts' attention is priced by the
+    roofline, and still prices them."""
+    from calibrate import aiconfigurator
+    from scenarios import load_hardware, load_model
+    from simulator.kernel_tables import prefill_pass
+
+    real = aiconfigurator._table_path
+    monkeypatch.setattr(aiconfigurator, "_table_path",
+                        lambda src, op, name: None if name == "context_attention_perf" else real(src, op, name))
+    shapes, kernels, notes = aiconfigurator.measured_kernels(aiconfigurator.parse_source("h100_sxm/vllm"),
+                                                            load_model("llama-3.1-8b"), load_hardware("h100-sxm"))
+    assert kernels.context_attention is None
+    assert "prefill attention: no context_attention_perf table, by the roofline" in notes
+    a, b = prefill_pass(shapes, kernels, 1, 8192).attention_s, prefill_pass(shapes, kernels, 1, 16384).attention_s
+    assert 3 < b / a < 4.2

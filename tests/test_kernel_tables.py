@@ -15,6 +15,7 @@ from simulator.kernel_tables import (
     MeasuredKernels,
     aiconfigurator_verify,
     decode_pass,
+    prefill_pass,
 )
 
 
@@ -31,7 +32,7 @@ def test_curve_is_a_roofline_in_log_log():
 
 def _gemm() -> Gemm:
     """A synthetic GEMM table: 2 us launch + weights at 1 TB/s (bf16) + FLOPs at 500 TFLOP/s, on a full grid."""
-    ms, ns, ks = (1, 16, 256, 4096), (1024, 4096, 16384), (1024, 4096)
+    ms, ns, ks = (1, 16, 256, 4096, 16384), (1024, 4096, 16384), (1024, 4096)
     T = np.array([[[2e-6 + max(2 * n * k / 1e12, 2 * m * n * k / 5e14) for k in ks] for n in ns] for m in ms])
     return Gemm(ms, ns, ks, T)
 
@@ -98,6 +99,74 @@ def test_a_verify_pass_shares_experts_within_a_sequence():
     one = decode_pass(moe, k, 1, 1, 1024).moe_s
     assert one < shared < alone
     assert aiconfigurator_verify(moe, k, 1, 4, 1024).moe_s == pytest.approx(alone, rel=1e-9)
+
+
+def _with_context_attention(kernels: MeasuredKernels) -> MeasuredKernels:
+    """Prefill attention as a flash kernel runs it: 8 us, then the causal FLOPs of the prompt (isl^2 / 2 pairs, 32
+    heads of 128, 4 FLOPs a pair and dim) at 400 TFLOP/s, per prompt."""
+    batches, isl = (1, 4, 16, 64), (16, 128, 1024, 8192, 16384)
+    A = np.array([[8e-6 + b * (s * s / 2) * 4 * 32 * 128 / 4e14 for s in isl] for b in batches])
+    return replace(kernels, context_attention=Grid2(batches, isl, A))
+
+
+def test_a_prompts_pass_grows_linearly_then_quadratically():
+    """Short prompts: the weights read once and the GEMMs' rows, about linear in tokens; long ones: the causal
+    attention's n^2 takes over, so each doubling costs more than twice."""
+    shapes, kernels = _llama_like()
+    kernels = _with_context_attention(kernels)
+    t = {n: prefill_pass(shapes, kernels, 1, n) for n in (512, 1024, 4096, 8192, 16384)}
+    assert 1.5 < t[1024].total_s / t[512].total_s < 2.05
+    assert t[16384].total_s / t[8192].total_s > 2.1
+    assert t[16384].attention_s / t[8192].attention_s == pytest.approx(4, rel=0.05)
+    share = [t[n].attention_s / t[n].total_s for n in (1024, 4096, 16384)]
+    assert share == sorted(share)
+    # the output head at one row a prompt: a prompt's GEMMs are the same pass's linear layers at n rows, the head at 1
+    one_row = _gemm().at(1, shapes.vocab_per_gpu, shapes.d_model)
+    assert t[4096].gemm_s == pytest.approx(decode_pass(shapes, kernels, 1, 4096, 0).gemm_s
+                                           - _gemm().at(4096, shapes.vocab_per_gpu, shapes.d_model) + one_row)
+
+
+def test_a_chunk_on_cached_tokens_computes_its_share_of_the_causal_pairs():
+    """The context tables time prompts with nothing cached: a chunk of n tokens on c cached is the whole prompt's
+    kernel at c + n times the share of its (query, key) pairs the chunk computes, 1 - (c / (c + n))^2. With a kernel
+    exactly quadratic in the prompt, two chunks of 4,096 cost the whole prompt's attention, the second three times
+    the first; the kernels beside it (RoPE, the KV write) are per token, paying their launches once a chunk."""
+    shapes, kernels = _llama_like()
+    batches, isl = (1, 4), (1024, 4096, 8192, 16384)
+    quadratic = Grid2(batches, isl, np.array([[b * s * s * 1e-12 for s in isl] for b in batches]))
+    kernels = replace(kernels, context_attention=quadratic)
+    whole = prefill_pass(shapes, kernels, 1, 8192)
+    first, second = prefill_pass(shapes, kernels, 1, 4096), prefill_pass(shapes, kernels, 1, 4096, 4096)
+    assert second.attention_s - first.attention_s == pytest.approx(32 * 2 * quadratic.at(1, 4096), rel=1e-6)
+    launches = 32 * 2 * kernels.elementwise.latency_s  # RoPE and the KV write, once more for the second chunk
+    assert first.attention_s + second.attention_s == pytest.approx(whole.attention_s + launches, rel=1e-6)
+    assert second.gemm_s == pytest.approx(first.gemm_s)  # the GEMMs see the chunk's rows only
+
+
+def test_a_prefill_without_a_context_table_is_priced_by_the_roofline():
+    """Where the database has no prefill attention for the shape: the KV cache written and read at the element-wise
+    bandwidth and the causal FLOPs at the tensor-core rate, still growing as n^2."""
+    shapes, kernels = _llama_like()
+    assert kernels.context_attention is None
+    a, b = prefill_pass(shapes, kernels, 1, 8192).attention_s, prefill_pass(shapes, kernels, 1, 16384).attention_s
+    assert 3.5 < b / a < 4.1
+    with pytest.raises(ValueError):
+        prefill_pass(shapes, kernels, 0, 128)
+
+
+def test_a_prompts_tokens_route_independently_and_run_beside_no_shared_experts():
+    """A prefill's MoE reads the fused kernel at every prompt token (no within-sequence sharing, which is a verify
+    pass's draft tokens' trait) and runs the shared experts after the routed ones."""
+    shapes, kernels = _llama_like()
+    moe = replace(shapes, moe_layers=32, dense_layers=0, ffn_per_gpu=0, n_experts=128, expert_ffn_per_gpu=768,
+                  topk=8, shared_ffn_per_gpu=768)
+    tokens = (1, 16, 256, 4096)
+    k = replace(kernels, moe=Curve(tokens, tuple(40e-6 + 1e-8 * t for t in tokens)))
+    pre = prefill_pass(moe, k, 1, 256).moe_s
+    routed = decode_pass(replace(moe, shared_ffn_per_gpu=0), k, 256, 1, 0, expert_sharing=0.0).moe_s
+    beside = decode_pass(moe, k, 256, 1, 0, expert_sharing=0.0).moe_s
+    assert pre > beside >= routed
+    assert pre == pytest.approx(decode_pass(replace(moe, shared_overlapped=False), k, 256, 1, 0).moe_s)
 
 
 def test_without_the_database_a_one_line_error_says_how_to_install_it(monkeypatch):
