@@ -110,6 +110,187 @@ def fit(hw, passes) -> tuple[dict, float, float]:
              "layer_fixed_us": x[3]}, float(np.median(err)), float(err.max()))
 
 
+# AIConfigurator's fused-MoE dtypes -> specsim's (simulator.cost.moe_kernel_dtype); int4 and w4a8 are not presets'
+MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4", "w4a16_mxfp4": "mxfp4"}
+MOE_MAX_TOKENS = 1024  # decode and verify passes: batch 256 x 4 rows at most
+FLOOR_KNOTS = (1, 16, 32)  # block-scaled fp8 GEMMs: one floor to 16 rows, another from 32 (the tables' two kernels)
+
+
+def fit_moe(src, hw) -> dict[str, tuple[float, float, float, float, float, int]]:
+    """Per expert dtype: the fused-MoE kernel as `simulator.kernel_kinds` prices it (a fixed time a layer, a time
+    per woken expert, the woken experts' bytes and the routed FLOPs at fractions of the datasheet, through the
+    preset's ridge), fitted (least squares in log time, robust) to every shape moe_perf measured with one
+    expert-parallel rank, up to 1,024 tokens, under its power-law routings (the woken experts counted as
+    `simulator.routing` draws them).
+    {dtype: (fixed_us, bw_eff, flops_eff, median |err|, max |err|, points, expert_us, one_token_us)}."""
+    from scipy.optimize import least_squares
+
+    from calibrate.aiconfigurator import _read, _table_path
+    from simulator.cost import MOE_COMPUTE, ridge_combine_many
+    from simulator.formats import dtype_bytes
+    from simulator.routing import power_law_touched
+
+    found = _table_path(src, "moe", "moe_perf")
+    if found is None:
+        return {}
+    df = _read(found[0], ("moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
+                          "moe_tp_size", "moe_ep_size", "distribution", "latency"))
+    df = df[(df.moe_ep_size == 1) & df.distribution.str.startswith("power_law") & (df.num_tokens <= MOE_MAX_TOKENS)]
+    out = {}
+    for table_dtype, dt in MOE_DTYPES.items():
+        d = df[df.moe_dtype == table_dtype]
+        if d.empty:
+            continue
+        d = d.groupby(["num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
+                       "distribution"], as_index=False).latency.min()
+        alpha = d.distribution.str.replace("power_law_", "").astype(float).to_numpy()
+        tokens = d.num_tokens.to_numpy(dtype=float)
+        touched = np.array([float(power_law_touched(int(e), int(k), t, a))
+                            for e, k, t, a in zip(d.num_experts, d.topk, tokens, alpha)])
+        params = 3.0 * d.hidden_size.to_numpy() * d.inter_size.to_numpy() / d.moe_tp_size.to_numpy()  # an expert
+        nbytes = touched * params * (1.0 if dt == "fp8_block" else dtype_bytes(dt))
+        flops = 2.0 * tokens * d.topk.to_numpy() * params
+        t = d.latency.to_numpy() * 1e-3
+        try:
+            peak = hw.peak_flops(MOE_COMPUTE[dt])
+        except Exception:  # a dtype this GPU has no tensor cores for
+            continue
+
+        def resid(x: np.ndarray, touched=touched, nbytes=nbytes, flops=flops, peak=peak, t=t) -> np.ndarray:
+            return np.log(x[0] * 1e-6 + x[3] * 1e-6 * touched
+                          + ridge_combine_many(nbytes / (hw.mem_bw_bytes_per_s * x[1]), flops / (peak * x[2]),
+                                               hw.ridge_p)) - np.log(t)
+
+        # robust (soft L1 beyond 10 % in log time): a few shapes run another kernel (SGLang's bf16 tables time some
+        # at a fraction of the bandwidth) and must not set every other shape's price
+        r = least_squares(resid, x0=[20.0, 0.7, 0.4, 0.2], bounds=([0.0, 0.05, 0.02, 0.0], [500.0, 1.0, 1.0, 50.0]),
+                          loss="soft_l1", f_scale=0.1)
+        # one token: vLLM's fused MoE runs one row with its own configuration; its fixed time is what the one-token
+        # passes take beyond the rest of the fitted kernel (the median over shapes)
+        one = tokens == 1
+        rest = (r.x[3] * 1e-6 * touched + ridge_combine_many(nbytes / (hw.mem_bw_bytes_per_s * r.x[1]),
+                                                            flops / (peak * r.x[2]), hw.ridge_p))
+        one_us = max(float(np.median(t[one] - rest[one])), 0.0) * 1e6 if one.any() else float(r.x[0])
+        fitted = r.x[0] * 1e-6 + np.where(one, (one_us - r.x[0]) * 1e-6, 0.0) + rest
+        err = np.abs(fitted / t - 1)
+        out[dt] = (float(r.x[0]), float(r.x[1]), float(r.x[2]), float(np.median(err)), float(err.max()), len(t),
+                   float(r.x[3]), one_us)
+    return out
+
+
+def fit_fp8_block_floor(src, hw) -> tuple[tuple[float, ...], dict] | None:
+    """The block-scaled fp8 GEMMs' floor by rows: the fastest GEMM gemm_perf measured at each row count (whatever
+    its n x k), the median of those over rows 1-16 and over 32-4,096 (`FLOOR_KNOTS`). Says how well the GEMMs
+    are priced as max(roofline, floor) against roofline + floor (the preset's rates, rows 1..512)."""
+    from calibrate.aiconfigurator import gemm_table
+    from simulator.cost import ridge_combine_many
+
+    try:
+        g, _ = gemm_table(src, "fp8_block")
+    except Exception:
+        return None
+    ms = np.asarray(g.m, dtype=float)
+    T = g.times_s.reshape(len(ms), -1)
+    fastest = np.nanmin(T, axis=1)
+    small = float(np.median(fastest[ms <= 16]))
+    large = float(np.median(fastest[(ms >= 32) & (ms <= 4096)]))
+    floors = (small, small, large)
+    peak, bw = hw.peak_flops("fp8") * hw.flops_efficiency, hw.mem_bw_bytes_per_s * hw.bw_efficiency
+    M, N, K = np.meshgrid(ms, np.asarray(g.n, float), np.asarray(g.k, float), indexing="ij")
+    ok = np.isfinite(g.times_s) & (M <= 512)
+    roof = ridge_combine_many(N * K / bw, 2 * M * N * K / peak, hw.ridge_p)[ok]
+    floor = np.interp(np.log2(M[ok]), np.log2(FLOOR_KNOTS), floors)
+    t = g.times_s[ok]
+    errs = {"max": np.median(np.abs(np.maximum(roof, floor) / t - 1)), "sum": np.median(np.abs((roof + floor) / t - 1))}
+    return floors, errs
+
+
+def fit_mla(src, hw) -> tuple[float, int] | None:
+    """MLA's generation module (vLLM's: projections, latent attention, its launches) of DeepSeek-V3 at 16 heads a
+    GPU (TP 8), fp8 cache, block-scaled fp8 projections, batch 1-8, every cached length measured up to 4,096: its
+    time less the preset's roofline of the same work (the projections' bytes and FLOPs at the linear rates, the
+    latent cache at the attention bandwidth) and less the preset's time a layer. (median us, points)."""
+    from calibrate.aiconfigurator import _read, _table_path
+    from simulator.cost import ridge_combine_many
+
+    found = _table_path(src, "mla", "mla_generation_module_perf")
+    if found is None:
+        return None
+    df = _read(found[0], ("num_heads", "batch_size", "step", "kv_cache_dtype", "gemm_type", "latency"))
+    d = df[(df.num_heads == 16) & (df.kv_cache_dtype == "fp8") & (df.gemm_type == "fp8_block")
+           & (df.batch_size <= 8) & (df.step <= 4096)]
+    if d.empty:
+        return None
+    d = d.groupby(["batch_size", "step"], as_index=False).latency.min()
+    m = load_model("deepseek-v3", "fp8").shard(8)
+    from dataclasses import replace as _r
+    m = _r(m, kv_dtype="fp8")
+    b, c = d.batch_size.to_numpy(dtype=float), d.step.to_numpy(dtype=float)
+    proj = ridge_combine_many(m.attention_params * 1.0 / (hw.mem_bw_bytes_per_s * hw.bw_efficiency),
+                              2.0 * b * m.attention_params / (hw.peak_flops("fp8") * hw.flops_efficiency), hw.ridge_p)
+    kv = b * (c + 1) * m.kv_bytes_per_token_layer / (hw.mem_bw_bytes_per_s * hw.attention_bw_efficiency)
+    att = np.maximum(kv, m.attention_flops(b, c, 1) / m.n_layers / (hw.peak_flops("bf16") * hw.flops_efficiency))
+    # the preset charges every layer its per-layer time already (layer_fixed_us: the dense fit's launch floors of
+    # attention, GEMMs and norms): the module's term is what its measured time exceeds that and the roofline by
+    layer_s = hw.overheads.layer_s - load_engine("vllm")[1].layer_s
+    extra = d.latency.to_numpy() * 1e-3 - proj - att - layer_s
+    return max(float(np.median(extra)), 0.0) * 1e6, len(extra)
+
+
+# the other engines whose kernels AIConfigurator measured: engines.toml's name -> the database's backend
+OTHER_ENGINES = {"sglang": "sglang", "tensorrt-llm": "trtllm"}
+
+
+def kernel_terms(system: str, preset: str, hw, backend: str = "vllm") -> tuple[dict, list[str]]:
+    """The MoE, fp8-block and MLA kernel terms of one GPU under one backend (printed), and their TOML lines."""
+    src = parse_source(f"{system}/{backend}")
+    fits = []
+    for f in (fit_moe, fit_fp8_block_floor, fit_mla):
+        try:
+            fits.append(f(src, hw))
+        except Exception as e:  # a table this backend keeps in another layout
+            print(f"  {f.__name__} ({backend}): skipped ({str(e).splitlines()[0][:120]})")
+            fits.append({} if f is fit_moe else None)
+    moe, floor, mla = fits
+    lines, values = [], {}
+    if moe:
+        for dt, (fixed, bw, fl, med, worst, n, per, one) in moe.items():
+            print(f"  fused MoE {dt}: {fixed:.1f} us a layer ({one:.1f} at one token) + {per:.2f} us a woken expert "
+                  f"+ their bytes at "
+                  f"{100 * bw:.0f} % of the "
+                  f"bandwidth, FLOPs at {100 * fl:.0f} % ({n} shapes x tokens; median |err| {100 * med:.1f} %, "
+                  f"max {100 * worst:.1f} %)")
+        values["moe_kernel"] = {dt: (v[0], v[7], v[6], v[1], v[2]) for dt, v in moe.items()}
+        cells = ", ".join(f"{dt} = {{ fixed_us = {v[0]:.1f}, one_token_us = {v[7]:.1f}, expert_us = {v[6]:.2f}, "
+                          f"bw_efficiency = {v[1]:.3f}, flops_efficiency = {v[2]:.3f} }}" for dt, v in moe.items())
+        lines.append(f"moe_kernel = {{ {cells} }}")
+    if floor is not None:
+        floors, errs = floor
+        print(f"  fp8 block-scaled GEMM floor: {1e6 * floors[0]:.1f} us to 16 rows, {1e6 * floors[2]:.1f} us from "
+              f"32 (median |err| of the GEMMs to 512 rows: max(roofline, floor) {100 * errs['max']:.1f} %, "
+              f"roofline + floor {100 * errs['sum']:.1f} %)")
+        values["fp8_block_floor_us"] = tuple(1e6 * f for f in floors)
+        lines += [f"fp8_block_gemm_floor_rows = [{', '.join(str(r) for r in FLOOR_KNOTS)}]",
+                  f"fp8_block_gemm_floor_us = [{', '.join(f'{1e6 * f:.1f}' for f in floors)}]"]
+    if mla is not None:
+        print(f"  MLA generation module: {mla[0]:.1f} us a layer beyond the roofline and layer_fixed_us "
+              f"({mla[1]} points)")
+        values["mla_layer_us"] = mla[0]
+        lines.append(f"mla_layer_us = {mla[0]:.1f}")
+    if lines:
+        parts = []
+        if moe:
+            parts.append(f"fused MoE from moe_perf (power-law routing, one EP rank, to {MOE_MAX_TOKENS} tokens)")
+        if floor is not None:
+            parts.append("fp8 block-scaled GEMM floor from gemm_perf (the fastest shape at each row count)")
+        parts.append("MLA from mla_generation_module_perf (16 heads a GPU, fp8 cache, batch 1-8) less the preset's "
+                     "roofline and layer_fixed_us" if mla is not None else "no MLA module measured (MLA by the "
+                     "roofline)")
+        lines.append(f"kernels_source = \"fitted by benchmarks/refit_presets.py to {src.database}: "
+                     f"{'; '.join(parts)}\"")
+    return values, lines
+
+
 def toml_lines(preset: str, v: dict, source: str, median: float, worst: float, latency: float | None) -> str:
     p = "\"inf\"" if v["ridge_p"] == float("inf") else f"{v['ridge_p']:g}"
     lines = [f"[{preset}]  # from benchmarks/refit_presets.py",
@@ -123,6 +304,26 @@ def toml_lines(preset: str, v: dict, source: str, median: float, worst: float, l
                  f"tokens, contexts 1,088 and 4,096); the fit's median |error| {100 * median:.1f} %, max "
                  f"{100 * worst:.1f} %\"")
     return "\n".join(lines)
+
+
+def kernel_terms_differ(shipped, kinds: dict) -> list[str]:
+    """Which of the kernel terms hardware.toml holds differ from the fit (by more than 2 %)."""
+    k = shipped.kernels
+    off = []
+    for dt, v in kinds.get("moe_kernel", {}).items():
+        held = k.moe_kernel(dt)
+        have = None if held is None else (held.fixed_s * 1e6, (held.one_token_s or held.fixed_s) * 1e6,
+                                          held.expert_s * 1e6, held.bw_efficiency, held.flops_efficiency)
+        if have is None or any(abs(a - b) > 0.02 * abs(b) + 0.05 for a, b in zip(have, v)):
+            off.append(f"moe_kernel.{dt}")
+    if "fp8_block_floor_us" in kinds:
+        have = tuple(t * 1e6 for _, t in k.fp8_block_floor)
+        if len(have) != 3 or any(abs(a - b) > 0.02 * b + 0.05 for a, b in zip(have, kinds["fp8_block_floor_us"])):
+            off.append("fp8_block_gemm_floor_us")
+    mla = kinds.get("mla_layer_us")
+    if mla is not None and abs(k.mla_layer_s * 1e6 - mla) > 0.02 * mla + 0.05:
+        off.append("mla_layer_us")
+    return off
 
 
 def main() -> None:
@@ -146,6 +347,16 @@ def main() -> None:
             hw = replace(hw, interconnect=replace(hw.interconnect, latency_s=latency))
         values, median, worst = fit(hw, passes)
         print(toml_lines(preset, values, source, median, worst, latency))
+        # the kernel kinds beside the rates hardware.toml holds (what the preset's cost model combines them with)
+        kinds, kind_lines = kernel_terms(system, preset, hw)
+        if kind_lines:
+            print("\n".join(kind_lines))
+        engine_kinds = {}
+        for engine, backend in OTHER_ENGINES.items():
+            if backend in have.get(system, {}):
+                print(f"[{preset}.kernels.{engine}]  # {backend}'s own kernels of these kinds")
+                engine_kinds[engine], lines = kernel_terms(system, preset, hw, backend)
+                print("\n".join(lines))
         if args.check:
             shipped = load_hardware(preset)  # with the vllm engine preset, whose per-layer cost is its own
             held = {k: getattr(shipped, k) for k in ("bw_efficiency", "flops_efficiency", "attention_bw_efficiency")}
@@ -154,6 +365,9 @@ def main() -> None:
                 held["interconnect_latency_us"] = shipped.interconnect.latency_s * 1e6
                 values = {**values, "interconnect_latency_us": latency * 1e6}
             off = [k for k, v in held.items() if abs(v - values[k]) > 0.02 * abs(values[k]) + 0.05]
+            off += kernel_terms_differ(shipped, kinds)
+            for engine, ek in engine_kinds.items():
+                off += [f"kernels.{engine}.{k}" for k in kernel_terms_differ(load_hardware(preset, engine), ek)]
             if shipped.ridge_p != values["ridge_p"]:
                 off.append("ridge_p")
             failed += bool(off)

@@ -23,7 +23,9 @@ from simulator.specs import (
     EngineOverheads,
     HardwareSpec,
     Interconnect,
+    KernelTerms,
     ModelSpec,
+    MoeKernel,
     Overheads,
     SpeculationTax,
 )
@@ -131,6 +133,14 @@ def load_hardware(name: str, engine: str = "vllm") -> HardwareSpec:
         raise _unknown("hardware", name, hardware_names(), "")
     _, overheads, engine_source = load_engine(engine)
     d = {**table["defaults"], **table[key], **_engine_kernels(engine, key)}
+    by_engine = d.pop("kernels", {})
+    if engine.lower() in by_engine:  # this engine's own kernels of those kinds (its backend's measured tables)
+        own = by_engine[engine.lower()]
+        unknown = sorted(set(own) - set(KERNEL_KIND_KEYS))
+        if unknown:
+            raise SpecsimError(f"preset {key!r}: kernels.{engine}.{unknown[0]} is not one of "
+                               f"{', '.join(KERNEL_KIND_KEYS)}")
+        d = {**{k: v for k, v in d.items() if k not in KERNEL_KIND_KEYS}, **own}
     curve: tuple[tuple[int, float, float], ...] = ()
     if "rate_curve_rows" in d:
         rows, bw, fl = d["rate_curve_rows"], d["rate_curve_bw"], d["rate_curve_flops"]
@@ -148,6 +158,7 @@ def load_hardware(name: str, engine: str = "vllm") -> HardwareSpec:
                        source=f"{link.source}; latency: {engine_d.get('allreduce_source', engine)}")
     if d.get("layer_fixed_us"):
         overheads = replace(overheads, layer_s=overheads.layer_s + _finite(d, "layer_fixed_us", key) * 1e-6)
+    kernels = _kernel_terms(d, key)
     return HardwareSpec(
         name=key,
         mem_bw_bytes_per_s=_finite(d, "mem_bw_GB_per_s", key, True) * GIGA,
@@ -165,7 +176,44 @@ def load_hardware(name: str, engine: str = "vllm") -> HardwareSpec:
         rates_source=f"{d['rates_source']}; engine {engine}: {engine_source}",
         speculation_tax=load_speculation_tax(engine),
         interconnect=link,
+        kernels=kernels,
     )
+
+
+# A preset's kernel kinds measured apart from its roofline (`KernelTerms`); [GPU.kernels.ENGINE] replaces them all
+# for an engine whose own kernels of those kinds were measured (the preset's describe vLLM's)
+KERNEL_KIND_KEYS = ("moe_kernel", "fp8_block_gemm_floor_rows", "fp8_block_gemm_floor_us", "mla_layer_us",
+                    "kernels_source")
+
+
+def _kernel_terms(d: dict[str, Any], key: str) -> KernelTerms:
+    """A preset's measured kernel kinds (`KernelTerms`): moe_kernel = { DTYPE = { fixed_us, one_token_us,
+    expert_us, bw_efficiency, flops_efficiency } }, fp8_block_gemm_floor_rows / _us, mla_layer_us, kernels_source."""
+    moe = []
+    table = d.get("moe_kernel", {})
+    if not isinstance(table, dict):
+        raise SpecsimError(f"preset {key!r}: moe_kernel must be a table of dtypes")
+    for dt, v in table.items():
+        if not isinstance(v, dict):
+            raise SpecsimError(f"preset {key!r}: moe_kernel.{dt} must be a table (fixed_us, bw_efficiency, "
+                               "flops_efficiency)")
+        where = f"{key}.moe_kernel.{dt}"
+        moe.append(MoeKernel(str(dt), _finite(v, "fixed_us", where) * 1e-6, _finite(v, "bw_efficiency", where, True),
+                             _finite(v, "flops_efficiency", where, True),
+                             _finite(v, "expert_us", where) * 1e-6 if "expert_us" in v else 0.0,
+                             _finite(v, "one_token_us", where) * 1e-6 if "one_token_us" in v else None))
+    floor: tuple[tuple[int, float], ...] = ()
+    if "fp8_block_gemm_floor_rows" in d:
+        rows, us = d["fp8_block_gemm_floor_rows"], d.get("fp8_block_gemm_floor_us", [])
+        if not (isinstance(rows, list) and isinstance(us, list) and len(rows) == len(us) >= 1):
+            raise SpecsimError(f"preset {key!r}: fp8_block_gemm_floor_rows and _us must be equally long lists")
+        floor = tuple((int(_finite({"fp8_block_gemm_floor_rows": r}, "fp8_block_gemm_floor_rows", key, True)),
+                       _finite({"fp8_block_gemm_floor_us": t}, "fp8_block_gemm_floor_us", key) * 1e-6)
+                      for r, t in zip(rows, us))
+        if [r for r, _ in floor] != sorted({r for r, _ in floor}):
+            raise SpecsimError(f"preset {key!r}: fp8_block_gemm_floor_rows must be increasing")
+    mla = _finite(d, "mla_layer_us", key) * 1e-6 if "mla_layer_us" in d else 0.0
+    return KernelTerms(tuple(moe), floor, mla, str(d.get("kernels_source", "")))
 
 
 MOE_FIELDS = ("n_experts", "experts_per_token", "d_ff_expert", "d_ff_shared", "dense_layers", "kv_lora_rank",

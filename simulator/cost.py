@@ -7,12 +7,17 @@ A pass processes B sequences x n new tokens on top of c cached tokens per sequen
   activations in and out of every linear map.
 - ``attention``: each sequence reads its own KV cache, (c + n) tokens per layer (a sliding-window layer's window at
   most; MLA's latent), and writes n; FLOPs of QK^T and PV (`ModelSpec.attention_flops`).
+- ``moe`` (a preset whose measured kernels include the fused-MoE kernel of the experts' dtype): the MoE layers'
+  routed and shared experts, out of ``linear``, as `simulator.kernel_kinds` prices them; that module's floors
+  (block-scaled fp8 GEMMs, MLA's generation module) add to the overheads.
 
 Roofline: per operator, the memory time bytes / bw and the compute time flops / flop_rate combine as
 ``(t_mem^p + t_compute^p)^(1/p)`` (`ridge_combine`): p = inf is the textbook max (perfect overlap), p = 1 their sum;
 presets take p from measured engines (real GEMMs near the ridge reach neither peak). The operators run one after the
 other, so their times add; overheads add on top.  Achieved bandwidth and FLOP/s may
 depend on the number of rows in the matmul (B x n): a one-row GEMV and a five-row GEMM run different kernels.
+
+One concept past 500 lines: the pass's price and the measurements that anchor it (`CostModel`), which read together.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ from functools import cached_property
 import numpy as np
 
 from . import SpecsimError
-from .specs import DEFAULT_EXPERT_SHARING, HardwareSpec, ModelSpec, Overheads
+from .kernel_kinds import kernel_kinds
+from .specs import DEFAULT_EXPERT_SHARING, HardwareSpec, KernelTerms, ModelSpec, Overheads
 
 
 @dataclass(frozen=True)
@@ -214,6 +220,7 @@ class CostModel:
     # (batch, rows a pass, context) a calibration's measurements reached where no measured pass says it: a serving
     # benchmark's runs (`simulator.measured_range`)
     reach: tuple[int, int, int] | None = None
+    kernels: KernelTerms = field(default_factory=KernelTerms)  # a preset's measured kinds (simulator.kernel_kinds)
 
     @property
     def draft_catchup_tokens(self) -> int:
@@ -335,7 +342,11 @@ class CostModel:
             linear = RateTable.constant(bw * hardware.bw_efficiency, peak * hardware.flops_efficiency)
         attention = RateTable.constant(bw * hardware.attention_bw_efficiency, peak * hardware.flops_efficiency)
         return cls(hardware, linear, attention, hardware.overheads, label="preset",
-                   linear_ridge_p=hardware.ridge_p)
+                   linear_ridge_p=hardware.ridge_p, kernels=hardware.kernels)
+
+    def _kernel_kinds(self, model: ModelSpec, b: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, ...]:
+        return kernel_kinds(self.kernels, self.hardware, model, b, n, self.linear_rates, self.linear_ridge_p,
+                            self.expert_sharing, self.routing_skew, self.routing_power_law, ridge_combine_many)
 
     def pass_cost(self, model: ModelSpec, batch: int, new_tokens: int, context: int) -> PassCost:
         """Cost of one pass of `model` over `batch` sequences x `new_tokens` tokens on `context` cached ones."""
@@ -347,8 +358,12 @@ class CostModel:
                                                        self.routing_power_law))
         act_bytes = activation_bytes(model, rows)
         bw, flop_rate = self.linear_rates.at(rows)
-        linear = _operator("linear", 2.0 * model.matmul_params * rows, weight_bytes + act_bytes, bw, flop_rate,
-                           self.linear_ridge_p)
+        kinds = self._kernel_kinds(model, np.array([float(batch)]), np.array([float(new_tokens)]))
+        moe_s, moe_bytes, moe_flops, floors_s = (float(x[0]) for x in kinds)  # (the MoE layers leave the linear op)
+        linear = _operator("linear", 2.0 * model.matmul_params * rows - moe_flops,
+                           weight_bytes - moe_bytes + act_bytes, bw, flop_rate, self.linear_ridge_p)
+        moe = (OperatorCost("moe", moe_flops, moe_bytes, moe_s, "memory" if moe_bytes / bw >= moe_flops / flop_rate
+                            else "compute"),) if moe_s else ()
 
         kv_read = batch * float(model.kv_bytes_at(context + new_tokens))
         kv_write = batch * new_tokens * model.kv_bytes_per_token
@@ -359,10 +374,10 @@ class CostModel:
 
         o = self.overheads
         overhead = (o.pass_s + o.layer_s * model.n_layers + o.row_s * rows
-                    + o.sequence_layer_s * batch * model.n_layers)
-        roofline = linear.time_s + attention.time_s
+                    + o.sequence_layer_s * batch * model.n_layers + floors_s)
+        roofline = linear.time_s + attention.time_s + moe_s
         comm = float(comm_time_s(self.hardware, model, rows))
-        mem_t = sum(op.time_s for op in (linear, attention) if op.bound == "memory")
+        mem_t = sum(op.time_s for op in (linear, attention, *moe) if op.bound == "memory")
         comp_t = roofline - mem_t
         bound = max((mem_t, "memory"), (comp_t, "compute"), (overhead, "overhead"))[1]
         measured_s = self.measured.get((model.name, batch, new_tokens, context))
@@ -372,7 +387,7 @@ class CostModel:
             batch=batch,
             new_tokens=new_tokens,
             context=context,
-            flops=linear.flops + attention.flops,
+            flops=linear.flops + attention.flops + moe_flops,
             weight_bytes=weight_bytes,
             kv_bytes=kv_read + kv_write,
             act_bytes=act_bytes,
@@ -382,7 +397,7 @@ class CostModel:
             * float(self.drift_factor(model, batch)),
             bound=bound,
             measured=measured_s is not None,
-            operators=(linear, attention),
+            operators=(linear, attention, *moe),
             comm_time_s=comm,
         )
 
@@ -397,19 +412,22 @@ class CostModel:
         rows = b * n
         bw, fl = self.linear_rates.at_many(rows)
         weights = model.linear_weight_bytes(b, n, self.expert_sharing, self.routing_skew, self.routing_power_law)
-        lin_mem = (weights + activation_bytes(model, rows)) / bw
-        lin_comp = 2.0 * model.matmul_params * rows / fl
+        moe_s, moe_bytes, moe_flops, floors_s = self._kernel_kinds(model, b, n)
+        lin_mem = (weights - moe_bytes + activation_bytes(model, rows)) / bw
+        lin_comp = (2.0 * model.matmul_params * rows - moe_flops) / fl
         lin = ridge_combine_many(lin_mem, lin_comp, self.linear_ridge_p)
         kv = b * model.kv_bytes_at(context + n) + b * n * model.kv_bytes_per_token
         bw_a, fl_a = self.attention_rates.at_many(rows)
         att_mem, att_comp = kv / bw_a, model.attention_flops(rows, context, n) / fl_a
         att = ridge_combine_many(att_mem, att_comp, float("inf") if self.attention_overlap else 1.0)
         o = self.overheads
-        overhead = o.pass_s + o.layer_s * model.n_layers + o.row_s * rows + o.sequence_layer_s * b * model.n_layers
-        mem_t = np.where(lin_mem >= lin_comp, lin, 0.0) + np.where(att_mem >= att_comp, att, 0.0)
-        comp_t = lin + att - mem_t
+        overhead = (o.pass_s + o.layer_s * model.n_layers + o.row_s * rows + o.sequence_layer_s * b * model.n_layers
+                    + floors_s)
+        mem_t = (np.where(lin_mem >= lin_comp, lin, 0.0) + np.where(att_mem >= att_comp, att, 0.0)
+                 + np.where(moe_bytes / bw >= moe_flops / fl, moe_s, 0.0))
+        comp_t = lin + att + moe_s - mem_t
         bound = np.argmax(np.stack([mem_t, comp_t, overhead]), axis=0)
-        return lin + att + overhead + comm_time_s(self.hardware, model, rows), bound
+        return lin + att + moe_s + overhead + comm_time_s(self.hardware, model, rows), bound
 
     def pass_times(self, model: ModelSpec, batch: np.ndarray, new_tokens: np.ndarray | int,
                    context: int) -> np.ndarray:

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import SpecsimError
 from .formats import COMPUTE_RATES, DTYPE_BYTES, KV_OF_WEIGHTS, dtype_bytes  # noqa: F401 (DTYPE_BYTES re-exported)
+from .kernel_kinds import KernelTerms, MoeKernel  # noqa: F401 (re-exported: the presets' measured kernel kinds)
 
 GIGA = 1e9
 TERA = 1e12
@@ -191,6 +192,7 @@ class HardwareSpec:
     rates_source: str = ""  # where the efficiencies, the curve and p come from
     speculation_tax: SpeculationTax = field(default_factory=SpeculationTax)  # the engine's, when it speculates
     interconnect: Interconnect | None = None  # between the GPUs of a node (tensor parallelism); None: one GPU only
+    kernels: KernelTerms = field(default_factory=KernelTerms)  # measured kernel kinds beyond the roofline
 
     def peak_flops(self, dtype: str) -> float:
         """Dense peak FLOP/s of `dtype`'s matmuls: the first of its `COMPUTE_RATES` the device lists (fp16 and bf16
