@@ -1,8 +1,10 @@
 """Plain decode steps and verify passes, GPU work only, priced three ways against each other, per configuration and
 batch 1..256 (input 1,024, output 128: the mean context 1,088, as AIConfigurator's static generation estimate):
 
-  (a) preset   specsim's hardware preset (scenarios/hardware.toml) and its roofline; "refit": the preset
-               re-anchored to the measured kernels (benchmarks/refit_presets.py), which the Blackwell presets hold;
+  (a) preset   specsim's hardware preset (scenarios/hardware.toml): its roofline and the kernel kinds it measured
+               apart (fused MoE, block-scaled fp8 GEMM floors, MLA's module); an MoE model under specsim's default
+               uniform routing, and on a line below under the power law the kernels were measured with; "refit":
+               the preset re-anchored to the measured kernels as benchmarks/refit_presets.py fits its rates today;
   (b) profile  `calibrate --from aiconfigurator:SYSTEM/vllm`: passes priced from AIConfigurator's measured kernels,
                a verify pass reading each KV cache once (what predictions use: the profile's cost model);
   (c) AIC      AIConfigurator's own static estimate (its Python API, `EngineHandle.decode_step_latency`), a verify
@@ -61,6 +63,10 @@ def run_config(name: str, target: str, dtype: str, hf: str, system: str, preset:
     shard = model.shard(tp) if tp > 1 else model
     hw = load_hardware(preset)
     preset_cost = CostModel.from_hardware(hw, dtype)
+    # an MoE model's preset also under the routing the fused-MoE kernels were measured with (AIConfigurator's power
+    # law, 1.01 for DeepSeek's family, 1.2 otherwise: `--power-law-routing`); specsim's default is uniform routing
+    routed_cost = replace(preset_cost, routing_power_law=(1.01 if model.attention == "mla" else 1.2)
+                          if model.is_moe else 0.0)
     refit_cost = CostModel.from_hardware(refit_hardware(system, preset), dtype)
     profile = aiconfigurator_profile(f"{system}/vllm", target, "llama-3.2-1b", dtype, tp, "kernels_check", {},
                                      model_override=model)
@@ -70,6 +76,7 @@ def run_config(name: str, target: str, dtype: str, hf: str, system: str, preset:
     for b in BATCHES:
         r = {"batch": b,
              "preset_ms": 1e3 * preset_cost.pass_time_s(shard, b, 1, CONTEXT),
+             "routed_ms": 1e3 * routed_cost.pass_time_s(shard, b, 1, CONTEXT),
              "refit_ms": 1e3 * refit_cost.pass_time_s(shard, b, 1, CONTEXT),
              "profile_ms": 1e3 * prof_cost.pass_time_s(profile.target, b, 1, CONTEXT),
              "aic_ms": aic.decode_step_latency(b, ISL, OSL),
@@ -122,6 +129,12 @@ def report(result: dict, k: int, dense: bool) -> str:
     out.append(f"  plain steps against AIC: profile median |err| {np.median(pro):.1f} % (max {pro.max():.1f}); "
                f"preset {np.median(pre):.1f} % (max {pre.max():.1f}); re-anchored preset {np.median(ref):.1f} % "
                f"(max {ref.max():.1f}){' [dense]' if dense else ''}")
+    if not dense:
+        rou = np.abs([_err(r["routed_ms"], r["aic_ms"]) for r in rows])
+        out.append(f"  the preset under the kernels' own power-law routing (--power-law-routing): median |err| "
+                   f"{np.median(rou):.1f} % (max {rou.max():.1f}): " + ", ".join(
+                       f"batch {r['batch']} {r['routed_ms']:.2f} ms ({_err(r['routed_ms'], r['aic_ms']):+.1f} %)"
+                       for r in rows if r["batch"] in (1, 4, 16, 64, 256)))
     for r in rows:
         if r["batch"] >= 128:
             out.append(f"  batch {r['batch']}: verify of {k + 1} tokens, KV read once {r['profile_verify_ms']:.2f} ms "
