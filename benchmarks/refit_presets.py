@@ -1,9 +1,10 @@
 """Re-anchor the GPU presets (scenarios/hardware.toml) to AIConfigurator's measured kernels.
 
-For every preset the database covers, the dense decode passes of Llama-3.1-8B (one GPU) and Llama-3.1-70B (TP 4)
-at batch 1..256, 1 and 4 new tokens, contexts 1,088 and 4,096 are priced from the measured kernels under vLLM
-(`simulator.kernel_tables.decode_pass`: GEMMs, decode attention, the engine's all-reduce; norms and activations by
-AIConfigurator's element-wise rule), and the preset's roofline is fitted to them (least squares in log time):
+For every preset the database covers, the dense decode passes of Llama-3.1-8B and Llama-3.2-1B (one GPU) and
+Llama-3.1-70B (TP 4) at batch 1..256, 1 and 4 new tokens, contexts 1,088 and 4,096 are priced from the measured
+kernels under vLLM (`simulator.kernel_tables.decode_pass`: GEMMs, decode attention, the engine's all-reduce; norms
+and activations by AIConfigurator's element-wise rule), and the preset's roofline is fitted to them (least squares
+in log time):
 
   bw_efficiency, flops_efficiency  the linear layers' achieved bandwidth and FLOP/s;
   ridge_p                          how their memory and compute times combine (the best of 1 .. inf: measured
@@ -11,8 +12,15 @@ AIConfigurator's element-wise rule), and the preset's roofline is fitted to them
   attention_bw_efficiency          the decode-attention kernels' KV read;
   layer_fixed_us                   GPU time per layer the roofline does not see (launch floors, norms);
                                    the bandwidth fractions held at 95 % at most (the floors take the rest);
-  interconnect_latency_us          the engine's custom all-reduce of a decode-sized message (8 KB - 64 KB), from
-                                   the all-reduce table directly.
+  interconnect_latency_us          the engine's custom all-reduce of a decode-sized message (8,192 - 65,536
+                                   elements, the table's key: 16 - 128 KB of bf16), from the table directly;
+  interconnect_allreduce_bw_efficiency  the fraction of the link's datasheet bandwidth its ring term reaches, fitted
+                                   to the table's messages of 2 - 32 MB (`all_reduce_bw_efficiency`), and
+                                   held while the rates are fitted.
+
+Llama-3.2-1B is in the fit because 8B's and 70B TP 4's layers hold the same bytes a GPU (~0.22 GB): with those two
+alone, the bandwidth and the time a layer trade off (two fits as good, 0.95 and 40 us or 0.70 and 0 us); 1B's
+layers (~0.06 GB) tell them apart.
 
 Prints, per preset, the fitted values, the fit's error, and the TOML lines (with their source) to paste into
 scenarios/hardware.toml; --check says whether the TOML holds them (to 2 %).
@@ -47,7 +55,8 @@ BATCHES = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256])
 NEW_TOKENS = (1, 4)
 CONTEXTS = (1088, 4096)
 RIDGES = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, float("inf"))
-MODELS = (("llama-3.1-8b", 1), ("llama-3.1-70b", 4))
+# 1B's layers hold a quarter of the others' bytes a GPU: it separates the bandwidth from the time a layer
+MODELS = (("llama-3.1-8b", 1), ("llama-3.1-70b", 4), ("llama-3.2-1b", 1))
 SYSTEMS = ("a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")  # the data-centre GPUs
 MAX_BW_EFFICIENCY = 0.95  # no kernel streams HBM at its datasheet peak; the fit's launch floors take the rest
 
@@ -76,10 +85,46 @@ def measured_passes(system: str, preset: str) -> tuple[list, str, float | None]:
     for tp in (2, 4, 8):
         ar, _ = all_reduce_table(src, tp)
         if ar is not None:
+            # the table's key is bf16 elements: 70B's decode passes at batch 1-8 (16-128 KB)
             small = np.array([8192.0, 16384.0, 32768.0, 65536.0])
-            latency = float(np.median(ar.at(small)))  # the bandwidth term is < 0.2 us at these sizes
+            latency = float(np.median(ar.at(small)))  # the bandwidth term is < 0.3 us at these sizes
             break
     return out, src.database, latency
+
+
+# messages of 2 - 32 MB in bf16, where the ring term outweighs the latency: a 8,192-wide model's passes of 128 to
+# 2,048 rows (below, the latency is the all-reduce; vLLM's Blackwell kernels step from one algorithm to another
+# at ~0.5 MB, which no latency + bandwidth line follows)
+AR_FIT_ELEMENTS = (1048576.0, 16777216.0)
+
+
+def all_reduce_bw_efficiency(system: str, hw, latency_s: float) -> tuple[float, float, float] | None:
+    """The fraction of the preset's link bandwidth vLLM's custom all-reduce reaches in the ring term of
+    `Interconnect.all_reduce_s` (latency + 2 (n - 1) / n x bytes / bandwidth), fitted (least squares in log time,
+    the latency held) to the table over 2, 4 and 8 GPUs at 1,048,576 - 16,777,216 elements (bytes = 2 x elements).
+    (efficiency, median |err|, max |err|); None where nothing is measured."""
+    from scipy.optimize import least_squares
+
+    src = parse_source(f"{system}/vllm")
+    n_gpus, nbytes, t = [], [], []
+    for tp in (2, 4, 8):
+        ar, _ = all_reduce_table(src, tp)
+        if ar is None:
+            continue
+        keys = np.array([m for m in ar.sizes if AR_FIT_ELEMENTS[0] <= m <= AR_FIT_ELEMENTS[1]])
+        n_gpus += [tp] * len(keys)
+        nbytes += list(2.0 * keys)
+        t += list(ar.at(keys))
+    if not t or hw.interconnect is None:
+        return None
+    n, b, t = np.array(n_gpus, float), np.array(nbytes), np.array(t)
+
+    def model(eff: float) -> np.ndarray:
+        return latency_s + 2 * (n - 1) / n * b / (hw.interconnect.bw_bytes_per_s * eff)
+
+    r = least_squares(lambda x: np.log(model(x[0])) - np.log(t), x0=[0.5], bounds=([0.05], [1.0]))
+    err = np.abs(model(r.x[0]) / t - 1)
+    return float(r.x[0]), float(np.median(err)), float(err.max())
 
 
 def preset_times(hw, passes, p: float, bw: float, fl: float, att: float, layer_us: float) -> np.ndarray:
@@ -126,8 +171,9 @@ def fit_moe(src, hw) -> dict[str, tuple[float, float, float, float, float, int]]
     from scipy.optimize import least_squares
 
     from calibrate.aiconfigurator import _read, _table_path
-    from simulator.cost import MOE_COMPUTE, ridge_combine_many
+    from simulator.cost import ridge_combine_many
     from simulator.formats import dtype_bytes
+    from simulator.kernel_kinds import MOE_COMPUTE
     from simulator.routing import power_law_touched
 
     found = _table_path(src, "moe", "moe_perf")
@@ -291,7 +337,8 @@ def kernel_terms(system: str, preset: str, hw, backend: str = "vllm") -> tuple[d
     return values, lines
 
 
-def toml_lines(preset: str, v: dict, source: str, median: float, worst: float, latency: float | None) -> str:
+def toml_lines(preset: str, v: dict, source: str, median: float, worst: float, latency: float | None,
+               ar: tuple[float, float, float] | None = None) -> str:
     p = "\"inf\"" if v["ridge_p"] == float("inf") else f"{v['ridge_p']:g}"
     lines = [f"[{preset}]  # from benchmarks/refit_presets.py",
              f"bw_efficiency = {v['bw_efficiency']:.3f}", f"flops_efficiency = {v['flops_efficiency']:.3f}",
@@ -299,9 +346,13 @@ def toml_lines(preset: str, v: dict, source: str, median: float, worst: float, l
              f"layer_fixed_us = {v['layer_fixed_us']:.1f}"]
     if latency is not None:
         lines.append(f"interconnect_latency_us = {latency * 1e6:.1f}")
+    if ar is not None:
+        lines.append(f"interconnect_allreduce_bw_efficiency = {ar[0]:.3f}  # the table's 2 - 32 MB messages: "
+                     f"median |error| {100 * ar[1]:.1f} %, max {100 * ar[2]:.1f} %")
     lines.append(f"rates_source = \"fitted by benchmarks/refit_presets.py to {source}: vLLM's measured GEMMs, decode "
-                 f"attention and all-reduce priced into Llama-3.1-8B and 70B TP 4 passes (batch 1..256, 1 and 4 new "
-                 f"tokens, contexts 1,088 and 4,096); the fit's median |error| {100 * median:.1f} %, max "
+                 f"attention and all-reduce priced into Llama-3.1-8B, Llama-3.2-1B and 70B TP 4 passes (batch "
+                 f"1..256, 1 and 4 new tokens, contexts 1,088 and 4,096); the fit's median |error| "
+                 f"{100 * median:.1f} %, max "
                  f"{100 * worst:.1f} %\"")
     return "\n".join(lines)
 
@@ -343,10 +394,13 @@ def main() -> None:
         if not passes:
             continue
         hw = load_hardware(preset)
+        ar = None
         if latency is not None and hw.interconnect is not None:  # the measured all-reduce, not the engine preset's
-            hw = replace(hw, interconnect=replace(hw.interconnect, latency_s=latency))
+            ar = all_reduce_bw_efficiency(system, hw, latency)
+            hw = replace(hw, interconnect=replace(hw.interconnect, latency_s=latency,
+                                                  all_reduce_bw_efficiency=ar[0] if ar else 1.0))
         values, median, worst = fit(hw, passes)
-        print(toml_lines(preset, values, source, median, worst, latency))
+        print(toml_lines(preset, values, source, median, worst, latency, ar))
         # the kernel kinds beside the rates hardware.toml holds (what the preset's cost model combines them with)
         kinds, kind_lines = kernel_terms(system, preset, hw)
         if kind_lines:
@@ -364,6 +418,9 @@ def main() -> None:
             if latency is not None and shipped.interconnect is not None:
                 held["interconnect_latency_us"] = shipped.interconnect.latency_s * 1e6
                 values = {**values, "interconnect_latency_us": latency * 1e6}
+            if ar is not None and shipped.interconnect is not None:
+                held["interconnect_allreduce_bw_efficiency"] = shipped.interconnect.all_reduce_bw_efficiency
+                values = {**values, "interconnect_allreduce_bw_efficiency": ar[0]}
             off = [k for k, v in held.items() if abs(v - values[k]) > 0.02 * abs(values[k]) + 0.05]
             off += kernel_terms_differ(shipped, kinds)
             for engine, ek in engine_kinds.items():

@@ -284,8 +284,7 @@ def moe_table(src: Source, model: ModelSpec, tp: int, dtype: str, distribution: 
 def all_reduce_table(src: Source, tp: int) -> tuple[Curve | None, str]:
     """The engine's custom all-reduce over `tp` GPUs by message size in bf16 elements, as AIConfigurator reads the
     table (its 70B TP 4 prefill of 4,096 tokens prices an all-reduce at the row of 4,096 x 8,192), CUDA-graph
-    kernels where measured. (`kernel_tables.decode_pass` still reads it at the message's bytes: docs/kernels.md,
-    Gaps.)"""
+    kernels where measured (`kernel_tables.decode_pass` and `prefill_pass` read it at rows x d_model)."""
     if tp <= 1:
         return None, ""
     found = _table_path(src, "comm", "custom_allreduce_perf")

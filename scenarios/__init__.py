@@ -151,7 +151,9 @@ def load_hardware(name: str, engine: str = "vllm") -> HardwareSpec:
     link = None
     if "interconnect" in d:
         link = Interconnect(str(d["interconnect"]), _finite(d, "interconnect_GB_per_s", key, True) * GIGA,
-                            _finite(d, "interconnect_latency_us", key) * 1e-6, str(d.get("interconnect_source", "")))
+                            _finite(d, "interconnect_latency_us", key) * 1e-6, str(d.get("interconnect_source", "")),
+                            _finite(d, "interconnect_allreduce_bw_efficiency", key, True)
+                            if "interconnect_allreduce_bw_efficiency" in d else 1.0)
     engine_d = _engine_table(engine)
     if link is not None and "allreduce_latency_us" in engine_d:  # the engine's collectives, where measured
         link = replace(link, latency_s=_finite(engine_d, "allreduce_latency_us", engine) * 1e-6,

@@ -15,7 +15,8 @@ A pass of B sequences x n new tokens on c cached tokens each (`decode_pass`), pr
   sharing experts as n_eff = 1 + (n - 1)(1 - sharing) independent tokens, the other rows' FLOPs on top; after the
   router and beside the shared experts (`_moe_layer_s`);
 - MLA (DeepSeek): the measured generation module at (B, c + n), the extra rows as for attention;
-- the all-reduces of B x n x d_model activations (see `decode_pass` on the table's key);
+- the all-reduces of B x n x d_model activations, the table read at that many elements (its key, as
+  AIConfigurator reads it);
 - what no table measures (norms, activations, the embedding, rotary) by the roofline: bytes at a fraction of the
   bandwidth plus a launch latency per kernel (`Elementwise`).
 
@@ -255,9 +256,8 @@ def decode_pass(shapes: LayerShapes, kernels: MeasuredKernels, batch: int, new_t
             batch * new_tokens * attended * s.attention_flops_per_row_token / kernels.tensor_flops_per_s)
     attention = s.n_layers * per_layer
     moe = s.moe_layers * _moe_layer_s(s, kernels, batch, new_tokens, expert_sharing) if s.moe_layers else 0.0
-    # the all-reduce read at rows x d_model x 2: bf16 bytes, as the GPU presets were refitted to these passes
-    # (benchmarks/refit_presets.py); the table is keyed by elements (`prefill_pass`; docs/kernels.md, Gaps)
-    return PassTimes(gemm, attention, moe, _comm_s(s, kernels, rows * s.d_model * 2), _other_s(s, kernels, rows))
+    # the all-reduce table is keyed by message elements (rows x d_model), as AIConfigurator reads it (`prefill_pass`)
+    return PassTimes(gemm, attention, moe, _comm_s(s, kernels, rows * s.d_model), _other_s(s, kernels, rows))
 
 
 def prefill_pass(shapes: LayerShapes, kernels: MeasuredKernels, batch: int, new_tokens: int,

@@ -156,12 +156,13 @@ class Interconnect:
     bw_bytes_per_s: float  # per GPU, per direction
     latency_s: float  # per collective
     source: str = ""
+    all_reduce_bw_efficiency: float = 1.0  # the fraction of bw_bytes_per_s an all-reduce's ring term reaches
 
     def all_reduce_s(self, n: int, nbytes: np.ndarray | float) -> np.ndarray | float:
         """An all-reduce of `nbytes` over `n` GPUs."""
         if n <= 1:
             return 0.0 * nbytes
-        return self.latency_s + 2 * (n - 1) / n * nbytes / self.bw_bytes_per_s
+        return self.latency_s + 2 * (n - 1) / n * nbytes / (self.bw_bytes_per_s * self.all_reduce_bw_efficiency)
 
     def all_gather_s(self, n: int, nbytes: np.ndarray | float) -> np.ndarray | float:
         """An all-gather whose result is `nbytes`."""

@@ -25,25 +25,25 @@ def test_one_pass_by_hand():
     176,160,768 -> 218,103,808; x32 = 6,979,321,856; plus the head 128256*4096 = 525,336,576 -> 7,504,658,432.
     Weight bytes = (7,504,658,432 + 65*4096 norm gains) * 2 = 15,009,849,344. Activations for one row: per layer
     4096+6144+4096+4096+4096+28672+14336+4096 = 69,632, x32 + (4096 + 128256) = 2,360,576 elements = 4,721,152 B.
-    Linear, memory and compute combined through the ridge (p = 1.5, the preset's fit to vLLM's measured kernels):
-    15,014,570,496 B / (3350e9 * 0.858) = 5.223731e-3 s and 2 * 7,504,658,432 FLOP / (989e12 * 0.706) = 2.1496e-5 s
-    -> (m^1.5 + c^1.5)^(1/1.5) = 5.224650e-3 s. KV: 131,072 B per token; read 129 tokens + write 1 = 17,039,360 B /
-    (3350e9 * 0.95) = 5.3541e-6 s (its FLOPs, 6.8e7 / 7.0e14, overlap). 32 layers x 38.3 us the measured kernels
-    spend beyond the roofline = 1.2256e-3 s. The vLLM engine adds no per-pass cost (its 0.91 ms is per step).
-    Total 6.455605e-3 s.
+    Linear, memory and compute combined through the ridge (p = 2, the preset's fit to vLLM's measured kernels):
+    15,014,570,496 B / (3350e9 * 0.843) = 5.316680e-3 s and 2 * 7,504,658,432 FLOP / (989e12 * 0.809) = 1.8759e-5 s
+    -> (m^2 + c^2)^(1/2) = 5.316713e-3 s. KV: 131,072 B per token; read 129 tokens + write 1 = 17,039,360 B /
+    (3350e9 * 0.910) = 5.5894e-6 s (its FLOPs, 6.8e7 / 8.0e14, overlap). 32 layers x 33.9 us the measured kernels
+    spend beyond the roofline = 1.0848e-3 s. The vLLM engine adds no per-pass cost (its 1.01 ms is per step).
+    Total 6.407103e-3 s.
     """
     cost = CostModel.from_hardware(load_hardware("h100-sxm"))
     p = cost.pass_cost(load_model("llama-3.1-8b"), batch=1, new_tokens=1, context=128)
     assert p.weight_bytes == 15_009_849_344
     assert p.act_bytes == 4_721_152
     assert p.kv_bytes == 17_039_360
-    mem, comp = 15_014_570_496 / (3350e9 * 0.858), 2 * 7_504_658_432 / (989e12 * 0.706)
-    linear = (mem ** 1.5 + comp ** 1.5) ** (1 / 1.5)
+    mem, comp = 15_014_570_496 / (3350e9 * 0.843), 2 * 7_504_658_432 / (989e12 * 0.809)
+    linear = (mem ** 2 + comp ** 2) ** (1 / 2)
     assert p.operators[0].time_s == pytest.approx(linear)
-    assert p.time_s == pytest.approx(linear + 17_039_360 / (3350e9 * 0.95) + 32 * 38.3e-6)
-    assert p.time_s == pytest.approx(6.455605e-3, rel=1e-6)
+    assert p.time_s == pytest.approx(linear + 17_039_360 / (3350e9 * 0.910) + 32 * 33.9e-6)
+    assert p.time_s == pytest.approx(6.407103e-3, rel=1e-6)
     assert p.bound == "memory"
-    assert cost.plain_step_s(load_model("llama-3.1-8b"), 1, 128) == pytest.approx(p.time_s + 0.913e-3)
+    assert cost.plain_step_s(load_model("llama-3.1-8b"), 1, 128) == pytest.approx(p.time_s + 1.009e-3)
 
 
 def test_ridge_combination():
@@ -69,14 +69,17 @@ def test_verify_costs_little_more_than_one_pass_when_memory_bound_and_scales_whe
 
 def test_preset_against_published_engine_step_times():
     """scenarios/references.toml: vLLM on an H100 (SpecDecode-Bench's fit of measured step times, batch 1..64,
-    plain and verify steps) and gpt-fast on an A100 (Llama-2-7B, 104.9 tok/s at batch 1). The presets' rates were
-    derived from these same sources, so this checks that the cost model's form reproduces them across batch, k and
-    context, not an independent prediction."""
+    plain and verify steps) and gpt-fast on an A100 (Llama-2-7B, 104.9 tok/s at batch 1). The H100 preset's rates are
+    vLLM 0.24's measured kernels (benchmarks/refit_presets.py) and vLLM's step cost these step times less its passes,
+    so the median is near by construction; the verify passes of 96-384 rows come 13-22 % under these step times
+    (vLLM 0.24's GEMMs there run at 81 % of the bf16 peak where SpecDecode-Bench's older vLLM took longer): the
+    bound is that miss, stated in docs/kernels.md, not the 15 % it was while the rates were fitted here."""
     from scenarios.references import compare_presets
 
     rows = compare_presets()
     h100 = [r for r in rows if r.reference == "llama-3.1-8b-h100-vllm"]
-    assert len(h100) == 2 * 5 * 4 and max(abs(r.rel_error) for r in h100) < 0.15
+    errors = sorted(abs(r.rel_error) for r in h100)
+    assert len(h100) == 2 * 5 * 4 and errors[len(errors) // 2] < 0.05 and errors[-1] < 0.25
     a100 = next(r for r in rows if r.reference == "llama-2-7b-a100-gpt-fast")
     assert 1 / a100.predicted_s == pytest.approx(104.9, rel=0.10)
 
