@@ -122,10 +122,9 @@ def test_qwen3_moe_eagle3_on_sglang_loses_at_batch_one_as_measured():
 
 def test_the_corpus_is_predicted_within_the_issues_bars_leaving_each_source_out():
     """Issue 56: leave-one-source-out median |speed-up error| <= 10 %, p90 <= 25 %, no source's median above 20 %.
-    Since the GPU presets hold vLLM 0.24's measured kernels (issue 55: a floor of 38-55 us a layer that tensor
-    parallelism does not divide), two one-point sources, both Llama-3.1-70B on 8 GPUs, miss that last bar:
-    sglang-pr-4716 by 21.0 % and trtllm-pr-5146 by 20.4 % (13.8 and 13.4 % before); every source of two points or
-    more stays within 20 %, and none above 22 %."""
+    The two one-point Llama-3.1-70B sources on 8 GPUs are the closest (trtllm-pr-5146 19.2 %, sglang-pr-4716 18.1 %
+    since the all-reduce table is read at its key and the presets refitted with the all-reduce's measured
+    bandwidth; 20.4 and 21.0 % before that, when they missed the bar)."""
     pub = _published()
     from scenarios.published import load_corpus
 
@@ -141,7 +140,7 @@ def test_the_corpus_is_predicted_within_the_issues_bars_leaving_each_source_out(
     assert np.median(errs) <= 10.0 and np.percentile(errs, 90) <= 25.0
     medians = [(len(rows), np.median([abs(pub.error_pct(pred, q.measured)) for q, pred in rows]))
                for rows in cross.values()]
-    assert max(m for _, m in medians) <= 22 and max(m for n, m in medians if n >= 2) <= 20
+    assert max(m for _, m in medians) <= 20
     shipped = pub.preset_params({q.engine for q in priced})
     for q in priced[:: max(len(priced) // 8, 1)]:  # the fit's arithmetic is the model's
         assert pub.through_the_model(q) == pytest.approx(shipped.predict(q), rel=1e-9)
