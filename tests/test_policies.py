@@ -158,7 +158,9 @@ def test_off_tax_keeps_speculation_on_longer_and_switch_cost_removes_boundaries(
     from simulator.serving_report import batch_ranges, policy_table
     from simulator.specs import SpeculationTax
 
-    result = _chain_sweep(h100, "iid:0.4")  # speculation stops paying near batch 113, well before memory runs out
+    # speculation stops paying near batch 75, well before memory runs out at 319 (on the H100 preset refitted to
+    # vLLM 0.24's kernels with the all-reduce at its key, iid:0.4 pays at k = 1 up to that limit)
+    result = _chain_sweep(h100, "iid:0.3")
 
     def off_from(table):
         return min(c.batch for c in table if c.k == 0)
