@@ -470,9 +470,9 @@ def test_max_rate_brackets_the_slo(h100):
 def test_speculation_lowers_tpot_at_low_load_and_raises_it_past_the_crossover(h100):
     """Poisson load on the H100 preset: fixed:4 beats plain decoding's median TPOT at 10 req/s and loses at 50 req/s
     (its draft passes eat the capacity plain decoding needs: requests queue; on the preset of vLLM 0.24's measured
-    kernels plain decoding keeps up at 50 req/s, TTFT 26 ms against fixed:4's 804; at 40 req/s fixed:4 is already
-    8 % slower but queues less, TTFT 1.5x), while adaptive stays within a few percent of the better of the two at
-    both."""
+    kernels plain decoding keeps up at 50 req/s, TTFT 26 ms against fixed:4's 804, 30x, asserted > 10x; at 40 req/s
+    fixed:4 is already 8 % slower but queues less, TTFT 1.5x), while adaptive stays within a few percent of the better
+    of the two at both."""
     cost, target, draft = h100
     acc = parse_acceptance("iid:0.7")
     costs = StepCosts(cost, target, draft)
@@ -483,7 +483,7 @@ def test_speculation_lowers_tpot_at_low_load_and_raises_it_past_the_crossover(h1
             m = summarize(simulate(base.at_rate(rate), costs, parse_policy(label, acc), acc, np.random.default_rng(0)))
             tpot[(label, rate)], ttft[(label, rate)] = m.tpot_s[0], m.ttft_s[0]
     assert tpot[("fixed:4", 10)] < 0.8 * tpot[("off", 10)]
-    assert tpot[("fixed:4", 50)] > 1.05 * tpot[("off", 50)] and ttft[("fixed:4", 50)] > 2 * ttft[("off", 50)]
+    assert tpot[("fixed:4", 50)] > 1.05 * tpot[("off", 50)] and ttft[("fixed:4", 50)] > 10 * ttft[("off", 50)]
     for rate in (10, 50):
         better = min(tpot[("off", rate)], tpot[("fixed:4", rate)])
         assert tpot[("adaptive", rate)] <= 1.05 * better
