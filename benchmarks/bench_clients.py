@@ -266,21 +266,26 @@ def _drive(client: str, port: int, rate: float, arrivals: str, tok: Path, out: P
     return path
 
 
-OFF_PACE = 1.5  # a run whose requests were sent this many times faster or slower than its rate is run again
-OFF_PACE_RETRIES = 2
+OFF_PACE_RETRIES = 2  # a run whose client sent off its schedule (calibrate.bench_validate.off_pace_of) runs again
 SEED_STRIDE = 1000  # a run again draws other gaps and prompts (seed + stride)
 
 
-def _sent_rate(path: Path) -> float | None:
-    """The rate the client really sent `path`'s requests at (scenarios.bench_files reads it), or None.
+def _off_pace(path: Path, rate: float) -> tuple[bool, float | None]:
+    """Whether the client sent `path`'s requests off the schedule of `rate` (a burst, or lagging; Poisson gaps alone
+    never are: calibrate.bench_validate.off_pace_of), and the rate it really sent at.
 
     GuideLLM 0.8.1's Poisson scheduler now and then sends a whole run at once (in 4 of 20 runs of one series: 24
     requests within 0.1 s for a 1.13/s run; as far as we can tell its shared start offset is read before it is
     set); such a run measures a burst, not the rate it names."""
+    from calibrate.bench_validate import off_pace_of
     from scenarios.bench_files import read_file
 
     runs = read_file(str(path))
-    return runs[0].sent_rate_per_s if len(runs) == 1 else None
+    if len(runs) != 1:
+        return False, None
+    r = runs[0]
+    return off_pace_of({"paced": True, "rate_per_s": rate, "sent_span_s": r.sent_span_s,
+                        "requests": r.requests}), r.sent_rate_per_s
 
 
 def llama(out: Path, client: str, arrivals: str = "poisson") -> None:
@@ -316,6 +321,7 @@ def llama(out: Path, client: str, arrivals: str = "poisson") -> None:
     target, draft = gguf_of(pair / "target", "target"), gguf_of(pair / "draft", "draft")
     n_threads = threads(profile)
     runs = []
+    rejected: list[Path] = []  # runs the client sent off its schedule, kept beside the others
     for name, with_draft in (("plain", False), ("spec", True)):
         with Server(target, draft if with_draft else None, K_DRAFT, ctx=SLOTS * 512, slots=SLOTS,
                     threads=n_threads) as server:
@@ -329,14 +335,23 @@ def llama(out: Path, client: str, arrivals: str = "poisson") -> None:
                     path = _drive(client, server.port, rate, arrivals, tok, stem,
                                   seed=len(runs) + 1 + SEED_STRIDE * attempt)
                     after = _scrape(server.port)
-                    sent = _sent_rate(path)
-                    if sent is None or 1 / OFF_PACE <= sent / rate <= OFF_PACE:
+                    off, sent = _off_pace(path, rate)
+                    if not off or attempt == OFF_PACE_RETRIES:
                         break
-                    print(f"{name} at {rate:g}/s: the client sent at {sent:.3g}/s, not {rate:g}/s (it fell behind its "
-                          f"schedule and sent what was due at once); run again with other gaps", flush=True)
+                    if client == "aiperf":  # AIPerf's files are a folder: keep the folder, not judged
+                        kept = stem.with_name(f"{stem.name}-offpace{attempt + 1}")
+                        stem.rename(kept)
+                        stem.mkdir()
+                    else:
+                        kept = path.with_name(f"{path.stem}-offpace{attempt + 1}{path.suffix}")
+                        path.rename(kept)
+                    rejected.append(kept.relative_to(out))
+                    print(f"{name} at {rate:g}/s: the client sent off its schedule ({sent:.3g} requests/s), kept as "
+                          f"{rejected[-1]}; run again with other gaps", flush=True)
                 entry = ["[[run]]", f'file = "{path.relative_to(out)}"', f'tool = "{client}"']
                 if attempt:
-                    entry.insert(1, f"# run {attempt + 1} of this rate: the client sent the earlier ones off pace")
+                    entry.insert(1, f"# run {attempt + 1} of this rate; the client sent the earlier ones off its "
+                                    f"schedule: {', '.join(str(x) for x in rejected[-attempt:])}")
                 if with_draft:
                     Path(f"{stem}-before.prom").write_text(before)
                     Path(f"{stem}-after.prom").write_text(after)
