@@ -89,12 +89,13 @@ def test_the_graph_engine_is_the_gpu_engine_the_essay_describes():
 def test_the_profiled_device_with_vllms_costs_is_the_h200_preset():
     """The H200 as calibrated through specsim's engine, priced with vLLM's per-step costs and the H200 preset's
     per-layer floor (`predict --profile FILE --engine vllm`), against the H200 preset (vLLM 0.24's kernels as
-    AIConfigurator measured them): within 25 % on every pass from batch 1 to 256. Two measurements of one GPU
-    disagree here: the profile's skinny GEMMs streamed weights at 0.62-0.70 of the datasheet, vLLM's GEMMs in
-    AIConfigurator's tables at 0.95 with the floor beside them, so the profile prices the 8B pass at batch 1 23 %
-    above the preset (docs/kernels.md, Gaps). The profile's own engine, unfused and launch bound, runs the 8B pass
-    1.18x and the 1B draft's 1.50x slower at batch 1 than with vLLM's costs (1.44x and 1.69x the preset's: vLLM's
-    kernels pay a floor a layer too), which is why its speed-ups differ."""
+    AIConfigurator measured them): within 20 % on every pass from batch 1 to 256 (measured: 6-18 % above, the
+    worst the 8B at batch 64, one token). Two measurements of one GPU disagree here: the profile's skinny GEMMs
+    streamed weights at 0.62-0.70 of the datasheet, vLLM's GEMMs in AIConfigurator's tables at 0.835 with the floor
+    beside them, so the profile prices the 8B pass at batch 1 13.9 % above the preset (docs/kernels.md, Gaps). The
+    profile's own engine, unfused and launch bound, runs the 8B pass 1.30x and the 1B draft's 1.81x slower at batch 1
+    than with vLLM's costs (1.48x and 1.98x the preset's: vLLM's kernels pay a floor a layer too), which is why its
+    speed-ups differ."""
     from scenarios import load_hardware
     from simulator.cost import CostModel
 
@@ -106,9 +107,9 @@ def test_the_profiled_device_with_vllms_costs_is_the_h200_preset():
         for batch in (1, 8, 64, 256):
             for n in (1, 5):
                 ours, theirs = with_vllm.pass_time_s(model, batch, n, 1024), preset.pass_time_s(model, batch, n, 1024)
-                assert ours == pytest.approx(theirs, rel=0.25)
-    assert own.pass_time_s(profile.target, 1, 1, 1024) > 1.1 * with_vllm.pass_time_s(profile.target, 1, 1, 1024)
-    assert own.pass_time_s(profile.draft, 1, 1, 1024) > 1.4 * with_vllm.pass_time_s(profile.draft, 1, 1, 1024)
+                assert ours == pytest.approx(theirs, rel=0.20)
+    assert own.pass_time_s(profile.target, 1, 1, 1024) > 1.2 * with_vllm.pass_time_s(profile.target, 1, 1, 1024)
+    assert own.pass_time_s(profile.draft, 1, 1, 1024) > 1.6 * with_vllm.pass_time_s(profile.draft, 1, 1, 1024)
     hw = profile.device_preset("vllm")
     assert hw.overheads == load_hardware("h200", "vllm").overheads
     assert hw.mem_bw_bytes_per_s == profile.micro.read_bytes_per_s  # measured, not the datasheet's 4.8 TB/s
