@@ -213,7 +213,7 @@ def test_the_vllm_sample_and_the_preset_fitted_to_the_same_measurements_agree():
     fixed cost of a step is paid once per step (not by every draft pass, which had put three draft passes at 10.2 ms
     against the preset's 3.0) and the weights are read at the bandwidth engines achieve: speed-ups within 6 % of the
     source's at batch 1..64 x k 1..4, contexts 512 and 1,024 (measured 5.2 % at batch 1, k = 4: the import's fit
-    is bounded by the H100 preset's achieved bandwidth, 86 % of the datasheet in vLLM 0.24's kernels where the
+    is bounded by the H100 preset's achieved bandwidth, 84.3 % of the datasheet in vLLM 0.24's kernels where the
     sample's source reads at 76 %; under 5 % while the H100 preset was the source's own fit)."""
     from dataclasses import replace
 

@@ -62,7 +62,7 @@ def test_h100_vllm_preset_against_published_tensor_parallel_runs(tp, tpot_ms):
     """LambdaLabsML/vllm-benchmark, results/prompt_10/{4,8}xH100-80GB-SXM/Meta-Llama-3-70B-Instruct_tp{4,8}_len2048
     .json (vLLM 0.6, bf16, 10 prompts at once): median TPOT 18.12 and 12.18 ms. Neither run is fitted: the preset
     describes vLLM 0.24 (its kernels and its custom all-reduce, 4.5 us a collective, as AIConfigurator measured
-    them; the 17.5 us once fitted to the TP 4 run was vLLM 0.6's). Predicted -6.4 % and -10.7 % (faster than the
+    them; the 17.5 us once fitted to the TP 4 run was vLLM 0.6's). Predicted -6.5 % and -11.7 % (faster than the
     2024 engine ran): within 15 %, and never slower than it."""
     cost = CostModel.from_hardware(load_hardware("h100-sxm", "vllm"))
     step_ms = 1e3 * cost.plain_step_s(load_model("llama-3.1-70b").shard(tp), 6, 400)
