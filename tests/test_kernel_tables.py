@@ -67,6 +67,36 @@ def _llama_like() -> tuple[LayerShapes, MeasuredKernels]:
     return shapes, kernels
 
 
+class _RecordingAllReduce:
+    """An all-reduce curve that notes every key it is read at: 10 us a collective, whatever the message."""
+
+    def __init__(self) -> None:
+        self.keys: list[float] = []
+
+    def at(self, size: float) -> float:
+        self.keys.append(float(size))
+        return 10e-6
+
+
+def test_the_all_reduce_table_is_read_at_rows_x_d_model_elements_not_bytes():
+    """AIConfigurator keys its all-reduce table by message elements: a pass of `rows` rows reduces rows x d_model
+    elements (bf16: twice that in bytes), twice a layer. A 4-GPU 32-layer model (d_model 4,096): a verify pass of
+    3 sequences x 5 rows and a prefill chunk of 2 prompts x 100 tokens on 50 cached each read the curve at
+    15 x 4,096 and 200 x 4,096, 64 times a pass."""
+    shapes, kernels = _llama_like()
+    shapes = replace(shapes, tp=4)
+    for run, rows in ((lambda k: decode_pass(shapes, k, 3, 5, 1000), 15),
+                      (lambda k: prefill_pass(shapes, k, 2, 100, 50), 200)):
+        curve = _RecordingAllReduce()
+        t = run(replace(kernels, all_reduce=curve))
+        assert set(curve.keys) == {rows * 4096.0}
+        assert t.comm_s == pytest.approx(2 * 32 * 10e-6)
+    # one GPU: no collective, the curve is never read
+    curve = _RecordingAllReduce()
+    assert decode_pass(_llama_like()[0], replace(kernels, all_reduce=curve), 3, 5, 1000).comm_s == 0.0
+    assert curve.keys == []
+
+
 def test_verify_pass_reads_each_cache_once_and_aiconfigurator_rereads_it():
     shapes, kernels = _llama_like()
     plain = decode_pass(shapes, kernels, 256, 1, 1024)
