@@ -166,6 +166,7 @@ def bench_profile(fit: BenchFit, manifest: Manifest, runs: Sequence[BenchRun], c
         return replace(base, command=command, created=created, options=dict(options), origin=origin,
                        fit=replace(base.fit, heldout=heldout, drift=drift, prefill_scale=fit.prefill_scale,
                                    train_points=plain_runs, reach=runs_reach(fit, runs),
+                                   routing_skew=cost.routing_skew, routing_power_law=cost.routing_power_law,
                                    extra={**base.fit.extra, **extra, "base_profile": str(base.path),
                                           "base_heldout": base.fit.heldout.to_dict()}),
                        trust=trust, fitted_acceptance=fitted, specsim_version=__version__, path=None)
@@ -176,16 +177,21 @@ def bench_profile(fit: BenchFit, manifest: Manifest, runs: Sequence[BenchRun], c
     if hw.usable_memory_fraction != HardwareSpec.__dataclass_fields__["usable_memory_fraction"].default:
         extra["assumed"].append(f"usable memory: the profile's default, not {hw.name}'s "
                                 f"{hw.usable_memory_fraction:.2f}")
+    extra["expert_sharing"] = cost.expert_sharing  # `Profile.expert_sharing`
     profile_fit = Fit(cost.linear_rates, cost.attention_rates, cost.overheads, heldout,
                       HeldoutErrors(0, math.nan, math.nan, math.nan), plain_runs, cost.attention_overlap, (), extra,
                       linear_additive=ridge == 1.0, drift=drift, prefill_scale=fit.prefill_scale,
-                      linear_ridge_p=ridge if math.isfinite(ridge) else None, reach=runs_reach(fit, runs))
+                      linear_ridge_p=ridge if math.isfinite(ridge) else None, reach=runs_reach(fit, runs),
+                      kernels=cost.kernels, routing_skew=cost.routing_skew, routing_power_law=cost.routing_power_law)
+    # every dtype's datasheet FLOP/s: the fused-MoE kernel's FLOPs run at its experts' rate (kernel_kinds.MOE_COMPUTE)
+    micro = _ceilings(hw, dtype)
+    micro["matmul"] = {**{dt: {"flops_per_s": f} for dt, f in hw.peak_flops_per_s}, **micro["matmul"]}
     return Profile(
         command=command, created=created,
         device=DeviceInfo.from_dict({"kind": "cuda", "name": hw.name, "memory_bytes": hw.mem_capacity_bytes,
                                      "imported_from": origin}),
         dtype=dtype, target=fit.base.target, draft=fit.base.draft.module or fit.base.target,
-        micro=Microbenchmarks.from_dict(_ceilings(hw, dtype)), passes=(), fit=profile_fit, options=dict(options),
+        micro=Microbenchmarks.from_dict(micro), passes=(), fit=profile_fit, options=dict(options),
         engine_mode=SCHEDULE_MODE.get(fit.engine, "graph"), origin=origin, trust=trust, specsim_version=__version__,
         speculation_tax={"by_batch": {str(b): {"off_fraction": f, "switch_fraction": tax.switch_fraction}
                                       for b, f in zip(tax.off_batches, tax.off_fractions)},

@@ -38,6 +38,7 @@ from simulator.acceptance import (
 )
 from simulator.cost import CostModel, RateTable
 from simulator.drafts import HostCost
+from simulator.kernel_kinds import KernelTerms, MoeKernel
 from simulator.replay import ProbabilityTraceAcceptance, TraceAcceptance
 from simulator.specs import DEFAULT_EXPERT_SHARING, HardwareSpec, ModelSpec, Overheads, SpeculationTax
 
@@ -284,6 +285,11 @@ class Fit:
     prefill_scale: float = 1.0
     linear_ridge_p: float | None = None
     reach: tuple[int, int, int] | None = None  # (batch, rows, context) the benchmark's runs held (`CostModel.reach`)
+    # A serving benchmark's base preset priced these beside its roofline, and its MoE passes under this routing: the
+    # profile prices them as its fit did (`CostModel.kernels`, `.routing_skew`, `.routing_power_law`)
+    kernels: KernelTerms = field(default_factory=KernelTerms)
+    routing_skew: float = 0.0
+    routing_power_law: float = 0.0
 
     @property
     def bench(self) -> bool:
@@ -315,7 +321,7 @@ class Fit:
             ov["engine"] = {**ov.get("engine", {}), "draft_catchup_tokens": d["draft_catchup_tokens"]}
         known = {"linear_rates", "attention_rates", "overheads", "heldout", "datasheet_heldout", "train_points",
                  "draft_catchup_tokens", "attention_overlap", "verify_ratio_batch1", "linear_additive", "drift",
-                 "prefill_scale", "linear_ridge_p", "reach"}
+                 "prefill_scale", "linear_ridge_p", "reach", "kernels", "routing"}
         return cls(
             rates_from_dict(_need(d, "linear_rates")), rates_from_dict(_need(d, "attention_rates")),
             Overheads.from_dict(ov), HeldoutErrors.from_dict(_need(d, "heldout")),
@@ -324,7 +330,8 @@ class Fit:
             tuple(d.get("verify_ratio_batch1", ())), {k: v for k, v in d.items() if k not in known},
             bool(d.get("linear_additive", False)), drift_from_dict(d.get("drift") or {}),
             _num(d, "prefill_scale", positive=True, optional=True) or 1.0,
-            _num(d, "linear_ridge_p", positive=True, optional=True), reach_from_dict(d.get("reach")))
+            _num(d, "linear_ridge_p", positive=True, optional=True), reach_from_dict(d.get("reach")),
+            kernels_from_dict(d.get("kernels")), *routing_from_dict(d.get("routing")))
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -337,8 +344,53 @@ class Fit:
                 "verify_ratio_batch1": list(self.verify_ratio_batch1),
                 **({"drift": {m: [list(k) for k in knots] for m, knots in self.drift.items()},
                     "prefill_scale": self.prefill_scale, "linear_ridge_p": self.linear_ridge_p,
-                    "reach": dict(zip(("batch", "rows", "context"), self.reach)) if self.reach else None}
-                   if self.bench else {})}
+                    "reach": dict(zip(("batch", "rows", "context"), self.reach)) if self.reach else None,
+                    "routing": {"skew": self.routing_skew, "power_law": self.routing_power_law}}
+                   if self.bench else {}),
+                **({"kernels": kernels_to_dict(self.kernels)} if kernels_to_dict(self.kernels) else {})}
+
+
+def kernels_to_dict(k: KernelTerms) -> dict[str, Any]:
+    """fit.kernels: a preset's measured kernel kinds (`KernelTerms`) as written; {} where it has none."""
+    if not (k.moe or k.fp8_block_floor or k.mla_layer_s):
+        return {}
+    return {"moe": [dict(vars(m)) for m in k.moe], "fp8_block_floor": [[r, s] for r, s in k.fp8_block_floor],
+            "mla_layer_s": k.mla_layer_s, "source": k.source}
+
+
+def kernels_from_dict(d: Any) -> KernelTerms:
+    """fit.kernels (`kernels_to_dict`), every time and efficiency finite and >= 0, the floor's rows increasing."""
+    if not d:
+        return KernelTerms()
+    if not isinstance(d, Mapping):
+        raise _Bad("fit.kernels is not a table of kernel kinds")
+    moe = []
+    for m in d.get("moe") or ():
+        if not isinstance(m, Mapping) or not isinstance(m.get("dtype"), str):
+            raise _Bad("fit.kernels.moe needs a dtype and its times for each fused-MoE kernel")
+        moe.append(MoeKernel(m["dtype"], _num(m, "fixed_s"), _num(m, "bw_efficiency", positive=True),
+                             _num(m, "flops_efficiency", positive=True), _num(m, "expert_s", optional=True) or 0.0,
+                             _num(m, "one_token_s", optional=True)))
+    try:
+        floor = tuple((int(r), float(t)) for r, t in d.get("fp8_block_floor") or ())
+    except (TypeError, ValueError):
+        raise _Bad("fit.kernels.fp8_block_floor is not a list of [rows, seconds] pairs") from None
+    if not all(r >= 1 and math.isfinite(t) and t >= 0 for r, t in floor) or \
+            [r for r, _ in floor] != sorted({r for r, _ in floor}):
+        raise _Bad("fit.kernels.fp8_block_floor needs [rows >= 1, seconds >= 0] pairs, rows increasing")
+    return KernelTerms(tuple(moe), floor, _num(d, "mla_layer_s", optional=True) or 0.0, str(d.get("source", "")))
+
+
+def routing_from_dict(d: Any) -> tuple[float, float]:
+    """fit.routing: {skew, power_law} (`CostModel.routing_skew`, `.routing_power_law`); uniform where absent."""
+    if not d:
+        return 0.0, 0.0
+    if not isinstance(d, Mapping):
+        raise _Bad("fit.routing is not {skew, power_law}")
+    skew, power = _num(d, "skew", optional=True) or 0.0, _num(d, "power_law", optional=True) or 0.0
+    if power and power <= 1.0:
+        raise _Bad(f"fit.routing.power_law = {power!r} must be 0 (none) or > 1")
+    return skew, power
 
 
 def reach_from_dict(d: Any) -> tuple[int, int, int] | None:
@@ -786,7 +838,8 @@ class Profile:
                          label="calibrated",
                          measured_models=(self.target, self.draft), attention_overlap=self.fit.attention_overlap,
                          linear_ridge_p=ridge, expert_sharing=self.expert_sharing, drift=dict(self.fit.drift),
-                         prefill_scale=self.fit.prefill_scale, reach=self.fit.reach)
+                         prefill_scale=self.fit.prefill_scale, reach=self.fit.reach, kernels=self.fit.kernels,
+                         routing_skew=self.fit.routing_skew, routing_power_law=self.fit.routing_power_law)
 
     @property
     def expert_sharing(self) -> float:

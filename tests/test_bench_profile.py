@@ -86,25 +86,47 @@ def profiles(tmp_path_factory):
     mp.undo()
 
 
-def test_the_profile_prices_what_the_fit_replayed(profiles):
+def moe_manifest(folder: Path) -> Path:
+    """The sample manifest with an MoE target (Qwen3-30B-A3B, drafted by Qwen3-0.6B): the h100-sxm preset prices its
+    MoE layers with the fused-MoE kernel it measured (`KernelTerms`), not the dense roofline."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in SAMPLES.glob("vllm-*"):
+        shutil.copy(f, folder / f.name)
+    text = (SAMPLES / "vllm-manifest.toml").read_text()
+    text = re.sub(r'^target = ".*"$', 'target = "qwen3-30b-a3b"', text, flags=re.M)
+    text = re.sub(r'^draft = ".*"$', 'draft = "qwen3-0.6b"', text, flags=re.M)
+    (folder / "m.toml").write_text(text)
+    return folder / "m.toml"
+
+
+@pytest.mark.parametrize("case", ["dense", "moe"])
+def test_the_profile_prices_what_the_fit_replayed(profiles, case, tmp_path):
     """Every fit run replayed on the profile's own step costs gives the figures the fit reported for it: the
-    profile carries the base preset's formula, the step factors, the prefill factor and the acceptance whole."""
-    m, path = profiles["as-measured"]
+    profile carries the base preset's formula (its kernel kinds and routing among it), the step factors, the
+    prefill factor and the acceptance whole."""
+    if case == "dense":
+        m, path = profiles["as-measured"]
+        target, draft, runs = "llama-3.1-8b", "llama-3.2-1b", {n for n, _, f in RUNS if f}
+    else:
+        m, path = moe_manifest(tmp_path), tmp_path / "moe.json"
+        calibrate(m, path)
+        target, draft, runs = "qwen3-30b-a3b", "qwen3-0.6b", {r.label for r in read_manifest(m).fit_runs}
     profile = load_profile(path)
     setup = resolve_setup(None, path, None, None, "bf16", None)
     assert setup.acceptance.spec == profile.fitted_acceptance["spec"]
     assert "counters" in profile.fitted_acceptance["from"]
     bench = profile.fit.extra["bench"]
-    assert bench["manifest"] == str(m) and {r["label"] for r in bench["runs"]} == {n for n, _, f in RUNS if f}
+    assert bench["manifest"] == str(m) and {r["label"] for r in bench["runs"]} == runs
     assert bench["tools"] == {"vllm": "not in its files (give tool_version = \"...\" in the manifest's [[run]])"}
     # the base preset with the fit's factors, pass by pass
-    base = resolve_setup("h100-sxm", None, "llama-3.1-8b", "llama-3.2-1b", "bf16", None, need_acceptance=False)
+    base = resolve_setup("h100-sxm", None, target, draft, "bf16", None, need_acceptance=False)
     fitted = bench_import.costs_with(base, [tuple(k) for k in bench["knots"]], bench["prefill_scale"],
                                      bench["draft_factor"])
     for model in (setup.target, setup.draft.module):
         for b, n, c in ((1, 1, 600), (3, 4, 600), (25, 1, 2000), (256, 4, 100), (1, 512, 0)):
             assert setup.cost.pass_time_s(model, b, n, c) == pytest.approx(fitted.cost.pass_time_s(model, b, n, c),
                                                                           rel=1e-12)
+    assert setup.cost.kernels == base.cost.kernels and base.cost.kernels.moe
     costs = StepCosts(setup.cost, setup.target, setup.draft)
     assert costs.prefill_s(1, 560, False) == pytest.approx(fitted.prefill_s(1, 560, False), rel=1e-12)
     config = bench_replay.engine_config("vllm", 256, read_manifest(m).runs)
