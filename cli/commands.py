@@ -262,10 +262,12 @@ def run_policy(setup: SetupOptions, fmt: str, batches: list[int], ks: list[int],
         past = [r for r in table["ranges"] if set(r.get("extrapolated_in", ())) - {"k"}]
         if past and table.get("measured_range"):
             m = table["measured_range"]
-            say(f"context {table['context']}: batch {past[0]['batch_from']}..{past[-1]['batch_to']} lies past what the "
-                f"profile measured (batches up to {m['batch']}, {m['rows']} rows a pass, contexts up to "
-                f"{m['context']}): the table extrapolates its fit there (\"extrapolated\" in --format json); "
-                + ("benchmark a load and lengths that cover it" if "benchmark" in m.get("what", "") else
+            bench = "benchmark" in m.get("what", "")  # a profile fitted to a serving benchmark's runs
+            say(f"context {table['context']}: batch {past[0]['batch_from']}..{past[-1]['batch_to']} lies past "
+                f"{m['what'] if bench else 'what the profile measured'} (batches up to {m['batch']}, {m['rows']} "
+                f"rows a pass, contexts up to {m['context']}): the table extrapolates its fit there (\"extrapolated\" "
+                "in --format json); "
+                + ("benchmark a load and lengths that cover it" if bench else
                    "calibrate with --batch and --context covering it"))
         guessed = [r for r in table["ranges"] if "k" in r.get("extrapolated_in", ())]
         if guessed:

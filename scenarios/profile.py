@@ -868,6 +868,27 @@ class Profile:
             missing.append("acceptance against context")
         return tuple(missing)
 
+    def elsewhere_note(self, path: Path | str | None) -> str:
+        """What a reader of this profile on another machine is told: where it was measured, or, a serving
+        benchmark's fit on a preset (no device measured), which deployment it was fitted to."""
+        bench = self.origin[len("bench:"):] if self.origin.startswith("bench:") else None
+        if bench and "not measured" in str(self.micro.raw.get("source", "")):
+            return (f"profile {path} was fitted to a serving benchmark ({bench}) of {self.target.name} on "
+                    f"{self.device.name}, not measured on a device: its predictions describe that deployment")
+        fitted = f", its step factors fitted to a serving benchmark ({bench})" if bench else ""
+        return (f"profile {path} was measured on another machine ({self.device.name}, {self.device.kind}){fitted}: "
+                "its predictions describe that device")
+
+    def other_models_note(self, target: str, draft: str) -> str:
+        """What pricing `target` drafted by `draft` (not both the profile's own) takes from this profile."""
+        if not self.fit.drift:
+            return (f"pricing {target} drafted by {draft} from the fitted device rates of profile {self.path} (its "
+                    f"measured passes are of {self.target.name} and {self.draft.name})")
+        bare = [m for m in dict.fromkeys((target, draft)) if m not in self.fit.drift]
+        return (f"pricing {target} drafted by {draft} from profile {self.path}'s formula; "
+                + (f"{' and '.join(bare)} take{'s' if len(bare) == 1 else ''} no step factor " if bare else "")
+                + f"(the serving benchmark it was fitted to measured {' and '.join(self.fit.drift)})")
+
     def describe(self) -> str:
         """One phrase: the device, when, the engine it describes, the fit's held-out error, trust."""
         h = self.fit.heldout

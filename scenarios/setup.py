@@ -119,8 +119,7 @@ def resolve_profile(path: Path | None) -> tuple[Profile, list[str]]:
         profile = load_profile(path)
         notes = []
         if not any(profile.device.same_as(i) for i in here):
-            notes.append(f"profile {path} was measured on another machine ({profile.device.name}, "
-                         f"{profile.device.kind}): its predictions describe that device")
+            notes.append(profile.elsewhere_note(path))
     if not profile.trust.trusted:
         notes.append(f"profile {profile.path} is UNTRUSTED ({'; '.join(profile.trust.reasons)}): treat its "
                      "predictions with care, or calibrate again")
@@ -350,8 +349,7 @@ def _resolve_setup(hardware: str | None, profile_path: Path | None, target: str 
         raise SpecsimError(f"{given} with profile {profile.path} would pair it with the profile's {kept}: give both "
                            "--target and --draft (priced from the profile's device rates), or neither")
     elif other:
-        notes = (*notes, f"pricing {t.name} drafted by {d.name} from the fitted device rates of profile "
-                         f"{profile.path} (its measured passes are of {profile.target.name} and {profile.draft.name})")
+        notes = (*notes, profile.other_models_note(t.name, d.name))
     measured_here = profile.acceptance is not None and t.name == profile.target.name
     own_heads = d.kind == "medusa" and measured_here and profile.acceptance.heads is not None
     own_ngram = d.kind == "ngram" and measured_here and profile.acceptance.ngram is not None

@@ -198,6 +198,24 @@ def test_policy_reads_the_profile(profiles):
     result = CliRunner().invoke(cli, ["policy", "--profile", str(profiles["as-measured"][1])])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output[result.output.index("["):])[0][0] == 1
+    # its batches past the runs' are past the benchmark's runs, not past passes the profile measured
+    assert "lies past the benchmark runs the profile was fitted to (batches up to" in result.output
+    assert "past what the profile measured" not in result.output
+
+
+def test_the_notes_say_a_benchmark_fitted_the_profile_and_which_models_take_no_factor(profiles):
+    """Nothing was measured on a device: the note says which benchmark the profile was fitted to; another target
+    is priced on the profile's formula without a step factor (the fit's are of its own models), and says so."""
+    m, path = profiles["as-measured"]
+    result = CliRunner().invoke(cli, ["predict", "--profile", str(path), "--batch", "1"])
+    assert result.exit_code == 0, result.output
+    assert f"was fitted to a serving benchmark ({m}) of llama-3.1-8b on h100-sxm, not measured" in result.output
+    assert "measured on another machine" not in result.output
+    result = CliRunner().invoke(cli, ["predict", "--profile", str(path), "--target", "qwen3-30b-a3b", "--draft",
+                                      "qwen3-0.6b", "--acceptance", "iid:0.7", "--batch", "1"])
+    assert result.exit_code == 0, result.output
+    assert "qwen3-30b-a3b and qwen3-0.6b take no step factor (the serving benchmark it was fitted to measured " \
+           "llama-3.1-8b and llama-3.2-1b)" in result.output
 
 
 def test_bad_benchmarks_and_bad_profiles_are_one_line_errors(tmp_path, profiles):
