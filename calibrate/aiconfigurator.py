@@ -254,9 +254,10 @@ def moe_table(src: Source, model: ModelSpec, tp: int, dtype: str, distribution: 
               ) -> tuple[Curve | None, str]:
     """The fused MoE layer (routed experts) by tokens, under the routing it was measured with (power-law by
     default, as AIConfigurator prices its models: alpha 1.01 for DeepSeek's family, 1.2 otherwise)."""
+    instead = "or price it without --from aiconfigurator (`predict --hardware`: the preset's fitted fused-MoE kernel)"
     found = _table_path(src, "moe", "moe_perf")
     if found is None:
-        return None, "MoE: not measured, by the roofline"
+        return None, f"no fused-MoE table (moe_perf) in this database: give another --from system/backend {instead}"
     path, version = found
     df = _read(path, ("moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
                       "moe_ep_size", "distribution", "latency"))
@@ -271,8 +272,14 @@ def moe_table(src: Source, model: ModelSpec, tp: int, dtype: str, distribution: 
             sel = hit
             break
     else:
-        return None, (f"MoE {model.n_experts} experts top-{model.experts_per_token} width {full} TP {tp} {dtype}: "
-                      "not measured, by the roofline")
+        shape = df[(df.hidden_size == model.d_model) & (df.topk == model.experts_per_token)
+                   & (df.num_experts == model.n_experts) & (df.moe_ep_size == 1)]
+        ours = {v: k for k, v in reversed(MOE_DTYPE.items())}  # the table's dtype -> --dtype's (bfloat16 -> bf16)
+        have = "; ".join(f"{ours.get(d, d)} at TP {'/'.join(str(t) for t in sorted(set(g.moe_tp_size)))}"
+                         for d, g in shape.groupby("moe_dtype")) or "nowhere"
+        return None, (f"no fused-MoE timings for {model.n_experts} experts top-{model.experts_per_token} width "
+                      f"{full} at TP {tp} {ours.get(dtype, dtype)} (measured: {have}): give a --tp and --dtype "
+                      f"among those {instead}")
     wanted = distribution or ("power_law_1.01" if model.attention == "mla" else "power_law_1.2")
     have = sorted(sel.distribution.unique())
     dist = wanted if wanted in have else have[0]

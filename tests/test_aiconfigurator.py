@@ -151,3 +151,21 @@ def test_a_missing_prefill_table_is_a_stated_fallback(monkeypatch):
     assert "prefill attention: no context_attention_perf table, by the roofline" in notes
     a, b = prefill_pass(shapes, kernels, 1, 8192).attention_s, prefill_pass(shapes, kernels, 1, 16384).attention_s
     assert 3 < b / a < 4.2
+
+
+def test_an_unmeasured_moe_shape_is_a_one_line_error_naming_what_is_measured():
+    """Qwen3-30B-A3B's experts in nvfp4 on an H100: the table times its shape in bf16, fp8 and fp8_block only. The
+    error says which shape is missing, at which TPs and dtypes it is measured, and what to give instead."""
+    from dataclasses import replace
+
+    from calibrate.aiconfigurator import measured_kernels, parse_source
+    from scenarios import load_hardware, load_model
+    from simulator import SpecsimError
+
+    model = replace(load_model("qwen3-30b-a3b"), expert_dtype="nvfp4")
+    with pytest.raises(SpecsimError) as e:
+        measured_kernels(parse_source("h100_sxm/vllm"), model, load_hardware("h100-sxm"))
+    says = str(e.value)
+    assert "\n" not in says and "no fused-MoE timings for 128 experts top-8" in says and "TP 1 nvfp4" in says
+    assert "bf16 at TP 1/2/4/8" in says and "--tp and --dtype" in says and "without --from aiconfigurator" in says
+    assert "roofline" not in says
