@@ -84,8 +84,10 @@ def kernel_kinds(kernels: KernelTerms, hardware: Any, model: ModelSpec, b: np.nd
       (its own at one token: the engines run one row with another configuration) and a time per woken expert,
       plus the woken experts' bytes and the routed rows' FLOPs at its own rates; the shared experts' two GEMMs
       beside it on a second stream (vLLM under CUDA graphs), the layer the longer of the two;
-    - block-scaled fp8 weights: every GEMM outside the MLA module (dense MLPs, shared experts; attention
-      projections where no MLA module is priced) at least the fastest such GEMM measured at its rows;
+    - block-scaled fp8 weights: the dense MLPs' and shared experts' GEMMs at least the fastest such GEMM measured
+      at its rows; a GQA model's attention projections too, but block scales come only with MLA here
+      (`block_scaled`), whose projections are not floored (the roofline prices them, plus the MLA module's fixed
+      time where one is priced);
     - MLA: the generation module's fixed time a layer (its launches), on top of its projections' and KV
       read's roofline."""
     k = kernels
