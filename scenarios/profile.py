@@ -802,7 +802,9 @@ class Profile:
         GEMMs' bandwidth by rows as the linear layers' curve (what the weights stream at, engine-independent), the
         device's memory. From the engine preset (engines.toml): per-step, per-pass and per-layer costs, its tax on
         speculation. From the device's hardware preset where its name matches one (else its defaults): the share of
-        the bandwidth attention reaches and how weight streaming and compute combine."""
+        the bandwidth attention reaches, how weight streaming and compute combine, its measured kernel kinds (the
+        fused-MoE kernel's efficiencies then of the measured read bandwidth, not the datasheet's) and its
+        interconnect."""
         from scenarios import datasheet_for, load_engine, load_hardware, load_speculation_tax
 
         if "not measured" in str(self.micro.raw.get("source", "")):
@@ -818,7 +820,8 @@ class Profile:
                         for r in self.micro.raw.get("skinny", {}).get(dtype, ()) if r.get("bytes_per_s"))
         curve = tuple((rows, bps / self.micro.read_bytes_per_s, 1.0) for rows, bps in skinny)
         _, passes, engine_source = load_engine(engine)
-        return replace(measured, overheads=preset.overheads if preset else passes,
+        kinds = {"kernels": preset.kernels, "interconnect": preset.interconnect} if preset else {}
+        return replace(measured, **kinds, overheads=preset.overheads if preset else passes,
                        speculation_tax=load_speculation_tax(engine),
                        attention_bw_efficiency=(preset or measured).attention_bw_efficiency,
                        ridge_p=preset.ridge_p if preset else float("inf"), rate_curve=curve,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ import calibrate.bench_replay as bench_replay
 from scenarios.bench_files import read_manifest
 from scenarios.profile import load_profile
 from scenarios.setup import resolve_setup
+from simulator.kernel_kinds import KernelTerms
 from simulator.step_costs import StepCosts
 from specsim import cli
 
@@ -237,8 +239,6 @@ def test_bad_benchmarks_and_bad_profiles_are_one_line_errors(tmp_path, profiles)
 def test_a_profile_without_a_benchmarks_fields_writes_schema_2(profiles):
     """A calibration without the benchmark's fields keeps schema 2 (older specsims read it) and prices without a
     drift or a prefill factor."""
-    from dataclasses import replace
-
     profile = load_profile(profiles["as-measured"][1])
     plain = replace(profile, fit=replace(profile.fit, drift={}, prefill_scale=1.0, linear_ridge_p=None),
                     fitted_acceptance={})
@@ -289,3 +289,17 @@ def test_predictions_past_the_benchmarks_runs_are_marked(profiles):
     text = CliRunner().invoke(cli, ["predict", "--profile", str(profiles["as-measured"][1]), "--batch", "1,64",
                                     "--k", "0..3", "--context", "512"]).output
     assert "^ past the benchmark runs the profile was fitted to (batches up to" in text
+
+
+def test_a_profile_with_another_engine_keeps_its_presets_kernel_kinds_and_interconnect():
+    """`predict --profile FILE --engine vllm` prices the profiled device with the preset's measured kernel kinds
+    (an MoE target's fused-MoE kernel) and interconnect, as `--hardware` does."""
+    from scenarios import load_hardware, load_model
+    from simulator.cost import CostModel
+
+    profile = load_profile(SAMPLES.parent / "h200-graph" / "real-profile.json")
+    hw, preset = profile.device_preset("vllm"), load_hardware("h200", "vllm")
+    assert hw.kernels == preset.kernels and hw.kernels.moe and hw.interconnect == preset.interconnect
+    moe = load_model("qwen3-30b-a3b", "bf16")
+    without = CostModel.from_hardware(replace(hw, kernels=KernelTerms()), "bf16")
+    assert CostModel.from_hardware(hw, "bf16").pass_time_s(moe, 1, 1, 1024) != without.pass_time_s(moe, 1, 1, 1024)
