@@ -4,8 +4,10 @@ that takes ``--profile`` (predict, simulate, policy, report) prices the deployme
 How the fit maps onto the profile's pass costs:
 
 - **The base's formula, whole.** On a hardware preset: its rates (bandwidth and FLOP/s by matmul rows, attention's),
-  its overheads (the engine preset's per-step costs among them), how memory and compute combine (``ridge_p``) and
-  its engine's tax on speculation, copied as numbers (the profile does not read the preset again; the datasheet's
+  its overheads (the engine preset's per-step costs among them), how memory and compute combine (``ridge_p``), its
+  measured kernel kinds (``fit.kernels``: the fused-MoE kernel, block-scaled fp8 GEMM floors, MLA's module, as
+  ``load_hardware`` gave them for the engine), the MoE routing the fit priced (``fit.routing``, and the experts'
+  sharing) and its engine's tax on speculation, copied as numbers (the profile does not read the preset again; the datasheet's
   bandwidth and FLOP/s stand as the micro-benchmarks, marked not measured). On a profile: that profile, its measured
   passes still anchoring its shapes.
 - **The step factor** is a function of batch only: ``fit.drift`` holds each model's (batch, factor) knots, log-linear
@@ -83,6 +85,18 @@ def tool_versions(runs: Sequence[BenchRun]) -> dict[str, str]:
             for tool, versions in sorted(out.items())}
 
 
+def finite_or_none(v: Any) -> Any:
+    """`v` with every non-finite number (a figure the tool's file did not give: NaN; a rate of sends at one instant:
+    inf) as None, so the profile stays JSON (null: not measured)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, Mapping):
+        return {k: finite_or_none(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [finite_or_none(x) for x in v]
+    return v
+
+
 def run_record(run: BenchRun) -> dict[str, Any]:
     """A run's settings and measurements as the fit read them."""
     return {"label": run.label, "file": run.path, "tool": run.tool, "tool_version": run.tool_version,
@@ -146,8 +160,8 @@ def bench_profile(fit: BenchFit, manifest: Manifest, runs: Sequence[BenchRun], c
     cost = fit.costs().cost
     base: Profile | None = fit.base.profile
     heldout = heldout_errors(fit)
-    record = {**fit.to_dict(), "manifest": str(manifest.path), "runs": [run_record(r) for r in runs],
-              "tools": tool_versions(runs), "specsim_version": __version__}
+    record = finite_or_none({**fit.to_dict(), "manifest": str(manifest.path), "runs": [run_record(r) for r in runs],
+                             "tools": tool_versions(runs), "specsim_version": __version__})
     extra = {"method": "a serving benchmark's runs replayed by the simulator; see calibrate/bench_import.py and "
                        "calibrate/bench_profile.py",
              "heldout_method": "by run: each plain fit run's throughput and TPOT p50 predicted by the fit to the "

@@ -303,3 +303,15 @@ def test_a_profile_with_another_engine_keeps_its_presets_kernel_kinds_and_interc
     moe = load_model("qwen3-30b-a3b", "bf16")
     without = CostModel.from_hardware(replace(hw, kernels=KernelTerms()), "bf16")
     assert CostModel.from_hardware(hw, "bf16").pass_time_s(moe, 1, 1, 1024) != without.pass_time_s(moe, 1, 1, 1024)
+
+
+def test_figures_a_tools_file_lacks_are_null_in_the_profile(tmp_path):
+    """vllm bench serve results without the ITL fields: the profile is still JSON (no NaN), those figures null."""
+    m = manifest(tmp_path)
+    for name, _, _ in RUNS:
+        d = json.loads((tmp_path / name).read_text())
+        (tmp_path / name).write_text(json.dumps({k: v for k, v in d.items() if "itl" not in k}))
+    calibrate(m, tmp_path / "p.json")
+    d = json.loads((tmp_path / "p.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the profile"))
+    assert all(r["itl_p50_s"] is None for r in d["fit"]["bench"]["runs"])
+    assert load_profile(tmp_path / "p.json").fit.drift
