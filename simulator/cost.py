@@ -29,7 +29,7 @@ from functools import cached_property
 import numpy as np
 
 from . import SpecsimError
-from .kernel_kinds import kernel_kinds
+from .kernel_kinds import MOE_COMPUTE, kernel_kinds, moe_kernel_dtype
 from .specs import DEFAULT_EXPERT_SHARING, HardwareSpec, KernelTerms, ModelSpec, Overheads
 
 
@@ -362,8 +362,13 @@ class CostModel:
         moe_s, moe_bytes, moe_flops, floors_s = (float(x[0]) for x in kinds)  # (the MoE layers leave the linear op)
         linear = _operator("linear", 2.0 * model.matmul_params * rows - moe_flops,
                            weight_bytes - moe_bytes + act_bytes, bw, flop_rate, self.linear_ridge_p)
-        moe = (OperatorCost("moe", moe_flops, moe_bytes, moe_s, "memory" if moe_bytes / bw >= moe_flops / flop_rate
-                            else "compute"),) if moe_s else ()
+        moe = ()
+        if moe_s:  # memory or compute bound at the fused-MoE kernel's own rates, not the linear layers'
+            mk = self.kernels.moe_kernel(moe_kernel_dtype(model))
+            moe_bw = self.hardware.mem_bw_bytes_per_s * mk.bw_efficiency
+            moe_flop_rate = self.hardware.peak_flops(MOE_COMPUTE.get(mk.dtype, "bf16")) * mk.flops_efficiency
+            moe = (OperatorCost("moe", moe_flops, moe_bytes, moe_s,
+                                "memory" if moe_bytes / moe_bw >= moe_flops / moe_flop_rate else "compute"),)
 
         kv_read = batch * float(model.kv_bytes_at(context + new_tokens))
         kv_write = batch * new_tokens * model.kv_bytes_per_token

@@ -84,3 +84,23 @@ def test_a_bad_kernel_value_is_a_one_line_error():
                       "h100-sxm")
     with pytest.raises(SpecsimError, match="equally long"):
         _kernel_terms({"fp8_block_gemm_floor_rows": [1, 16], "fp8_block_gemm_floor_us": [50.0]}, "h100-sxm")
+
+
+def test_the_moe_operators_bound_is_the_fused_kernels_own():
+    """Qwen3-30B-A3B on the H100 (vLLM's bf16 fused MoE: its bytes at 85.5 % of the bandwidth, its FLOPs at 32.4 %
+    of the bf16 peak): 512 rows (64 x 8) are memory bound; at 2,048 rows (256 x 8) the kernel's FLOPs outlast its
+    bytes, compute bound, where the linear layers' rates (81 % of the peak) would still call it memory bound."""
+    hw = load_hardware("h100-sxm")
+    model = load_model("qwen3-30b-a3b")
+    cost = CostModel.from_hardware(hw, "bf16")
+    mk = hw.kernels.moe_kernel(moe_kernel_dtype(model))
+    bw, flop_rate = hw.mem_bw_bytes_per_s * mk.bw_efficiency, hw.peak_flops("bf16") * mk.flops_efficiency
+    linear_bw, linear_flop_rate = cost.linear_rates.at(2048)
+    bounds = {}
+    for batch in (64, 256):
+        (op,) = [o for o in cost.pass_cost(model, batch, 8, 128).operators if o.name == "moe"]
+        bounds[batch] = op.bound
+        assert op.bound == ("memory" if op.bytes / bw >= op.flops / flop_rate else "compute")
+        if batch == 256:
+            assert op.bytes / linear_bw >= op.flops / linear_flop_rate  # what the linear rates would say
+    assert bounds == {64: "memory", 256: "compute"}
