@@ -7,9 +7,9 @@ How the fit maps onto the profile's pass costs:
   its overheads (the engine preset's per-step costs among them), how memory and compute combine (``ridge_p``), its
   measured kernel kinds (``fit.kernels``: the fused-MoE kernel, block-scaled fp8 GEMM floors, MLA's module, as
   ``load_hardware`` gave them for the engine), the MoE routing the fit priced (``fit.routing``, and the experts'
-  sharing) and its engine's tax on speculation, copied as numbers (the profile does not read the preset again; the datasheet's
-  bandwidth and FLOP/s stand as the micro-benchmarks, marked not measured). On a profile: that profile, its measured
-  passes still anchoring its shapes.
+  sharing) and its engine's tax on speculation, copied as numbers (the profile does not read the preset again; the
+  datasheet's bandwidth and FLOP/s stand as the micro-benchmarks, marked not measured). On a profile: that profile,
+  its measured passes still anchoring its shapes.
 - **The step factor** is a function of batch only: ``fit.drift`` holds each model's (batch, factor) knots, log-linear
   in batch between them and constant beyond (`CostModel.drift`, as in the fit's replay), the draft's times the
   fitted draft factor. Every pass at a batch takes that batch's factor whatever its new tokens and context: the runs
