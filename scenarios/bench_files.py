@@ -495,6 +495,12 @@ def _aiperf_records(path: Path, where: str) -> dict[str, Any] | None:
             "ttfts": np.asarray(ttfts)[order], "itls": tuple(itls[i] for i in order), "start": st - st[0]}
 
 
+def _aiperf_label(path: str) -> str:
+    """AIPerf names its files alike in every run's artifact folder (profile_export_aiperf.json): the folder too."""
+    p = Path(path)
+    return f"{p.parent.name}/{p.name}" if p.parent.name else p.name
+
+
 def read_aiperf(path: str) -> list[BenchRun]:
     """profile_export_aiperf.json (with profile_export.jsonl beside it: per request too), or the JSONL alone (the
     summary computed from its records; the manifest gives the rate or concurrency)."""
@@ -525,7 +531,7 @@ def read_aiperf(path: str) -> list[BenchRun]:
     osl = (data.get("output_sequence_length") or {}).get("avg")
     models = ((data.get("input_config") or {}).get("models") or {}).get("items") or [{}]
     return [BenchRun(
-        label=Path(path).name, tool="aiperf", path=path, rate_per_s=rate, max_concurrency=conc, burstiness=burst,
+        label=_aiperf_label(path), tool="aiperf", path=path, rate_per_s=rate, max_concurrency=conc, burstiness=burst,
         input_tokens=float(per["input_lens"].mean()) if per else float(isl or math.nan),
         output_tokens=float(per["output_lens"].mean()) if per else float(osl or math.nan),
         requests=n or int(completed), completed=int(completed), speculative=False, k=0,
@@ -551,7 +557,7 @@ def _aiperf_from_records(path: str) -> BenchRun:
     def lat(x: np.ndarray) -> Latency:
         return Latency(float(x.mean()), float(np.median(x)), float(np.percentile(x, 99))) if len(x) else Latency()
 
-    return BenchRun(label=Path(path).name, tool="aiperf", path=path, rate_per_s=None, max_concurrency=None,
+    return BenchRun(label=_aiperf_label(path), tool="aiperf", path=path, rate_per_s=None, max_concurrency=None,
                     burstiness=1.0, input_tokens=float(per["input_lens"].mean()), output_tokens=float(outs.mean()),
                     requests=len(outs), completed=len(outs), speculative=False, k=0, model="", duration_s=duration,
                     throughput_tokens_per_s=float(outs.sum()) / duration, ttft=lat(ttfts), tpot=lat(tpots),

@@ -143,3 +143,19 @@ def test_aiperf_summary_and_records_agree(tmp_path):
     path = SAMPLES / "aiperf-mock" / "profile_export.jsonl"
     with pytest.raises(SpecsimError, match="give rate = R or max_concurrency = N"):
         read_manifest(_manifest(tmp_path, f'[[run]]\nfile = "{path}"\n', {}))
+
+
+def test_aiperf_runs_of_one_manifest_are_told_apart_by_their_folders(tmp_path):
+    """AIPerf writes profile_export_aiperf.json into every run's artifact folder: two runs in one manifest are two
+    runs (labelled by folder), not one run named twice; the same file twice still is."""
+    for name in ("aiperf-rate1", "aiperf-rate2"):
+        shutil.copytree(SAMPLES / "aiperf-mock", tmp_path / name)
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[setup]\nhardware = "h100-sxm"\ntarget = "llama-3.1-8b"\n\n'
+                        + "".join(f'[[run]]\nfile = "{n}/profile_export_aiperf.json"\n\n'
+                                  for n in ("aiperf-rate1", "aiperf-rate2")))
+    labels = [r.label for r in read_manifest(manifest).runs]
+    assert labels == ["aiperf-rate1/profile_export_aiperf.json", "aiperf-rate2/profile_export_aiperf.json"]
+    manifest.write_text(manifest.read_text().replace("aiperf-rate2/", "aiperf-rate1/"))
+    with pytest.raises(SpecsimError, match="named twice"):
+        read_manifest(manifest)
