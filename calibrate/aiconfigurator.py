@@ -167,6 +167,19 @@ def _grid(d: Any, a: str, b: str) -> Grid2:
     return Grid2(tuple(float(x) for x in A), tuple(float(x) for x in B), T)
 
 
+def _attention_rows(path: Path, tokens: str, heads: int, kv_heads: int, head_dim: int, kv_dtype: str) -> Any:
+    """An attention table's rows of these heads and this KV dtype, full attention only (older tables have no
+    window_size: they measured nothing else); `tokens` is the table's length column (step, isl)."""
+    import pyarrow.parquet as pq
+
+    windowed = "window_size" in pq.read_schema(path).names
+    df = _read(path, ("batch_size", tokens, "num_heads", "num_key_value_heads", "head_dim", "kv_cache_dtype",
+                      "latency", *(("window_size",) if windowed else ())))
+    sel = df[(df.num_heads == heads) & (df.num_key_value_heads == kv_heads) & (df.head_dim == head_dim)
+             & (df.kv_cache_dtype == kv_dtype)]
+    return sel[sel.window_size == 0] if windowed else sel
+
+
 def attention_table(src: Source, heads: int, kv_heads: int, head_dim: int, kv_dtype: str
                     ) -> tuple[Grid2 | None, str]:
     """Decode attention of this GPU's heads by (batch, cached tokens); None where the shape was not measured."""
@@ -174,15 +187,7 @@ def attention_table(src: Source, heads: int, kv_heads: int, head_dim: int, kv_dt
     if found is None:
         return None, "decode attention: not measured, by the roofline"
     path, version = found
-    import pyarrow.parquet as pq
-
-    windowed = "window_size" in pq.read_schema(path).names  # older tables measured full attention only
-    df = _read(path, ("batch_size", "num_heads", "num_key_value_heads", "head_dim", "kv_cache_dtype", "step",
-                      "latency", *(("window_size",) if windowed else ())))
-    sel = df[(df.num_heads == heads) & (df.num_key_value_heads == kv_heads) & (df.head_dim == head_dim)
-             & (df.kv_cache_dtype == kv_dtype)]
-    if windowed:
-        sel = sel[sel.window_size == 0]
+    sel = _attention_rows(path, "step", heads, kv_heads, head_dim, kv_dtype)
     if sel.empty:
         return None, (f"decode attention: {heads} heads / {kv_heads} KV heads / head_dim {head_dim} / {kv_dtype} "
                       "not measured, by the roofline")
@@ -200,15 +205,7 @@ def context_attention_table(src: Source, heads: int, kv_heads: int, head_dim: in
     if found is None:
         return None, "prefill attention: no context_attention_perf table, by the roofline"
     path, version = found
-    import pyarrow.parquet as pq
-
-    windowed = "window_size" in pq.read_schema(path).names
-    df = _read(path, ("batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "kv_cache_dtype",
-                      "latency", *(("window_size",) if windowed else ())))
-    sel = df[(df.num_heads == heads) & (df.num_key_value_heads == kv_heads) & (df.head_dim == head_dim)
-             & (df.kv_cache_dtype == kv_dtype)]
-    if windowed:
-        sel = sel[sel.window_size == 0]
+    sel = _attention_rows(path, "isl", heads, kv_heads, head_dim, kv_dtype)
     if sel.empty:
         return None, (f"prefill attention: {heads} heads / {kv_heads} KV heads / head_dim {head_dim} / {kv_dtype} "
                       "not measured, by the roofline")
