@@ -24,6 +24,7 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -52,8 +53,10 @@ CONFIGS = (
 )
 
 
-def run_config(name: str, target: str, dtype: str, hf: str, system: str, preset: str, tp: int, extra: dict,
-               k: int, alpha: float) -> dict:
+def compared(target: str, dtype: str, hf: str, system: str, preset: str, tp: int, extra: dict, script: str
+             ) -> tuple[Any, ...]:
+    """What a configuration is compared across (here and in prefill_check.py): the database's source, the model and
+    its shard on one GPU, the preset and its cost model, the aiconfigurator profile, and AIConfigurator's engine."""
     from aiconfigurator_core.sdk.engine import EngineHandle
 
     src = parse_source(f"{system}/vllm")
@@ -62,16 +65,22 @@ def run_config(name: str, target: str, dtype: str, hf: str, system: str, preset:
         model = replace(model, kv_dtype="fp8")
     shard = model.shard(tp) if tp > 1 else model
     hw = load_hardware(preset)
-    preset_cost = CostModel.from_hardware(hw, dtype)
+    profile = aiconfigurator_profile(f"{system}/vllm", target, "llama-3.2-1b", dtype, tp, script, {},
+                                     model_override=model)
+    aic = EngineHandle.compile(hf, system, "vllm", backend_version=src.version, tp_size=tp, **extra)
+    return src, model, shard, hw, CostModel.from_hardware(hw, dtype), profile, aic
+
+
+def run_config(name: str, target: str, dtype: str, hf: str, system: str, preset: str, tp: int, extra: dict,
+               k: int, alpha: float) -> dict:
+    src, model, shard, hw, preset_cost, profile, aic = compared(target, dtype, hf, system, preset, tp, extra,
+                                                                "kernels_check")
     # an MoE model's preset also under the routing the fused-MoE kernels were measured with (AIConfigurator's power
     # law, 1.01 for DeepSeek's family, 1.2 otherwise: `--power-law-routing`); specsim's default is uniform routing
     routed_cost = replace(preset_cost, routing_power_law=(1.01 if model.attention == "mla" else 1.2)
                           if model.is_moe else 0.0)
     refit_cost = CostModel.from_hardware(refit_hardware(system, preset), dtype)
-    profile = aiconfigurator_profile(f"{system}/vllm", target, "llama-3.2-1b", dtype, tp, "kernels_check", {},
-                                     model_override=model)
     prof_cost = profile.cost_model()
-    aic = EngineHandle.compile(hf, system, "vllm", backend_version=src.version, tp_size=tp, **extra)
     rows = []
     for b in BATCHES:
         r = {"batch": b,

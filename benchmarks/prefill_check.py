@@ -23,50 +23,31 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from calibrate.aiconfigurator import measured_kernels, parse_source  # noqa: E402
-from calibrate.aiconfigurator_profile import aiconfigurator_profile  # noqa: E402
-from scenarios import load_hardware, load_model  # noqa: E402
-from simulator.cost import CostModel  # noqa: E402
+from calibrate.aiconfigurator import measured_kernels  # noqa: E402
 from simulator.kernel_tables import prefill_pass  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kernels_check import CONFIGS as KERNEL_CONFIGS  # noqa: E402
+from kernels_check import compared  # noqa: E402
 
 PROMPTS = (128, 256, 512, 1024, 2048, 2500, 4096, 5000, 8192)  # 2,500 and 5,000: between the profile's grid points
 BATCHED = ((4, 512), (4, 2048), (16, 512), (16, 2048))  # (prompts, tokens each)
 CHUNK, CACHED = 1024, 4096
 # name, specsim target, dtype, AIConfigurator model, system, preset, TP, AIConfigurator's settings beside TP
-CONFIGS = (
-    ("Llama-3.1-8B, H100", "llama-3.1-8b", "bf16", "meta-llama/Meta-Llama-3.1-8B", "h100_sxm", "h100-sxm", 1, {}),
-    ("Llama-3.1-8B, H200", "llama-3.1-8b", "bf16", "meta-llama/Meta-Llama-3.1-8B", "h200_sxm", "h200", 1, {}),
-    ("Llama-3.1-8B, B200", "llama-3.1-8b", "bf16", "meta-llama/Meta-Llama-3.1-8B", "b200_sxm", "b200-sxm", 1, {}),
-    ("Llama-3.1-70B, TP 4, H100", "llama-3.1-70b", "bf16", "meta-llama/Meta-Llama-3.1-70B", "h100_sxm", "h100-sxm", 4,
-     {}),
-    ("Qwen3-30B-A3B, H100", "qwen3-30b-a3b", "bf16", "Qwen/Qwen3-30B-A3B", "h100_sxm", "h100-sxm", 1, {}),
-    ("DeepSeek-V3, TP 8, H200 (fp8, fp8 cache)", "deepseek-v3", "fp8", "deepseek-ai/DeepSeek-V3", "h200_sxm", "h200",
-     8, {"moe_tp_size": 8}),
-)
+CONFIGS = tuple(c[:8] for c in KERNEL_CONFIGS)  # kernels_check.py's configurations
 
 
 def run_config(name: str, target: str, dtype: str, hf: str, system: str, preset: str, tp: int, extra: dict) -> dict:
-    from aiconfigurator_core.sdk.engine import EngineHandle
-
-    src = parse_source(f"{system}/vllm")
-    model = load_model(target, dtype)
-    if model.attention == "mla":  # AIConfigurator serves DeepSeek-V3 in vLLM with an fp8 cache: price the same
-        model = replace(model, kv_dtype="fp8")
-    shard = model.shard(tp) if tp > 1 else model
-    hw = load_hardware(preset)
-    preset_cost = CostModel.from_hardware(hw, dtype)
-    profile = aiconfigurator_profile(f"{system}/vllm", target, "llama-3.2-1b", dtype, tp, "prefill_check", {},
-                                     model_override=model)
+    src, model, shard, hw, preset_cost, profile, aic = compared(target, dtype, hf, system, preset, tp, extra,
+                                                                "prefill_check")
     prof_cost = profile.cost_model()
     shapes, kernels, _ = measured_kernels(src, shard, hw)
-    aic = EngineHandle.compile(hf, system, "vllm", backend_version=src.version, tp_size=tp, **extra)
 
     def aic_ms(batch: int, tokens: int, prefix: int = 0) -> tuple[float, float]:
         ops, _ = aic.run_static_per_op(batch_size=batch, isl=tokens + prefix, osl=2, prefix=prefix)
