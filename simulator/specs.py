@@ -53,8 +53,8 @@ class EngineOverheads:
     tree_accept: PerStep = field(default_factory=PerStep)  # recursive rejection down a tree, cache compaction
     # The draw a calibrated pass makes after its forward (probabilities at its last position, one sample per
     # sequence), which a verification pass does not make: `verify` is the verify phase's own work after its forward,
-    # and a verification step is priced as its pass + verify - pass_draw (every term >= 0; profiles before
-    # 2026-12-03 kept the difference in `verify`, signed, and no pass_draw).
+    # and a verification step is priced as its pass + verify - pass_draw (every term >= 0; older profiles,
+    # without pass_draw, kept the difference in `verify`, signed).
     pass_draw: PerStep = field(default_factory=PerStep)
     # Around a served prefill of the joining requests (a cost per prefill and per request joining): building the
     # padded prompts, the first tokens' draw and read, the running batch's bookkeeping. Measured where the device's
