@@ -519,7 +519,7 @@ class MeasuredAcceptance:
             alphas = h["alpha_by_head"]
             ranks: tuple = tuple(tuple(min(float(r) * c / max(float(a), 1e-9), 1.0) for r in row)
                                  for row, c, a in zip(by_head, cond, alphas))
-        else:  # older profiles (no alpha_by_head): one vector for every depth
+        else:  # older profiles (no ranks_by_head): one vector for every depth
             ranks = tuple(float(v) for v in h.get("ranks", ())) or (cond[0],)
         return WithRanks(chain, ranks, "measured-heads:positional")
 
