@@ -22,7 +22,7 @@ One concept past 500 lines: the pass's price and the measurements that anchor it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -190,6 +190,16 @@ def _log2_weights(axis: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return i, i + 1, (xq - x[i]) / (x[i + 1] - x[i])
 
 
+def _knots_at(knots: Sequence[tuple[float, float]] | None, batch: np.ndarray | int) -> np.ndarray:
+    """Factors at each batch from (batch, factor) knots: log-linear in batch between them, constant beyond, 1 without
+    knots."""
+    b = np.asarray(batch, dtype=float)
+    if not knots:
+        return np.ones_like(b)
+    xs, fs = zip(*sorted(knots))
+    return np.interp(np.log2(np.maximum(b, 1.0)), np.log2(np.asarray(xs, dtype=float)), np.asarray(fs))
+
+
 @dataclass(frozen=True)
 class CostModel:
     """Prices a forward pass of any model on one device.
@@ -211,6 +221,10 @@ class CostModel:
     drift: Mapping[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)  # model name -> ((batch,
     # factor), ...): how much slower (> 1) the device runs that model's passes now than when calibrated, from a spot
     # check (`calibrate.validate.spot_check`); log-linear in batch between the knots, constant beyond them
+    # ((batch, factor), ...): the target's verification passes (k + 1 tokens a sequence) over what `drift` and the
+    # formula price, as a serving benchmark's speculative runs measured them (`calibrate.bench_import.fit_verify`);
+    # log-linear in batch between the knots, constant beyond; empty: 1
+    verify_drift: tuple[tuple[float, float], ...] = ()
     expert_sharing: float = DEFAULT_EXPERT_SHARING  # how a sequence's tokens share experts (ModelSpec.experts_touched)
     routing_skew: float = 0.0  # Zipf exponent of the experts' popularity (0: uniform routing)
     routing_power_law: float = 0.0  # > 1: AIConfigurator's measured routing, this power law (simulator.routing)
@@ -229,12 +243,11 @@ class CostModel:
 
     def drift_factor(self, model: ModelSpec, batch: np.ndarray | int) -> np.ndarray:
         """The drift factor of `model`'s passes at each batch (1 where no spot check was made)."""
-        knots = self.drift.get(model.name)
-        b = np.asarray(batch, dtype=float)
-        if not knots:
-            return np.ones_like(b)
-        xs, fs = zip(*sorted(knots))
-        return np.interp(np.log2(np.maximum(b, 1.0)), np.log2(np.asarray(xs, dtype=float)), np.asarray(fs))
+        return _knots_at(self.drift.get(model.name), batch)
+
+    def verify_factor(self, batch: np.ndarray | int) -> np.ndarray:
+        """The target's verification passes' factor at each batch (`verify_drift`; 1 without one)."""
+        return _knots_at(self.verify_drift, batch)
 
     @cached_property
     def _measured_by_shape(self) -> dict[tuple[str, int, int], list[tuple[int, float]]]:

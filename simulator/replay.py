@@ -33,6 +33,9 @@ class TraceAcceptance(Acceptance):
     yields: tuple[np.ndarray, ...]
     source: str = "trace"
     lookup: bool = False  # a model-free lookup's trace: a step that yielded one token is read as one with no proposal
+    # request i of a served workload walks yields[i] (a benchmark's own requests replayed, `calibrate.bench_traces`);
+    # else each sequence walks a random request's trace
+    by_request: bool = False
     _pmf_cache: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
     _starts: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
 

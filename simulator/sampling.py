@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import SpecsimError
 from .acceptance import (
     Acceptance,
     BetaAcceptance,
@@ -50,8 +51,9 @@ class BatchSampler:
         self._cdf: dict[tuple[int, float], np.ndarray] = {}
         self._trees: dict[tuple[Tree, float], _TreeTable] = {}
 
-    def admit(self, slots: np.ndarray) -> None:
-        """New sequences take these slots (state, if any, starts afresh)."""
+    def admit(self, slots: np.ndarray, requests: np.ndarray | None = None) -> None:
+        """New sequences take these slots (state, if any, starts afresh); `requests`: the workload's index of each
+        (a trace replayed by request follows it)."""
 
     def at_context(self, context_mean: float) -> None:
         """Set the factor for a batch at this mean context (the model's cell of ``quantum`` tokens)."""
@@ -157,7 +159,7 @@ class BetaSampler(BatchSampler):
         self.alpha = np.full(slots, acceptance.a / (acceptance.a + acceptance.b))
         self.model_factor = getattr(acceptance, "factor", 1.0)  # a Beta already scaled (ScaledBetaAcceptance)
 
-    def admit(self, slots: np.ndarray) -> None:
+    def admit(self, slots: np.ndarray, requests: np.ndarray | None = None) -> None:
         self.alpha[slots] = self.rng.beta(self.model.a, self.model.b, size=len(slots))
 
     def _alpha(self, slots: np.ndarray) -> np.ndarray:
@@ -200,7 +202,7 @@ class HiddenChainSampler(BatchSampler):
         self._kernels: dict[tuple[int, float], np.ndarray] = {}
         self._pending: np.ndarray | None = None  # per-step start states of the last draw_steps
 
-    def admit(self, slots: np.ndarray) -> None:
+    def admit(self, slots: np.ndarray, requests: np.ndarray | None = None) -> None:
         self.state[slots] = (self.rng.random(len(slots))[:, None] >= self.pi).sum(axis=1).clip(max=self.top)
 
     def _advance(self, s: np.ndarray) -> np.ndarray:
@@ -258,13 +260,16 @@ class HiddenChainSampler(BatchSampler):
 
 class TraceSampler(BatchSampler):
     """Each sequence walks a real greedy trace from a random request's start: a step of k drafts at position t
-    emits min(yields[t], k + 1) tokens; a sequence that runs off its trace continues on another random one."""
+    emits min(yields[t], k + 1) tokens; a sequence that runs off its trace continues on another random one.
+    A trace replayed by request (`TraceAcceptance.by_request`): workload request i walks the i-th trace from its
+    start, and past its end accepts nothing (its request has no more measured positions)."""
 
     def __init__(self, acceptance: TraceAcceptance, slots: int, rng: np.random.Generator,
                  ranks_from: Acceptance | None = None) -> None:
         super().__init__(ranks_from or acceptance, slots, rng)
         lengths = np.array([len(y) for y in acceptance.yields], dtype=np.int64)
-        keep = lengths > 0
+        self.by_request = acceptance.by_request
+        keep = lengths > 0 if not self.by_request else np.ones(len(lengths), dtype=bool)  # request i: trace i
         self.flat = np.concatenate([y for y in acceptance.yields if len(y)]).astype(np.int64)
         self.start = np.concatenate([[0], np.cumsum(lengths[keep])[:-1]])
         self.length = lengths[keep]
@@ -272,12 +277,23 @@ class TraceSampler(BatchSampler):
         self.pos = np.zeros(slots, dtype=np.int64)
         self._pending: tuple[np.ndarray, np.ndarray] | None = None  # (trace, position) at each drawn step's start
 
-    def admit(self, slots: np.ndarray) -> None:
-        self.trace[slots] = self.rng.integers(len(self.length), size=len(slots))
+    def admit(self, slots: np.ndarray, requests: np.ndarray | None = None) -> None:
+        if self.by_request:
+            if requests is None or len(requests) and int(np.max(requests)) >= len(self.length):
+                raise SpecsimError(f"trace {self.acceptance.spec} replays {len(self.length)} requests by request; "
+                                   "the workload holds more (one trace line per request, in send order)")
+            self.trace[slots] = requests
+        else:
+            self.trace[slots] = self.rng.integers(len(self.length), size=len(slots))
         self.pos[slots] = 0
 
     def draw(self, slots: np.ndarray, k: int) -> np.ndarray:
         ended = self.pos[slots] >= self.length[self.trace[slots]]
+        if self.by_request:  # past its measured positions a request accepts nothing
+            at = np.minimum(self.pos[slots], self.length[self.trace[slots]] - 1)
+            emitted = np.where(ended, 1, np.minimum(self.flat[self.start[self.trace[slots]] + at], k + 1))
+            self.pos[slots] += emitted
+            return emitted - 1
         if ended.any():
             self.admit(slots[ended])
         emitted = np.minimum(self.flat[self.start[self.trace[slots]] + self.pos[slots]], k + 1)

@@ -208,7 +208,7 @@ class Engine(Scheduler):
             if math.isnan(first_token_s[r]):
                 first_token_s[r] = end
             engine_of[r] = self.index
-        self.sampler.admit(joined.slots)  # a readmitted sequence starts afresh
+        self.sampler.admit(joined.slots, joined.requests)  # a readmitted sequence starts afresh
 
     def _decode_step(self, riding: Admission | None = None):  # noqa: ANN202
         """One decode step (the reference mode: every step a simpy event). With `riding` (``prefill_mixed``): the

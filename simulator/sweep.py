@@ -268,14 +268,14 @@ def _bytes_per_param(dtype: str) -> float:
 
 def verify_times(cost: CostModel, target: ModelSpec, b: np.ndarray, new_tokens: float, context: int) -> np.ndarray:
     """The verification pass with the engine's work around it, at fractional mean new tokens too (a ragged batch:
-    linear between the two whole counts around it)."""
+    linear between the two whole counts around it); the pass times the cost model's `verify_factor` (a serving
+    benchmark's speculative runs)."""
     extra = cost.overheads.engine.verify_extra_s(b)
     lo = int(np.floor(new_tokens))
     t_lo = cost.pass_times(target, b, lo, context)
-    if new_tokens == lo:
-        return t_lo + extra
-    t_hi = cost.pass_times(target, b, lo + 1, context)
-    return t_lo + (t_hi - t_lo) * (new_tokens - lo) + extra
+    if new_tokens != lo:
+        t_lo = t_lo + (cost.pass_times(target, b, lo + 1, context) - t_lo) * (new_tokens - lo)
+    return (t_lo * cost.verify_factor(b) if cost.verify_drift else t_lo) + extra
 
 
 def step_times(cost: CostModel, target: ModelSpec, draft: Draft | ModelSpec | None, batches: np.ndarray,
