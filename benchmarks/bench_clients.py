@@ -15,6 +15,8 @@
         load past saturation, Poisson arrivals (--arrivals constant: evenly spaced); a manifest that fits on two
         rates, plain and speculative; then `specsim validate --against` (see docs/bench.md). SPECSIM_LLAMA_THREADS
         sets llama.cpp's threads; GUIDELLM_BIN / AIPERF_BIN the clients (each in a virtual environment of its own).
+        With GuideLLM, each speculative run's requests get their own acceptance traced from their texts
+        (calibrate/bench_traces.py, the manifest's acceptance_trace), checked against the server's counters.
 
         Why Poisson by default: with evenly spaced arrivals one rate sits where a request's time alone equals the gap
         between arrivals (about 0.45 of saturation here). There every request either just overlaps the next or just
@@ -288,6 +290,23 @@ def _off_pace(path: Path, rate: float) -> tuple[bool, float | None]:
                         "requests": r.requests}), r.sent_rate_per_s
 
 
+def _trace(traced: list[tuple[Path, Path]]) -> None:
+    """Each speculative run's requests' own acceptance (`calibrate.bench_traces`), checked against what the server
+    counted: the replay of the traces at k must give its drafted and accepted tokens."""
+    from calibrate.bench_traces import replayed_counts, trace_guidellm
+    from scenarios.bench_files import _counters
+
+    for report, out in traced:
+        _, yields = trace_guidellm(report, out)
+        got = replayed_counts(yields, K_DRAFT)
+        stem = report.with_suffix("")
+        counted = _counters({"metrics": f"{stem.name}-after.prom", "metrics_before": f"{stem.name}-before.prom"},
+                            report.parent, str(report))
+        print(f"{report.name}: its requests traced: {got['accepted']:.0f} of {got['drafted']:.0f} drafted tokens "
+              f"accepted in {got['drafts']:.0f} drafts; the server counted {counted['accepted']:.0f} of "
+              f"{counted['drafted']:.0f} in {counted.get('drafts', float('nan')):.0f}", flush=True)
+
+
 def llama(out: Path, client: str, arrivals: str = "poisson") -> None:
     """The end-to-end run (module docstring): results, manifest and report in `out`."""
     import shutil
@@ -322,6 +341,7 @@ def llama(out: Path, client: str, arrivals: str = "poisson") -> None:
     n_threads = threads(profile)
     runs = []
     rejected: list[Path] = []  # runs the client sent off its schedule, kept beside the others
+    traced: list[tuple[Path, Path]] = []  # speculative reports and their requests' acceptance traces, made below
     for name, with_draft in (("plain", False), ("spec", True)):
         with Server(target, draft if with_draft else None, K_DRAFT, ctx=SLOTS * 512, slots=SLOTS,
                     threads=n_threads) as server:
@@ -357,10 +377,14 @@ def llama(out: Path, client: str, arrivals: str = "poisson") -> None:
                     Path(f"{stem}-after.prom").write_text(after)
                     entry += [f"k = {K_DRAFT}", f'metrics_before = "{Path(f"{stem}-before.prom").name}"',
                               f'metrics = "{Path(f"{stem}-after.prom").name}"']
+                    if client == "guidellm":  # its report keeps every request's texts: their own acceptance
+                        traced.append((path, Path(f"{stem}-trace.jsonl")))
+                        entry.append(f'acceptance_trace = "{traced[-1][1].name}"')
                 if rate in fit_rates:
                     entry.append("fit = true")
                 runs.append("\n".join(entry))
                 print(f"{name} at {rate:g}/s: {path}", flush=True)
+    _trace(traced)  # after the server has stopped: nothing else runs beside a measured run
     head = (f"# llama-server ({SLOTS} slots, {n_threads} thread(s)) serving the built-in pair, plain and with its "
             f"draft (k = {K_DRAFT}), driven by {client} at {arrivals} rates (benchmarks/bench_clients.py llama)\n"
             f'[setup]\nprofile = "llama.json"\nengine = "llama-server"\nmax_batch = {SLOTS}\n\n')

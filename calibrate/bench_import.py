@@ -17,7 +17,14 @@ What is fitted, from the runs the manifest marks ``fit = true``:
 - **acceptance**: speculative runs' counters (Prometheus scrapes: drafted and accepted tokens), or SGLang's
   ``accept_length``, give the i.i.d. alpha with the same mean acceptance at the run's k; a speculative run with
   neither is matched on its TPOT p50 (bisection on alpha). Without a speculative fit run, [setup] acceptance or the
-  profile's measured acceptance is used.
+  profile's measured acceptance is used. A run with its requests' own acceptance (``acceptance_trace``) is replayed
+  with it, request by request, in every replay below (`calibrate.bench_replay`).
+- **the verification pass**: a factor on the target's verification passes (k + 1 tokens a sequence) at the batch
+  each speculative fit run held, over what the plain runs' factor prices (`CostModel.verify_drift`): each scaled by
+  the run's measured TPOT p50 over its replay's until they agree (runs within `KNOT_SPAN` share one), from the runs
+  whose acceptance is measured (counters or traces; a TPOT-matched acceptance has used that TPOT already). The plain
+  steps say nothing of a pass of k + 1 tokens a sequence, and what prices it (a llama-bench prompt pass, a preset's
+  roofline) need not be what the served verification costs. The draft's passes take the plain runs' factor.
 
 Cross-validation by run: each plain fit run is predicted (throughput and TPOT p50) by the fit to the other runs,
 where there are at least two.
@@ -32,10 +39,10 @@ from typing import Any
 
 import numpy as np
 
-from calibrate.bench_replay import Replayed, engine_config, replay
+from calibrate.bench_replay import Replayed, engine_config, replay, run_acceptance
 from scenarios.bench_files import BenchRun, Manifest
 from simulator import SpecsimError
-from simulator.acceptance import Acceptance, IIDAcceptance, iid_from_mean_length
+from simulator.acceptance import Acceptance, IIDAcceptance
 from simulator.policies import PLAIN
 from simulator.serving import EngineConfig
 from simulator.step_costs import StepCosts
@@ -44,7 +51,8 @@ FACTOR_RANGE = (0.05, 20.0)  # a step or prefill factor searched within this ran
 BISECTIONS = 10
 REFINE = 3  # rounds of matching the plain fit runs' TPOT p50 (`refine`)
 KNOT_SPAN = 1.5  # runs whose batches lie within this ratio share one knot
-DRAFT_RANGE = (0.25, 4.0)  # the draft's factor over the target's, searched within this range
+VERIFY_ROUNDS = 6  # rounds of matching the speculative fit runs' TPOT p50 (`fit_verify`)
+VERIFY_RANGE = (0.2, 5.0)  # a verification factor is kept within this range
 
 
 @dataclass(frozen=True)
@@ -75,8 +83,8 @@ class BenchFit:
     acceptance_from: str
     seed: int
     measured_points: list[StepPoint] = field(default_factory=list)  # the steps as the median ITL gives them
-    draft_factor: float = 1.0  # the draft's passes' factor over the target's
-    draft_from: str = ""
+    verify_knots: tuple[tuple[float, float], ...] = ()  # (batch, factor) on the target's verification passes
+    verify_from: str = ""
     in_sample: list[dict[str, Any]] = field(default_factory=list)
     cross_validated: list[dict[str, Any]] = field(default_factory=list)
 
@@ -85,16 +93,16 @@ class BenchFit:
         return knots_of(self.points)
 
     def costs(self, knots: Sequence[tuple[float, float]] | None = None, prefill_scale: float | None = None,
-              draft_factor: float | None = None) -> StepCosts:
+              verify_knots: Sequence[tuple[float, float]] | None = None) -> StepCosts:
         return costs_with(self.base, self.knots if knots is None else knots,
                           self.prefill_scale if prefill_scale is None else prefill_scale,
-                          self.draft_factor if draft_factor is None else draft_factor)
+                          self.verify_knots if verify_knots is None else verify_knots)
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "max_batch": self.config.max_batch, "base": self.base.caption,
                 "steps": [p.__dict__ for p in self.points], "knots": [list(k) for k in self.knots],
                 "steps_from_itl": [p.__dict__ for p in self.measured_points],
-                "draft_factor": self.draft_factor, "draft_from": self.draft_from,
+                "verify_knots": [list(k) for k in self.verify_knots], "verify_from": self.verify_from,
                 "prefill_scale": self.prefill_scale, "prefill_from": self.prefill_from,
                 "acceptance": None if self.acceptance is None else self.acceptance.spec,
                 "acceptance_from": self.acceptance_from, "seed": self.seed,
@@ -119,15 +127,18 @@ def knots_of(points: Sequence[StepPoint]) -> tuple[tuple[float, float], ...]:
                   float(math.exp(np.mean([math.log(p.factor) for p in g])))) for g in _groups(points))
 
 
-def costs_with(base: Any, knots: Sequence[tuple[float, float]], prefill_scale: float, draft_factor: float = 1.0
-               ) -> StepCosts:
-    """The base's step costs with the passes' factors (the draft's times `draft_factor`) and the prefill's."""
+def costs_with(base: Any, knots: Sequence[tuple[float, float]], prefill_scale: float,
+               verify_knots: Sequence[tuple[float, float]] = ()) -> StepCosts:
+    """The base's step costs with the passes' factors (the draft's the same), the verification passes' and the
+    prefill's."""
     drift = {}
     if knots:
         drift[base.target.name] = tuple(knots)
         if base.draft.module is not None:
-            drift[base.draft.module.name] = tuple((b, f * draft_factor) for b, f in knots)
-    return StepCosts(replace(base.cost, drift=drift, prefill_scale=prefill_scale), base.target, base.draft)
+            drift[base.draft.module.name] = tuple(knots)
+    return StepCosts(replace(base.cost, drift=drift, prefill_scale=prefill_scale,
+                             verify_drift=tuple((float(b), float(f)) for b, f in verify_knots)),
+                     base.target, base.draft)
 
 
 def decode_context(run: BenchRun) -> float:
@@ -216,21 +227,6 @@ def fit_prefill(base: Any, run: BenchRun, knots: Sequence[tuple[float, float]], 
     return _bisect(gap, *FACTOR_RANGE)
 
 
-def run_acceptance(run: BenchRun) -> tuple[Acceptance, str] | None:
-    """A speculative run's acceptance from its counters or SGLang's accept_length; None without either."""
-    c = run.counters
-    if c.get("drafted"):
-        drafts = c.get("drafts") or c["drafted"] / run.k
-        model = iid_from_mean_length(min(1.0 + c["accepted"] / drafts, run.k + 1.0), run.k)
-        return model, (f"{run.label}: counters, {c['accepted']:.0f} of {c['drafted']:.0f} drafted tokens accepted "
-                       f"-> iid alpha {model.alpha:.3f} at k = {run.k}")
-    if run.accept_length:
-        model = iid_from_mean_length(min(run.accept_length, run.k + 1.0), run.k)
-        return model, (f"{run.label}: accept_length {run.accept_length:.2f} -> iid alpha {model.alpha:.3f} at "
-                       f"k = {run.k}")
-    return None
-
-
 def fit_acceptance(base: Any, runs: Sequence[BenchRun], costs: StepCosts, config: EngineConfig,
                    fallback: Acceptance | None, seed: int) -> tuple[Acceptance | None, str]:
     """Acceptance from the speculative fit runs (module docstring): their alphas averaged, weighted by requests."""
@@ -287,21 +283,29 @@ def refine(base: Any, runs: Sequence[BenchRun], points: list[StepPoint], config:
     return points
 
 
-def fit_draft(base: Any, runs: Sequence[BenchRun], fit: BenchFit) -> tuple[float, str]:
-    """The draft's passes' factor over the target's (1: the same), from the speculative fit runs whose acceptance
-    their counters gave: the factor at which their replays give their TPOT p50 (bisection on the log of the mean
-    gap). Without such a run the draft keeps the target's factor."""
-    spec = [r for r in runs if r.speculative and run_acceptance(r) is not None]
-    if not spec or base.draft.module is None:
-        return 1.0, "no speculative fit run with counters: the draft's passes take the target's factor"
+def measured_acceptance(run: BenchRun) -> bool:
+    """The run's acceptance is measured (its requests' traces, or counters), not matched on its TPOT."""
+    return run.trace is not None or run_acceptance(run) is not None
 
-    def gap(d: float) -> float:
-        costs = fit.costs(draft_factor=d)
-        return float(np.mean([math.log(replay(r, costs, fit.acceptance, fit.config, fit.seed, fitting=True).tpot_p50_s
-                                       / r.tpot.p50_s) for r in spec]))
 
-    d = _bisect(gap, *DRAFT_RANGE)
-    return d, f"{', '.join(r.label for r in spec)}: TPOT p50 matched with their counted acceptance"
+def fit_verify(runs: Sequence[BenchRun], fit: BenchFit) -> tuple[tuple[tuple[float, float], ...], str]:
+    """The verification passes' factor (module docstring) from the speculative fit runs whose acceptance is
+    measured: a knot at each group of nearby batches (the replays' time-weighted batch), scaled `VERIFY_ROUNDS`
+    times by measured TPOT p50 over replayed (a step is mostly its verification, so the ratio moves it nearly in
+    proportion). Without such a run: none (the verification passes take the plain runs' factor)."""
+    spec = [r for r in runs if r.speculative and measured_acceptance(r)]
+    if not spec:
+        return (), "no speculative fit run with measured acceptance: the plain runs' factor prices verification"
+    knots: tuple[tuple[float, float], ...] = ((1.0, 1.0),)
+    for _ in range(VERIFY_ROUNDS):
+        costs = fit.costs(verify_knots=knots)
+        sims = [replay(r, costs, fit.acceptance, fit.config, fit.seed, fitting=True) for r in spec]
+        at = [StepPoint(r.label, 0.0, 0.0, 0.0, max(s.mean_batch, 1.0), 0.0, 0.0,
+                        float(costs.cost.verify_factor(max(s.mean_batch, 1.0)))
+                        * (r.tpot.p50_s / s.tpot_p50_s if s.tpot_p50_s > 0 and math.isfinite(s.tpot_p50_s) else 1.0))
+              for r, s in zip(spec, sims)]
+        knots = tuple((b, float(np.clip(f, *VERIFY_RANGE))) for b, f in knots_of(at))
+    return knots, f"{', '.join(r.label for r in spec)}: TPOT p50 matched with their measured acceptance"
 
 
 def fit_bench(manifest: Manifest, base: Any, fit_runs: Sequence[BenchRun], cross_validate: bool = True
@@ -328,7 +332,7 @@ def fit_bench(manifest: Manifest, base: Any, fit_runs: Sequence[BenchRun], cross
                    f"{lightest.label}: TTFT p50 {1e3 * lightest.ttft.p50_s:.1f} ms matched", None, "", seed,
                    measured_points=measured)
     fit.acceptance, fit.acceptance_from = fit_acceptance(base, fit_runs, fit.costs(), config, base.acceptance, seed)
-    fit.draft_factor, fit.draft_from = fit_draft(base, fit_runs, fit)
+    fit.verify_knots, fit.verify_from = fit_verify(fit_runs, fit)
     fit.in_sample = [metrics_row(r, replay(r, fit.costs(), fit.acceptance, config, seed)) for r in fit_runs]
     if cross_validate and len(plain) >= 2:
         for run in plain:
@@ -351,7 +355,8 @@ def format_fit(fit: BenchFit) -> str:
     lines.append(f"prefill factor {fit.prefill_scale:.3f} ({fit.prefill_from})")
     lines.append("refined: each factor scaled until the fit run's replay gives its measured TPOT p50")
     lines.append(f"acceptance: {fit.acceptance.spec if fit.acceptance else 'none'} ({fit.acceptance_from})")
-    lines.append(f"draft passes: {fit.draft_factor:.3f} x the target's factor ({fit.draft_from})")
+    verify = ", ".join(f"{f:.3f} at batch {b:.2f}" for b, f in fit.verify_knots) or "none"
+    lines.append(f"verification passes: factor {verify} over the plain factor ({fit.verify_from})")
     if fit.cross_validated:
         lines.append("cross-validated by run (each plain fit run predicted by the fit to the others):")
         for r in fit.cross_validated:

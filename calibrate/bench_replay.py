@@ -10,6 +10,12 @@ AIPerf's ``--concurrency``) sends request j only when an earlier one has finishe
 iterating the simulation (each pass sends request j at the (j - C + 1)-th finish of the pass before, or at its paced
 time if later), which settles in a few passes because finishes move little once the batch holds C requests.
 
+Acceptance: a speculative run is replayed with what it measured of its own acceptance (`own_acceptance`): its
+requests' traces (`BenchRun.trace`, the manifest's ``acceptance_trace``: request i walks the i-th trace, so the
+replay sees the run's own draws), else its counters' mean (the i.i.d. alpha with that mean at its k); only a run that
+measured neither draws from the model fitted to the others. What is judged is then the serving costs, not how one
+run's acceptance transfers to another (`calibrate.bench_import` fits that model for predictions).
+
 Metrics as the clients compute them, over every request: TTFT = first token - send time; TPOT = (finish - first
 token) / (output tokens - 1); output throughput = output tokens / (last finish - first send).
 
@@ -27,7 +33,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from scenarios.bench_files import BenchRun
-from simulator.acceptance import Acceptance
+from simulator.acceptance import Acceptance, iid_from_mean_length
 from simulator.policies import parse_policy
 from simulator.serving import EngineConfig, ServingRun, simulate
 from simulator.step_costs import StepCosts
@@ -73,6 +79,32 @@ def paced_sends(run: BenchRun, n: int, rng: np.random.Generator) -> np.ndarray:
     t = np.cumsum(gaps)
     t *= (n / rate) / t[-1]
     return t - t[0]
+
+
+def run_acceptance(run: BenchRun) -> tuple[Acceptance, str] | None:
+    """A speculative run's acceptance from its counters or SGLang's accept_length; None without either."""
+    c = run.counters
+    if c.get("drafted"):
+        drafts = c.get("drafts") or c["drafted"] / run.k
+        model = iid_from_mean_length(min(1.0 + c["accepted"] / drafts, run.k + 1.0), run.k)
+        return model, (f"{run.label}: counters, {c['accepted']:.0f} of {c['drafted']:.0f} drafted tokens accepted "
+                       f"-> iid alpha {model.alpha:.3f} at k = {run.k}")
+    if run.accept_length:
+        model = iid_from_mean_length(min(run.accept_length, run.k + 1.0), run.k)
+        return model, (f"{run.label}: accept_length {run.accept_length:.2f} -> iid alpha {model.alpha:.3f} at "
+                       f"k = {run.k}")
+    return None
+
+
+def own_acceptance(run: BenchRun) -> Acceptance | None:
+    """What a speculative run measured of its own acceptance: its requests' traces (request by request), else its
+    counters' or accept_length's mean; None where it measured neither."""
+    if not run.speculative:
+        return None
+    if run.trace is not None:
+        return run.trace
+    found = run_acceptance(run)
+    return found[0] if found is not None else None
 
 
 @dataclass(frozen=True)
@@ -123,12 +155,18 @@ def replay_once(run: BenchRun, costs: StepCosts, acceptance: Acceptance | None, 
     if limit is not None and limit < n:
         config = replace(config, max_batch=min(config.max_batch, limit))
     sends = paced
+    own = own_acceptance(run)
     state = rng.bit_generator.state
     passes = CLOSED_LOOP_PASSES if limit is not None and limit < n else 1
     for i in range(passes):
         rng.bit_generator.state = state  # every pass draws the same acceptance: only the send times move
         order = np.argsort(sends, kind="stable")
-        sim = simulate(Workload(sends[order], prompt[order], output[order], run.label), costs, policy, acceptance,
+        accepted = own or acceptance
+        if own is not None and run.trace is not None:  # each request's own acceptance, in the workload's order
+            accepted = replace(run.trace, yields=tuple(run.trace.yields[j] for j in order))
+        if accepted is not acceptance:
+            policy = parse_policy(run.policy, accepted)
+        sim = simulate(Workload(sends[order], prompt[order], output[order], run.label), costs, policy, accepted,
                        rng, config)
         if i + 1 < passes:
             done = np.sort(sim.finish_s)

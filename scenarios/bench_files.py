@@ -92,6 +92,9 @@ class BenchRun:
     accept_length: float | None = None  # tokens per verification, bonus included (SGLang's accept_length)
     counters: Mapping[str, float] = field(default_factory=dict)  # drafted, accepted, drafts (Prometheus)
     fit: bool = False  # the manifest marks it for fitting (else it is judged)
+    # each successful request's own acceptance, replayed request by request (a TraceAcceptance with by_request; the
+    # manifest's acceptance_trace, e.g. from `calibrate.bench_traces`); None: drawn from the fitted model
+    trace: Any = None
     tool_version: str = ""  # the tool's version where its file says it (GuideLLM, AIPerf) or the manifest gives it
 
     @property
@@ -734,6 +737,26 @@ def _apply(run: BenchRun, entry: Mapping[str, Any], where: str, counters: Mappin
     return run
 
 
+def _with_trace(run: BenchRun, file: Path, where: str) -> BenchRun:
+    """`run` with its requests' own acceptance (the manifest's acceptance_trace), checked against the run."""
+    from scenarios.traces import load_acceptance_trace
+
+    w = f"{where} ({run.label})"
+    if not run.speculative:
+        raise SpecsimError(f"{w}: acceptance_trace belongs to a speculative run; give k = N or drop it")
+    trace = replace(load_acceptance_trace(file, "yields"), by_request=True)
+    if len(trace.yields) != run.completed:
+        raise SpecsimError(f"{w}: {file.name} holds {len(trace.yields)} requests' acceptance but the run completed "
+                           f"{run.completed}: one line per successful request, in send order")
+    if run.per_request:
+        longer = [i for i, (y, n) in enumerate(zip(trace.yields, run.output_lens)) if len(y) > max(n - 1, 0)]
+        if longer:
+            raise SpecsimError(f"{w}: {file.name} line {longer[0] + 1} holds {len(trace.yields[longer[0]])} positions "
+                               f"but that request generated {run.output_lens[longer[0]]:.0f} tokens (at most one "
+                               "position per token after the first)")
+    return replace(run, trace=trace)
+
+
 def read_manifest(path: str | Path) -> Manifest:
     """The runs a TOML manifest names, each with the manifest's fields over its file's (module docstring)::
 
@@ -749,7 +772,9 @@ def read_manifest(path: str | Path) -> Manifest:
         fit = true                   # fitted on; the others are judged
         # tool, index (a file's n-th run, 1-based), rate, max_concurrency, burstiness, input_len, output_len,
         # requests, model, speculative, k, tool_version (where the file does not say it: vLLM's, SGLang's),
-        # metrics / metrics_before (Prometheus scrapes after / before the run)
+        # metrics / metrics_before (Prometheus scrapes after / before the run), acceptance_trace (a speculative
+        # run's own acceptance: JSON lines, one per successful request in send order, {"yields": [...]} the tokens
+        # a step starting at each generated position after the first yields, as `calibrate.bench_traces` writes)
     """
     path = Path(path)
     try:
@@ -764,7 +789,7 @@ def read_manifest(path: str | Path) -> Manifest:
     if not isinstance(entries, list) or not entries:
         raise SpecsimError(f"{path}: no [[run]] tables; each names a result file (file = \"...\")")
     runs: list[BenchRun] = []
-    allowed = set(RUN_FIELDS) | {"file", "tool", "index", "fit", "metrics", "metrics_before"}
+    allowed = set(RUN_FIELDS) | {"file", "tool", "index", "fit", "metrics", "metrics_before", "acceptance_trace"}
     for i, entry in enumerate(entries, 1):
         where = f"{path} run {i}"
         if not isinstance(entry, dict) or "file" not in entry:
@@ -782,7 +807,12 @@ def read_manifest(path: str | Path) -> Manifest:
         counters = _counters(entry, path.parent, where)
         if counters and len(found) > 1:
             raise SpecsimError(f"{where}: metrics scrapes belong to one run; pick it with index = N")
-        runs += [_apply(r, entry, where, counters) for r in found]
+        applied = [_apply(r, entry, where, counters) for r in found]
+        if "acceptance_trace" in entry:
+            if len(applied) > 1:
+                raise SpecsimError(f"{where}: an acceptance trace belongs to one run; pick it with index = N")
+            applied = [_with_trace(applied[0], path.parent / str(entry["acceptance_trace"]), where)]
+        runs += applied
     labels = [r.label for r in runs]
     if len(set(labels)) != len(labels):
         twice = sorted({x for x in labels if labels.count(x) > 1})

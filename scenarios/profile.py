@@ -290,11 +290,15 @@ class Fit:
     kernels: KernelTerms = field(default_factory=KernelTerms)
     routing_skew: float = 0.0
     routing_power_law: float = 0.0
+    # the target's verification passes over what `drift` prices, from the benchmark's speculative runs
+    # (`CostModel.verify_drift`): ((batch, factor), ...)
+    verify_drift: tuple[tuple[float, float], ...] = ()
 
     @property
     def bench(self) -> bool:
         """Fitted to a serving benchmark's runs (a drift or a prefill factor over its base's passes)."""
-        return bool(self.drift) or self.prefill_scale != 1.0 or self.linear_ridge_p is not None
+        return (bool(self.drift) or bool(self.verify_drift) or self.prefill_scale != 1.0
+                or self.linear_ridge_p is not None)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Fit:
@@ -321,7 +325,7 @@ class Fit:
             ov["engine"] = {**ov.get("engine", {}), "draft_catchup_tokens": d["draft_catchup_tokens"]}
         known = {"linear_rates", "attention_rates", "overheads", "heldout", "datasheet_heldout", "train_points",
                  "draft_catchup_tokens", "attention_overlap", "verify_ratio_batch1", "linear_additive", "drift",
-                 "prefill_scale", "linear_ridge_p", "reach", "kernels", "routing"}
+                 "prefill_scale", "linear_ridge_p", "reach", "kernels", "routing", "verify_drift"}
         return cls(
             rates_from_dict(_need(d, "linear_rates")), rates_from_dict(_need(d, "attention_rates")),
             Overheads.from_dict(ov), HeldoutErrors.from_dict(_need(d, "heldout")),
@@ -331,7 +335,9 @@ class Fit:
             bool(d.get("linear_additive", False)), drift_from_dict(d.get("drift") or {}),
             _num(d, "prefill_scale", positive=True, optional=True) or 1.0,
             _num(d, "linear_ridge_p", positive=True, optional=True), reach_from_dict(d.get("reach")),
-            kernels_from_dict(d.get("kernels")), *routing_from_dict(d.get("routing")))
+            kernels_from_dict(d.get("kernels")), *routing_from_dict(d.get("routing")),
+            verify_drift=drift_from_dict({"verify_drift": d["verify_drift"]})["verify_drift"]
+            if d.get("verify_drift") else ())
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -345,7 +351,8 @@ class Fit:
                 **({"drift": {m: [list(k) for k in knots] for m, knots in self.drift.items()},
                     "prefill_scale": self.prefill_scale, "linear_ridge_p": self.linear_ridge_p,
                     "reach": dict(zip(("batch", "rows", "context"), self.reach)) if self.reach else None,
-                    "routing": {"skew": self.routing_skew, "power_law": self.routing_power_law}}
+                    "routing": {"skew": self.routing_skew, "power_law": self.routing_power_law},
+                    **({"verify_drift": [list(k) for k in self.verify_drift]} if self.verify_drift else {})}
                    if self.bench else {}),
                 **({"kernels": kernels_to_dict(self.kernels)} if kernels_to_dict(self.kernels) else {})}
 
@@ -407,18 +414,20 @@ def reach_from_dict(d: Any) -> tuple[int, int, int] | None:
 
 
 def drift_from_dict(d: Any) -> dict[str, tuple[tuple[float, float], ...]]:
-    """fit.drift: model name -> [[batch >= 1, factor > 0], ...], batches increasing."""
+    """fit.drift: model name -> [[batch >= 1, factor > 0], ...], batches increasing (and fit.verify_drift, read as
+    {"verify_drift": its knots})."""
     if not isinstance(d, Mapping):
         raise _Bad("fit.drift is not a table of models' knots")
     out = {}
     for model, knots in d.items():
+        name = "fit.verify_drift" if model == "verify_drift" else f"fit.drift of {model}"
         try:
             pairs = tuple((float(b), float(f)) for b, f in knots)
         except (TypeError, ValueError):
-            raise _Bad(f"fit.drift of {model} is not a list of [batch, factor] pairs") from None
+            raise _Bad(f"{name} is not a list of [batch, factor] pairs") from None
         if not pairs or not all(math.isfinite(b) and math.isfinite(f) and b >= 1 and f > 0 for b, f in pairs) or \
                 [b for b, _ in pairs] != sorted(b for b, _ in pairs):
-            raise _Bad(f"fit.drift of {model} needs [batch >= 1, factor > 0] pairs, batches increasing")
+            raise _Bad(f"{name} needs [batch >= 1, factor > 0] pairs, batches increasing")
         out[str(model)] = pairs
     return out
 
@@ -842,7 +851,8 @@ class Profile:
                          measured_models=(self.target, self.draft), attention_overlap=self.fit.attention_overlap,
                          linear_ridge_p=ridge, expert_sharing=self.expert_sharing, drift=dict(self.fit.drift),
                          prefill_scale=self.fit.prefill_scale, reach=self.fit.reach, kernels=self.fit.kernels,
-                         routing_skew=self.fit.routing_skew, routing_power_law=self.fit.routing_power_law)
+                         routing_skew=self.fit.routing_skew, routing_power_law=self.fit.routing_power_law,
+                         verify_drift=tuple(self.fit.verify_drift))
 
     @property
     def expert_sharing(self) -> float:
