@@ -12,6 +12,13 @@ What is fitted, from the runs the manifest marks ``fit = true``:
   (`CostModel.drift`, the mechanism that re-anchors a profile by spot checks). Its uncertainty: the standard error
   of the median step, from the per-request ITLs where the file keeps them, else from the p50-p99 spread of the ITL
   over the run's output tokens.
+- **the step, request by request**: where every plain fit run keeps each request's send time and TPOT (GuideLLM,
+  AIPerf's records), the replay of a plain run draws nothing, so each simulated request can be set against its
+  measured self: the factors at batches 1, 2, 4, ... (up to the largest batch a fit run held) are then fitted to
+  every request's TPOT (`fit_by_request`: Levenberg-Marquardt on the log errors, each run weighing as one, its TPOT
+  p50 as one more term, neighbouring knots held together lightly), starting from the runs' own factors. A light
+  run's TPOT p50 falls between the requests that decoded alone and those that overlapped another, so matching it
+  alone sets the step at batch 1 by where that median falls; the requests that decoded alone measure it directly.
 - **the prefill**: a factor on every prompt's pass, chosen (bisection, on the log scale) so that the replay of the
   lightest plain run gives its measured TTFT p50 (queueing least disturbs it there).
 - **acceptance**: speculative runs' counters (Prometheus scrapes: drafted and accepted tokens), or SGLang's
@@ -39,10 +46,11 @@ from typing import Any
 
 import numpy as np
 
-from calibrate.bench_replay import Replayed, engine_config, replay, run_acceptance
+from calibrate.bench_replay import Replayed, engine_config, replay, request_tpots, run_acceptance
 from scenarios.bench_files import BenchRun, Manifest
 from simulator import SpecsimError
 from simulator.acceptance import Acceptance, IIDAcceptance
+from simulator.cost import knots_at
 from simulator.policies import PLAIN
 from simulator.serving import EngineConfig
 from simulator.step_costs import StepCosts
@@ -52,6 +60,9 @@ BISECTIONS = 10
 REFINE = 3  # rounds of matching the plain fit runs' TPOT p50 (`refine`)
 KNOT_SPAN = 1.5  # runs whose batches lie within this ratio share one knot
 VERIFY_ROUNDS = 6  # rounds of matching the speculative fit runs' TPOT p50 (`fit_verify`)
+REQUEST_ROUNDS = 8  # Levenberg-Marquardt iterations of the per-request fit (`fit_by_request`)
+REQUEST_SMOOTH = 0.05  # weight of neighbouring knots' squared log difference against the requests' mean square
+REQUEST_STEP = 0.03  # finite-difference step on a knot's log factor
 VERIFY_RANGE = (0.2, 5.0)  # a verification factor is kept within this range
 
 
@@ -85,12 +96,14 @@ class BenchFit:
     measured_points: list[StepPoint] = field(default_factory=list)  # the steps as the median ITL gives them
     verify_knots: tuple[tuple[float, float], ...] = ()  # (batch, factor) on the target's verification passes
     verify_from: str = ""
+    request_knots: tuple[tuple[float, float], ...] = ()  # the step's knots fitted request by request (else points')
+    request_from: str = ""
     in_sample: list[dict[str, Any]] = field(default_factory=list)
     cross_validated: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def knots(self) -> tuple[tuple[float, float], ...]:
-        return knots_of(self.points)
+        return self.request_knots or knots_of(self.points)
 
     def costs(self, knots: Sequence[tuple[float, float]] | None = None, prefill_scale: float | None = None,
               verify_knots: Sequence[tuple[float, float]] | None = None) -> StepCosts:
@@ -103,6 +116,7 @@ class BenchFit:
                 "steps": [p.__dict__ for p in self.points], "knots": [list(k) for k in self.knots],
                 "steps_from_itl": [p.__dict__ for p in self.measured_points],
                 "verify_knots": [list(k) for k in self.verify_knots], "verify_from": self.verify_from,
+                "knots_from": self.request_from or "the plain fit runs' median ITL, refined to their TPOT p50",
                 "prefill_scale": self.prefill_scale, "prefill_from": self.prefill_from,
                 "acceptance": None if self.acceptance is None else self.acceptance.spec,
                 "acceptance_from": self.acceptance_from, "seed": self.seed,
@@ -308,6 +322,68 @@ def fit_verify(runs: Sequence[BenchRun], fit: BenchFit) -> tuple[tuple[tuple[flo
     return knots, f"{', '.join(r.label for r in spec)}: TPOT p50 matched with their measured acceptance"
 
 
+def request_aligned(runs: Sequence[BenchRun]) -> bool:
+    """Every run keeps each request's send time and TPOT, and is plain: its replay is request by request."""
+    return bool(runs) and all(not r.speculative and r.start_s is not None and len(r.start_s) == r.completed
+                              and r.request_tpots_s is not None and len(r.request_tpots_s) == r.completed
+                              and r.per_request for r in runs)
+
+
+def request_batches(max_batch: int, top: float) -> list[float]:
+    """The per-request fit's knots: 1, 2, 4, ... to the first at or past `top` (the engine's limit at most)."""
+    out = [1.0]
+    while out[-1] < min(top, max_batch):
+        out.append(float(min(2 * out[-1], max_batch)))
+    return out
+
+
+def fit_by_request(base: Any, runs: Sequence[BenchRun], config: EngineConfig, scale: float,
+                   start: Sequence[tuple[float, float]], seed: int, top: float
+                   ) -> tuple[tuple[tuple[float, float], ...], str]:
+    """The step's knots fitted to every request's TPOT (module docstring), from `start`'s factors at the knots'
+    batches; returns the knots and a line saying how far the requests moved."""
+    xs = request_batches(config.max_batch, top)
+    theta = np.log(np.clip(knots_at(start, np.array(xs)), *FACTOR_RANGE))
+    measured = []
+    for r in runs:
+        tp = np.asarray(r.request_tpots_s, dtype=float)
+        keep = np.isfinite(tp) & (tp > 0) & (np.asarray(r.output_lens) > 1)
+        measured.append((np.log(np.where(keep, tp, 1.0)), keep, math.log(r.tpot.p50_s)))
+    lo, hi = (math.log(x) for x in FACTOR_RANGE)
+
+    def residuals(th: np.ndarray) -> np.ndarray:
+        costs = costs_with(base, tuple(zip(xs, np.exp(th))), scale)
+        parts = []
+        for r, (m, keep, p50) in zip(runs, measured):
+            sim = np.log(np.where(keep, request_tpots(r, costs, None, config, seed), 1.0))
+            d = (sim - m)[keep]
+            parts += [d / math.sqrt(max(len(d), 1)), [float(np.median(sim[keep])) - p50]]
+        parts.append(math.sqrt(REQUEST_SMOOTH) * np.diff(th))
+        return np.concatenate([np.asarray(p, dtype=float) for p in parts])
+
+    r0 = residuals(theta)
+    first = cost = float(r0 @ r0)
+    lam = 1e-2
+    for _ in range(REQUEST_ROUNDS):
+        jac = np.empty((len(r0), len(xs)))
+        for j in range(len(xs)):
+            d = np.zeros(len(xs))
+            d[j] = REQUEST_STEP
+            jac[:, j] = (residuals(theta + d) - r0) / REQUEST_STEP
+        a = jac.T @ jac
+        step = np.clip(-np.linalg.solve(a + lam * np.diag(np.diag(a) + 1e-9), jac.T @ r0), -0.5, 0.5)
+        trial = np.clip(theta + step, lo, hi)
+        r1 = residuals(trial)
+        if float(r1 @ r1) < cost:
+            theta, r0, cost, lam = trial, r1, float(r1 @ r1), lam / 3
+        else:
+            lam *= 10
+    n = sum(int(k.sum()) for _, k, _ in measured)
+    return (tuple((x, float(f)) for x, f in zip(xs, np.exp(theta))),
+            f"fitted to {n} requests' TPOT (of {', '.join(r.label for r in runs)}): squared log error "
+            f"{first:.4f} -> {cost:.4f}")
+
+
 def fit_bench(manifest: Manifest, base: Any, fit_runs: Sequence[BenchRun], cross_validate: bool = True
               ) -> BenchFit:
     """The costs and acceptance fitted to `fit_runs` on top of `base` (module docstring)."""
@@ -328,16 +404,25 @@ def fit_bench(manifest: Manifest, base: Any, fit_runs: Sequence[BenchRun], cross
     for _ in range(2):  # the factors to the runs' TPOT p50, then the prefill under them, twice
         points = refine(base, plain, points, config, scale, seed)
         scale = fit_prefill(base, lightest, knots_of(points), config, seed)
+    request_knots, request_from = (), ""
+    if request_aligned(plain):  # each request against its replay: the knots from every request's TPOT
+        top = max(p.batch for p in points)
+        request_knots, request_from = fit_by_request(base, plain, config, scale, knots_of(points), seed, top)
+        scale = fit_prefill(base, lightest, request_knots, config, seed)
     fit = BenchFit(base, config, setup.engine, points, scale,
                    f"{lightest.label}: TTFT p50 {1e3 * lightest.ttft.p50_s:.1f} ms matched", None, "", seed,
-                   measured_points=measured)
+                   measured_points=measured, request_knots=request_knots, request_from=request_from)
     fit.acceptance, fit.acceptance_from = fit_acceptance(base, fit_runs, fit.costs(), config, base.acceptance, seed)
     fit.verify_knots, fit.verify_from = fit_verify(fit_runs, fit)
     fit.in_sample = [metrics_row(r, replay(r, fit.costs(), fit.acceptance, config, seed)) for r in fit_runs]
     if cross_validate and len(plain) >= 2:
         for run in plain:
             others = [p for p in points if p.label != run.label]
-            sim = replay(run, fit.costs(knots_of(others)), None, config, seed)
+            knots = knots_of(others)
+            if request_knots:  # fitted as the profile's are: request by request, on the other runs
+                rest = [r for r in plain if r.label != run.label]
+                knots, _ = fit_by_request(base, rest, config, scale, knots, seed, max(p.batch for p in others))
+            sim = replay(run, fit.costs(knots), None, config, seed)
             fit.cross_validated.append(metrics_row(run, sim))
     return fit
 
@@ -352,8 +437,11 @@ def format_fit(fit: BenchFit) -> str:
         lines.append(f"{p.label:<28}{1e3 * p.step_s:>10.2f}{100 * p.step_rel_err:>6.1f}%{p.batch_client:>16.2f}"
                      f"{q.batch:>16.2f}{p.context:>9.0f}{1e3 * p.priced_s:>11.2f}{p.factor:>8.3f}"
                      f"{q.factor:>10.3f}")
-    lines.append(f"prefill factor {fit.prefill_scale:.3f} ({fit.prefill_from})")
     lines.append("refined: each factor scaled until the fit run's replay gives its measured TPOT p50")
+    if fit.request_knots:
+        lines.append("then request by request: " + ", ".join(f"{f:.3f} at batch {b:g}" for b, f in fit.request_knots)
+                     + f" ({fit.request_from})")
+    lines.append(f"prefill factor {fit.prefill_scale:.3f} ({fit.prefill_from})")
     lines.append(f"acceptance: {fit.acceptance.spec if fit.acceptance else 'none'} ({fit.acceptance_from})")
     verify = ", ".join(f"{f:.3f} at batch {b:.2f}" for b, f in fit.verify_knots) or "none"
     lines.append(f"verification passes: factor {verify} over the plain factor ({fit.verify_from})")

@@ -147,6 +147,24 @@ def mean_of(reps: Sequence[Replayed]) -> Replayed:
 def replay_once(run: BenchRun, costs: StepCosts, acceptance: Acceptance | None, config: EngineConfig,
                 rng: np.random.Generator) -> Replayed:
     """One simulation of `run` (one arrival draw, one acceptance draw)."""
+    sim, _ = simulate_run(run, costs, acceptance, config, rng)
+    return Replayed.of(sim, sim.workload.arrival_s)
+
+
+def request_tpots(run: BenchRun, costs: StepCosts, acceptance: Acceptance | None, config: EngineConfig,
+                  seed: int) -> np.ndarray:
+    """Each request's TPOT in one simulation of `run`, in the run's own request order (send order): request by
+    request against the run's where its send times are kept (then a plain run's replay draws nothing)."""
+    sim, order = simulate_run(run, costs, acceptance, config, np.random.default_rng([seed, 0]))
+    out = sim.workload.output_tokens
+    tpot = np.full(len(order), np.nan)
+    tpot[order] = np.where(out > 1, (sim.finish_s - sim.first_token_s) / np.maximum(out - 1, 1), np.nan)
+    return tpot
+
+
+def simulate_run(run: BenchRun, costs: StepCosts, acceptance: Acceptance | None, config: EngineConfig,
+                 rng: np.random.Generator) -> tuple[ServingRun, np.ndarray]:
+    """One simulation of `run` and the order of its workload (workload request i is the run's request order[i])."""
     prompt, output = lengths(run)
     n = len(prompt)
     paced = paced_sends(run, n, rng)
@@ -172,7 +190,7 @@ def replay_once(run: BenchRun, costs: StepCosts, acceptance: Acceptance | None, 
             done = np.sort(sim.finish_s)
             sends = paced.copy()
             sends[limit:] = np.maximum(paced[limit:], done[: n - limit])
-    return Replayed.of(sim, sim.workload.arrival_s)
+    return sim, order
 
 
 def replay(run: BenchRun, costs: StepCosts, acceptance: Acceptance | None, config: EngineConfig, seed: int,

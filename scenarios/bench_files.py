@@ -88,6 +88,7 @@ class BenchRun:
     output_lens: np.ndarray | None = None
     ttfts_s: np.ndarray | None = None
     itls_s: tuple[np.ndarray, ...] | None = None  # each request's gaps between streamed tokens
+    tpots_s: np.ndarray | None = None  # each request's (last token - first token) / (output - 1), where kept
     start_s: np.ndarray | None = None  # each request's send time from the run's start, where kept
     accept_length: float | None = None  # tokens per verification, bonus included (SGLang's accept_length)
     counters: Mapping[str, float] = field(default_factory=dict)  # drafted, accepted, drafts (Prometheus)
@@ -100,6 +101,16 @@ class BenchRun:
     @property
     def per_request(self) -> bool:
         return self.input_lens is not None and self.output_lens is not None
+
+    @property
+    def request_tpots_s(self) -> np.ndarray | None:
+        """Each successful request's TPOT in send order: the file's own, else its streamed gaps' mean; None where the
+        file keeps neither."""
+        if self.tpots_s is not None:
+            return self.tpots_s
+        if self.itls_s is not None and all(len(g) for g in self.itls_s):
+            return np.array([float(np.mean(g)) for g in self.itls_s])
+        return None
 
     @property
     def policy(self) -> str:
@@ -393,7 +404,7 @@ def _guidellm_run(b: Mapping[str, Any], path: str, index: int, many: bool) -> Be
         speculative=False, k=0, model=str((config.get("backend") or {}).get("model") or ""), duration_s=duration,
         throughput_tokens_per_s=(total_out or 0.0) / duration, ttft=ttft, tpot=tpot, itl=tpot,
         input_lens=per["input_lens"] if per else None, output_lens=per["output_lens"] if per else None,
-        ttfts_s=per["ttfts"] if per else None,
+        ttfts_s=per["ttfts"] if per else None, tpots_s=per["tpots"] if per else None,
         start_s=per["start"] if per and rate is not None else None)
 
 
@@ -401,7 +412,9 @@ def _guidellm_requests(reqs: Sequence[Any], where: str) -> dict[str, np.ndarray]
     """Per request: prompt and output tokens, TTFT, and send time (from the first), where every field is there."""
     try:
         rows = [(float(r["prompt_tokens"]), float(r["output_tokens"]), float(r["time_to_first_token_ms"]) / 1e3,
-                 float(r["request_start_time"])) for r in reqs]
+                 float(r["request_start_time"]),
+                 float(r.get("inter_token_latency_ms") if r.get("inter_token_latency_ms") is not None else "nan") / 1e3)
+                for r in reqs]
     except (KeyError, TypeError, ValueError):
         return None
     a = np.asarray(rows)
@@ -411,7 +424,9 @@ def _guidellm_requests(reqs: Sequence[Any], where: str) -> dict[str, np.ndarray]
         return None
     order = np.argsort(a[:, 3], kind="stable")
     a = a[order]
-    return {"input_lens": a[:, 0], "output_lens": a[:, 1], "ttfts": a[:, 2], "start": a[:, 3] - a[0, 3]}
+    tpots = a[:, 4] if np.isfinite(a[a[:, 1] > 1, 4]).all() and (a[a[:, 1] > 1, 4] >= 0).all() else None
+    return {"input_lens": a[:, 0], "output_lens": a[:, 1], "ttfts": a[:, 2], "start": a[:, 3] - a[0, 3],
+            "tpots": tpots}
 
 
 def read_guidellm(path: str) -> list[BenchRun]:

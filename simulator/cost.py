@@ -190,7 +190,7 @@ def _log2_weights(axis: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return i, i + 1, (xq - x[i]) / (x[i + 1] - x[i])
 
 
-def _knots_at(knots: Sequence[tuple[float, float]] | None, batch: np.ndarray | int) -> np.ndarray:
+def knots_at(knots: Sequence[tuple[float, float]] | None, batch: np.ndarray | int) -> np.ndarray:
     """Factors at each batch from (batch, factor) knots: log-linear in batch between them, constant beyond, 1 without
     knots."""
     b = np.asarray(batch, dtype=float)
@@ -243,11 +243,11 @@ class CostModel:
 
     def drift_factor(self, model: ModelSpec, batch: np.ndarray | int) -> np.ndarray:
         """The drift factor of `model`'s passes at each batch (1 where no spot check was made)."""
-        return _knots_at(self.drift.get(model.name), batch)
+        return knots_at(self.drift.get(model.name), batch)
 
     def verify_factor(self, batch: np.ndarray | int) -> np.ndarray:
         """The target's verification passes' factor at each batch (`verify_drift`; 1 without one)."""
-        return _knots_at(self.verify_drift, batch)
+        return knots_at(self.verify_drift, batch)
 
     @cached_property
     def _measured_by_shape(self) -> dict[tuple[str, int, int], list[tuple[int, float]]]:
