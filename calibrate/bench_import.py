@@ -323,10 +323,11 @@ def fit_verify(runs: Sequence[BenchRun], fit: BenchFit) -> tuple[tuple[tuple[flo
 
 
 def request_aligned(runs: Sequence[BenchRun]) -> bool:
-    """Every run keeps each request's send time and TPOT, and is plain: its replay is request by request."""
-    return bool(runs) and all(not r.speculative and r.start_s is not None and len(r.start_s) == r.completed
-                              and r.request_tpots_s is not None and len(r.request_tpots_s) == r.completed
-                              and r.per_request for r in runs)
+    """Every run keeps each request's send time and TPOT, and its replay draws nothing (a plain run, or a speculative
+    one with its requests' acceptance traces): it is replayed request by request."""
+    return bool(runs) and all((not r.speculative or r.trace is not None) and r.start_s is not None
+                              and len(r.start_s) == r.completed and r.request_tpots_s is not None
+                              and len(r.request_tpots_s) == r.completed and r.per_request for r in runs)
 
 
 def request_batches(max_batch: int, top: float) -> list[float]:
@@ -337,11 +338,12 @@ def request_batches(max_batch: int, top: float) -> list[float]:
     return out
 
 
-def fit_by_request(base: Any, runs: Sequence[BenchRun], config: EngineConfig, scale: float,
-                   start: Sequence[tuple[float, float]], seed: int, top: float
+def fit_by_request(runs: Sequence[BenchRun], config: EngineConfig, start: Sequence[tuple[float, float]], seed: int,
+                   top: float, costs_of: Callable[[tuple[tuple[float, float], ...]], StepCosts]
                    ) -> tuple[tuple[tuple[float, float], ...], str]:
-    """The step's knots fitted to every request's TPOT (module docstring), from `start`'s factors at the knots'
-    batches; returns the knots and a line saying how far the requests moved."""
+    """Knots fitted to every request's TPOT (module docstring), from `start`'s factors at the knots' batches:
+    `costs_of(knots)` prices the runs (the step's knots on the plain runs, the verification's on the speculative
+    runs replayed with their requests' traces); returns the knots and a line saying how far the requests moved."""
     xs = request_batches(config.max_batch, top)
     theta = np.log(np.clip(knots_at(start, np.array(xs)), *FACTOR_RANGE))
     measured = []
@@ -352,7 +354,7 @@ def fit_by_request(base: Any, runs: Sequence[BenchRun], config: EngineConfig, sc
     lo, hi = (math.log(x) for x in FACTOR_RANGE)
 
     def residuals(th: np.ndarray) -> np.ndarray:
-        costs = costs_with(base, tuple(zip(xs, np.exp(th))), scale)
+        costs = costs_of(tuple(zip(xs, np.exp(th))))
         parts = []
         for r, (m, keep, p50) in zip(runs, measured):
             sim = np.log(np.where(keep, request_tpots(r, costs, None, config, seed), 1.0))
@@ -407,13 +409,19 @@ def fit_bench(manifest: Manifest, base: Any, fit_runs: Sequence[BenchRun], cross
     request_knots, request_from = (), ""
     if request_aligned(plain):  # each request against its replay: the knots from every request's TPOT
         top = max(p.batch for p in points)
-        request_knots, request_from = fit_by_request(base, plain, config, scale, knots_of(points), seed, top)
+        request_knots, request_from = fit_by_request(plain, config, knots_of(points), seed, top,
+                                                     lambda k: costs_with(base, k, scale))
         scale = fit_prefill(base, lightest, request_knots, config, seed)
     fit = BenchFit(base, config, setup.engine, points, scale,
                    f"{lightest.label}: TTFT p50 {1e3 * lightest.ttft.p50_s:.1f} ms matched", None, "", seed,
                    measured_points=measured, request_knots=request_knots, request_from=request_from)
     fit.acceptance, fit.acceptance_from = fit_acceptance(base, fit_runs, fit.costs(), config, base.acceptance, seed)
     fit.verify_knots, fit.verify_from = fit_verify(fit_runs, fit)
+    spec = [r for r in fit_runs if r.speculative]
+    if fit.verify_knots and request_aligned(spec):  # each request against its replay, its own acceptance walked
+        knots, said = fit_by_request(spec, config, fit.verify_knots, seed, max(b for b, _ in fit.verify_knots),
+                                     lambda k: fit.costs(verify_knots=k))
+        fit.verify_knots, fit.verify_from = knots, f"{fit.verify_from}; then request by request, {said}"
     fit.in_sample = [metrics_row(r, replay(r, fit.costs(), fit.acceptance, config, seed)) for r in fit_runs]
     if cross_validate and len(plain) >= 2:
         for run in plain:
@@ -421,7 +429,8 @@ def fit_bench(manifest: Manifest, base: Any, fit_runs: Sequence[BenchRun], cross
             knots = knots_of(others)
             if request_knots:  # fitted as the profile's are: request by request, on the other runs
                 rest = [r for r in plain if r.label != run.label]
-                knots, _ = fit_by_request(base, rest, config, scale, knots, seed, max(p.batch for p in others))
+                knots, _ = fit_by_request(rest, config, knots, seed, max(p.batch for p in others),
+                                          lambda k: costs_with(base, k, scale))
             sim = replay(run, fit.costs(knots), None, config, seed)
             fit.cross_validated.append(metrics_row(run, sim))
     return fit

@@ -175,7 +175,7 @@ def test_the_per_request_fit_recovers_the_step_factors_that_made_the_requests():
         made = request_tpots(run, costs_with(s, truth, 1.0), None, config, 0)
         runs.append(replace(run, tpots_s=made, tpot=Latency(np.nan, float(np.median(made)), np.nan)))
     assert request_aligned(runs)
-    knots, said = fit_by_request(s, runs, config, 1.0, ((1.0, 1.0), (4.0, 1.0)), 0, 4.0)
+    knots, said = fit_by_request(runs, config, ((1.0, 1.0), (4.0, 1.0)), 0, 4.0, lambda k: costs_with(s, k, 1.0))
     assert [b for b, _ in knots] == [1.0, 2.0, 4.0]
     assert [f for _, f in knots] == pytest.approx([f for _, f in truth], rel=0.03)
     assert "80 requests' TPOT" in said
