@@ -26,12 +26,14 @@ What is fitted, from the runs the manifest marks ``fit = true``:
   neither is matched on its TPOT p50 (bisection on alpha). Without a speculative fit run, [setup] acceptance or the
   profile's measured acceptance is used. A run with its requests' own acceptance (``acceptance_trace``) is replayed
   with it, request by request, in every replay below (`calibrate.bench_replay`).
-- **the verification pass**: a factor on the target's verification passes (k + 1 tokens a sequence) at the batch
-  each speculative fit run held, over what the plain runs' factor prices (`CostModel.verify_drift`): each scaled by
-  the run's measured TPOT p50 over its replay's until they agree (runs within `KNOT_SPAN` share one), from the runs
-  whose acceptance is measured (counters or traces; a TPOT-matched acceptance has used that TPOT already). The plain
-  steps say nothing of a pass of k + 1 tokens a sequence, and what prices it (a llama-bench prompt pass, a preset's
-  roofline) need not be what the served verification costs. The draft's passes take the plain runs' factor.
+- **the speculative step**: a factor on a speculative step's passes (the target's verification of k + 1 tokens a
+  sequence and the draft's passes) at the batch each speculative fit run held, over what the plain runs' factor
+  prices them at (`CostModel.spec_drift`): each scaled by the run's measured TPOT p50 over its replay's until they
+  agree (runs within `KNOT_SPAN` share one), from the runs whose acceptance is measured (counters or traces; a
+  TPOT-matched acceptance has used that TPOT already); where the runs carry their requests' traces, then fitted
+  request by request as the step is. The plain steps say nothing of a pass of k + 1 tokens a sequence or of the
+  draft's passes, and what prices them (a llama-bench prompt pass, a preset's roofline and its draft) need not be
+  what a served speculative step costs.
 
 Cross-validation by run: each plain fit run is predicted (throughput and TPOT p50) by the fit to the other runs,
 where there are at least two.
@@ -59,11 +61,11 @@ FACTOR_RANGE = (0.05, 20.0)  # a step or prefill factor searched within this ran
 BISECTIONS = 10
 REFINE = 3  # rounds of matching the plain fit runs' TPOT p50 (`refine`)
 KNOT_SPAN = 1.5  # runs whose batches lie within this ratio share one knot
-VERIFY_ROUNDS = 6  # rounds of matching the speculative fit runs' TPOT p50 (`fit_verify`)
+SPEC_ROUNDS = 6  # rounds of matching the speculative fit runs' TPOT p50 (`fit_spec`)
 REQUEST_ROUNDS = 8  # Levenberg-Marquardt iterations of the per-request fit (`fit_by_request`)
 REQUEST_SMOOTH = 0.05  # weight of neighbouring knots' squared log difference against the requests' mean square
 REQUEST_STEP = 0.03  # finite-difference step on a knot's log factor
-VERIFY_RANGE = (0.2, 5.0)  # a verification factor is kept within this range
+SPEC_RANGE = (0.2, 5.0)  # a speculative step's factor is kept within this range
 
 
 @dataclass(frozen=True)
@@ -94,8 +96,8 @@ class BenchFit:
     acceptance_from: str
     seed: int
     measured_points: list[StepPoint] = field(default_factory=list)  # the steps as the median ITL gives them
-    verify_knots: tuple[tuple[float, float], ...] = ()  # (batch, factor) on the target's verification passes
-    verify_from: str = ""
+    spec_knots: tuple[tuple[float, float], ...] = ()  # (batch, factor) on a speculative step's passes
+    spec_from: str = ""
     request_knots: tuple[tuple[float, float], ...] = ()  # the step's knots fitted request by request (else points')
     request_from: str = ""
     in_sample: list[dict[str, Any]] = field(default_factory=list)
@@ -106,16 +108,16 @@ class BenchFit:
         return self.request_knots or knots_of(self.points)
 
     def costs(self, knots: Sequence[tuple[float, float]] | None = None, prefill_scale: float | None = None,
-              verify_knots: Sequence[tuple[float, float]] | None = None) -> StepCosts:
+              spec_knots: Sequence[tuple[float, float]] | None = None) -> StepCosts:
         return costs_with(self.base, self.knots if knots is None else knots,
                           self.prefill_scale if prefill_scale is None else prefill_scale,
-                          self.verify_knots if verify_knots is None else verify_knots)
+                          self.spec_knots if spec_knots is None else spec_knots)
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "max_batch": self.config.max_batch, "base": self.base.caption,
                 "steps": [p.__dict__ for p in self.points], "knots": [list(k) for k in self.knots],
                 "steps_from_itl": [p.__dict__ for p in self.measured_points],
-                "verify_knots": [list(k) for k in self.verify_knots], "verify_from": self.verify_from,
+                "spec_knots": [list(k) for k in self.spec_knots], "spec_from": self.spec_from,
                 "knots_from": self.request_from or "the plain fit runs' median ITL, refined to their TPOT p50",
                 "prefill_scale": self.prefill_scale, "prefill_from": self.prefill_from,
                 "acceptance": None if self.acceptance is None else self.acceptance.spec,
@@ -142,8 +144,8 @@ def knots_of(points: Sequence[StepPoint]) -> tuple[tuple[float, float], ...]:
 
 
 def costs_with(base: Any, knots: Sequence[tuple[float, float]], prefill_scale: float,
-               verify_knots: Sequence[tuple[float, float]] = ()) -> StepCosts:
-    """The base's step costs with the passes' factors (the draft's the same), the verification passes' and the
+               spec_knots: Sequence[tuple[float, float]] = ()) -> StepCosts:
+    """The base's step costs with the passes' factors (the draft's the same), a speculative step's and the
     prefill's."""
     drift = {}
     if knots:
@@ -151,7 +153,7 @@ def costs_with(base: Any, knots: Sequence[tuple[float, float]], prefill_scale: f
         if base.draft.module is not None:
             drift[base.draft.module.name] = tuple(knots)
     return StepCosts(replace(base.cost, drift=drift, prefill_scale=prefill_scale,
-                             verify_drift=tuple((float(b), float(f)) for b, f in verify_knots)),
+                             spec_drift=tuple((float(b), float(f)) for b, f in spec_knots)),
                      base.target, base.draft)
 
 
@@ -302,23 +304,23 @@ def measured_acceptance(run: BenchRun) -> bool:
     return run.trace is not None or run_acceptance(run) is not None
 
 
-def fit_verify(runs: Sequence[BenchRun], fit: BenchFit) -> tuple[tuple[tuple[float, float], ...], str]:
-    """The verification passes' factor (module docstring) from the speculative fit runs whose acceptance is
-    measured: a knot at each group of nearby batches (the replays' time-weighted batch), scaled `VERIFY_ROUNDS`
-    times by measured TPOT p50 over replayed (a step is mostly its verification, so the ratio moves it nearly in
-    proportion). Without such a run: none (the verification passes take the plain runs' factor)."""
+def fit_spec(runs: Sequence[BenchRun], fit: BenchFit) -> tuple[tuple[tuple[float, float], ...], str]:
+    """The speculative step's factor (module docstring) from the speculative fit runs whose acceptance is
+    measured: a knot at each group of nearby batches (the replays' time-weighted batch), scaled `SPEC_ROUNDS`
+    times by measured TPOT p50 over replayed (a step is its passes, so the ratio moves it nearly in proportion).
+    Without such a run: none (a speculative step's passes take the plain runs' factor)."""
     spec = [r for r in runs if r.speculative and measured_acceptance(r)]
     if not spec:
-        return (), "no speculative fit run with measured acceptance: the plain runs' factor prices verification"
+        return (), "no speculative fit run with measured acceptance: the plain runs' factor prices its passes"
     knots: tuple[tuple[float, float], ...] = ((1.0, 1.0),)
-    for _ in range(VERIFY_ROUNDS):
-        costs = fit.costs(verify_knots=knots)
+    for _ in range(SPEC_ROUNDS):
+        costs = fit.costs(spec_knots=knots)
         sims = [replay(r, costs, fit.acceptance, fit.config, fit.seed, fitting=True) for r in spec]
         at = [StepPoint(r.label, 0.0, 0.0, 0.0, max(s.mean_batch, 1.0), 0.0, 0.0,
-                        float(costs.cost.verify_factor(max(s.mean_batch, 1.0)))
+                        float(costs.cost.spec_factor(max(s.mean_batch, 1.0)))
                         * (r.tpot.p50_s / s.tpot_p50_s if s.tpot_p50_s > 0 and math.isfinite(s.tpot_p50_s) else 1.0))
               for r, s in zip(spec, sims)]
-        knots = tuple((b, float(np.clip(f, *VERIFY_RANGE))) for b, f in knots_of(at))
+        knots = tuple((b, float(np.clip(f, *SPEC_RANGE))) for b, f in knots_of(at))
     return knots, f"{', '.join(r.label for r in spec)}: TPOT p50 matched with their measured acceptance"
 
 
@@ -342,8 +344,9 @@ def fit_by_request(runs: Sequence[BenchRun], config: EngineConfig, start: Sequen
                    top: float, costs_of: Callable[[tuple[tuple[float, float], ...]], StepCosts]
                    ) -> tuple[tuple[tuple[float, float], ...], str]:
     """Knots fitted to every request's TPOT (module docstring), from `start`'s factors at the knots' batches:
-    `costs_of(knots)` prices the runs (the step's knots on the plain runs, the verification's on the speculative
-    runs replayed with their requests' traces); returns the knots and a line saying how far the requests moved."""
+    `costs_of(knots)` prices the runs (the step's knots on the plain runs, the speculative step's on the
+    speculative runs replayed with their requests' traces); returns the knots and a line saying how far the
+    requests moved."""
     xs = request_batches(config.max_batch, top)
     theta = np.log(np.clip(knots_at(start, np.array(xs)), *FACTOR_RANGE))
     measured = []
@@ -416,12 +419,12 @@ def fit_bench(manifest: Manifest, base: Any, fit_runs: Sequence[BenchRun], cross
                    f"{lightest.label}: TTFT p50 {1e3 * lightest.ttft.p50_s:.1f} ms matched", None, "", seed,
                    measured_points=measured, request_knots=request_knots, request_from=request_from)
     fit.acceptance, fit.acceptance_from = fit_acceptance(base, fit_runs, fit.costs(), config, base.acceptance, seed)
-    fit.verify_knots, fit.verify_from = fit_verify(fit_runs, fit)
+    fit.spec_knots, fit.spec_from = fit_spec(fit_runs, fit)
     spec = [r for r in fit_runs if r.speculative]
-    if fit.verify_knots and request_aligned(spec):  # each request against its replay, its own acceptance walked
-        knots, said = fit_by_request(spec, config, fit.verify_knots, seed, max(b for b, _ in fit.verify_knots),
-                                     lambda k: fit.costs(verify_knots=k))
-        fit.verify_knots, fit.verify_from = knots, f"{fit.verify_from}; then request by request, {said}"
+    if fit.spec_knots and request_aligned(spec):  # each request against its replay, its own acceptance walked
+        knots, said = fit_by_request(spec, config, fit.spec_knots, seed, max(b for b, _ in fit.spec_knots),
+                                     lambda k: fit.costs(spec_knots=k))
+        fit.spec_knots, fit.spec_from = knots, f"{fit.spec_from}; then request by request, {said}"
     fit.in_sample = [metrics_row(r, replay(r, fit.costs(), fit.acceptance, config, seed)) for r in fit_runs]
     if cross_validate and len(plain) >= 2:
         for run in plain:
@@ -452,8 +455,8 @@ def format_fit(fit: BenchFit) -> str:
                      + f" ({fit.request_from})")
     lines.append(f"prefill factor {fit.prefill_scale:.3f} ({fit.prefill_from})")
     lines.append(f"acceptance: {fit.acceptance.spec if fit.acceptance else 'none'} ({fit.acceptance_from})")
-    verify = ", ".join(f"{f:.3f} at batch {b:.2f}" for b, f in fit.verify_knots) or "none"
-    lines.append(f"verification passes: factor {verify} over the plain factor ({fit.verify_from})")
+    spec = ", ".join(f"{f:.3f} at batch {b:.2f}" for b, f in fit.spec_knots) or "none"
+    lines.append(f"speculative steps' passes: factor {spec} over the plain factor ({fit.spec_from})")
     if fit.cross_validated:
         lines.append("cross-validated by run (each plain fit run predicted by the fit to the others):")
         for r in fit.cross_validated:

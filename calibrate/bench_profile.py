@@ -123,9 +123,9 @@ def assumed(fit: BenchFit, cost: CostModel) -> list[str]:
     out = [f"the step factor ({knots}; log-linear in batch between, constant beyond) is on every pass at that batch: "
            f"the runs measured decode steps at mean contexts {contexts} only, so verify passes of k + 1 tokens, other "
            "contexts and batches past the runs' take it unmeasured",
-           f"{fit.base.draft.name}'s passes take the target's factor; the target's verification passes: "
-           + (", ".join(f"{f:.3f} at batch {b:.1f}" for b, f in fit.verify_knots) + " over it" if fit.verify_knots
-              else "the same") + f" ({fit.verify_from})",
+           f"{fit.base.draft.name}'s passes take the target's factor; a speculative step's passes (verification "
+           "and draft): " + (", ".join(f"{f:.3f} at batch {b:.1f}" for b, f in fit.spec_knots) + " over it"
+                             if fit.spec_knots else "the same") + f" ({fit.spec_from})",
            f"every prompt's pass: {fit.prefill_scale:.3f} x the base's ({fit.prefill_from}); one run's TTFT p50, at "
            "its prompt lengths",
            f"the engine's per-step costs are the base's, not fitted (plain step {1e3 * engine.plain.fixed_s:.3f} ms, "
@@ -170,7 +170,7 @@ def bench_profile(fit: BenchFit, manifest: Manifest, runs: Sequence[BenchRun], c
                                "others (TTFT not counted: the prefill factor is fitted on the lightest run)",
              "assumed": assumed(fit, cost), "bench": record}
     drift = {m: tuple((float(b), float(f)) for b, f in knots) for m, knots in cost.drift.items()}
-    verify_drift = tuple((float(b), float(f)) for b, f in cost.verify_drift)
+    spec_drift = tuple((float(b), float(f)) for b, f in cost.spec_drift)
     fitted = ({"spec": fit.acceptance.spec, "from": fit.acceptance_from}
               if fit.acceptance is not None and not fit.acceptance_from.startswith("no speculative") else {})
     if not fitted and manifest.setup.acceptance and fit.acceptance is not None:
@@ -181,7 +181,7 @@ def bench_profile(fit: BenchFit, manifest: Manifest, runs: Sequence[BenchRun], c
     plain_runs = sum(not r.speculative for r in runs)
     if base is not None:  # a profile: its own passes and formula, the fit's factors over them
         return replace(base, command=command, created=created, options=dict(options), origin=origin,
-                       fit=replace(base.fit, heldout=heldout, drift=drift, verify_drift=verify_drift,
+                       fit=replace(base.fit, heldout=heldout, drift=drift, spec_drift=spec_drift,
                                    prefill_scale=fit.prefill_scale,
                                    train_points=plain_runs, reach=runs_reach(fit, runs),
                                    routing_skew=cost.routing_skew, routing_power_law=cost.routing_power_law,
@@ -201,7 +201,7 @@ def bench_profile(fit: BenchFit, manifest: Manifest, runs: Sequence[BenchRun], c
                       linear_additive=ridge == 1.0, drift=drift, prefill_scale=fit.prefill_scale,
                       linear_ridge_p=ridge if math.isfinite(ridge) else None, reach=runs_reach(fit, runs),
                       kernels=cost.kernels, routing_skew=cost.routing_skew, routing_power_law=cost.routing_power_law,
-                      verify_drift=verify_drift)
+                      spec_drift=spec_drift)
     # every dtype's datasheet FLOP/s: the fused-MoE kernel's FLOPs run at its experts' rate (kernel_kinds.MOE_COMPUTE)
     micro = _ceilings(hw, dtype)
     micro["matmul"] = {**{dt: {"flops_per_s": f} for dt, f in hw.peak_flops_per_s}, **micro["matmul"]}

@@ -290,14 +290,14 @@ class Fit:
     kernels: KernelTerms = field(default_factory=KernelTerms)
     routing_skew: float = 0.0
     routing_power_law: float = 0.0
-    # the target's verification passes over what `drift` prices, from the benchmark's speculative runs
-    # (`CostModel.verify_drift`): ((batch, factor), ...)
-    verify_drift: tuple[tuple[float, float], ...] = ()
+    # a speculative step's passes (verification and draft) over what `drift` prices, from the benchmark's speculative
+    # runs (`CostModel.spec_drift`): ((batch, factor), ...)
+    spec_drift: tuple[tuple[float, float], ...] = ()
 
     @property
     def bench(self) -> bool:
         """Fitted to a serving benchmark's runs (a drift or a prefill factor over its base's passes)."""
-        return (bool(self.drift) or bool(self.verify_drift) or self.prefill_scale != 1.0
+        return (bool(self.drift) or bool(self.spec_drift) or self.prefill_scale != 1.0
                 or self.linear_ridge_p is not None)
 
     @classmethod
@@ -325,7 +325,7 @@ class Fit:
             ov["engine"] = {**ov.get("engine", {}), "draft_catchup_tokens": d["draft_catchup_tokens"]}
         known = {"linear_rates", "attention_rates", "overheads", "heldout", "datasheet_heldout", "train_points",
                  "draft_catchup_tokens", "attention_overlap", "verify_ratio_batch1", "linear_additive", "drift",
-                 "prefill_scale", "linear_ridge_p", "reach", "kernels", "routing", "verify_drift"}
+                 "prefill_scale", "linear_ridge_p", "reach", "kernels", "routing", "spec_drift"}
         return cls(
             rates_from_dict(_need(d, "linear_rates")), rates_from_dict(_need(d, "attention_rates")),
             Overheads.from_dict(ov), HeldoutErrors.from_dict(_need(d, "heldout")),
@@ -336,8 +336,8 @@ class Fit:
             _num(d, "prefill_scale", positive=True, optional=True) or 1.0,
             _num(d, "linear_ridge_p", positive=True, optional=True), reach_from_dict(d.get("reach")),
             kernels_from_dict(d.get("kernels")), *routing_from_dict(d.get("routing")),
-            verify_drift=drift_from_dict({"verify_drift": d["verify_drift"]})["verify_drift"]
-            if d.get("verify_drift") else ())
+            spec_drift=drift_from_dict({"spec_drift": d["spec_drift"]})["spec_drift"]
+            if d.get("spec_drift") else ())
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -352,7 +352,7 @@ class Fit:
                     "prefill_scale": self.prefill_scale, "linear_ridge_p": self.linear_ridge_p,
                     "reach": dict(zip(("batch", "rows", "context"), self.reach)) if self.reach else None,
                     "routing": {"skew": self.routing_skew, "power_law": self.routing_power_law},
-                    **({"verify_drift": [list(k) for k in self.verify_drift]} if self.verify_drift else {})}
+                    **({"spec_drift": [list(k) for k in self.spec_drift]} if self.spec_drift else {})}
                    if self.bench else {}),
                 **({"kernels": kernels_to_dict(self.kernels)} if kernels_to_dict(self.kernels) else {})}
 
@@ -414,13 +414,13 @@ def reach_from_dict(d: Any) -> tuple[int, int, int] | None:
 
 
 def drift_from_dict(d: Any) -> dict[str, tuple[tuple[float, float], ...]]:
-    """fit.drift: model name -> [[batch >= 1, factor > 0], ...], batches increasing (and fit.verify_drift, read as
-    {"verify_drift": its knots})."""
+    """fit.drift: model name -> [[batch >= 1, factor > 0], ...], batches increasing (and fit.spec_drift, read as
+    {"spec_drift": its knots})."""
     if not isinstance(d, Mapping):
         raise _Bad("fit.drift is not a table of models' knots")
     out = {}
     for model, knots in d.items():
-        name = "fit.verify_drift" if model == "verify_drift" else f"fit.drift of {model}"
+        name = "fit.spec_drift" if model == "spec_drift" else f"fit.drift of {model}"
         try:
             pairs = tuple((float(b), float(f)) for b, f in knots)
         except (TypeError, ValueError):
@@ -852,7 +852,7 @@ class Profile:
                          linear_ridge_p=ridge, expert_sharing=self.expert_sharing, drift=dict(self.fit.drift),
                          prefill_scale=self.fit.prefill_scale, reach=self.fit.reach, kernels=self.fit.kernels,
                          routing_skew=self.fit.routing_skew, routing_power_law=self.fit.routing_power_law,
-                         verify_drift=tuple(self.fit.verify_drift))
+                         spec_drift=tuple(self.fit.spec_drift))
 
     @property
     def expert_sharing(self) -> float:

@@ -221,10 +221,11 @@ class CostModel:
     drift: Mapping[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)  # model name -> ((batch,
     # factor), ...): how much slower (> 1) the device runs that model's passes now than when calibrated, from a spot
     # check (`calibrate.validate.spot_check`); log-linear in batch between the knots, constant beyond them
-    # ((batch, factor), ...): the target's verification passes (k + 1 tokens a sequence) over what `drift` and the
-    # formula price, as a serving benchmark's speculative runs measured them (`calibrate.bench_import.fit_verify`);
-    # log-linear in batch between the knots, constant beyond; empty: 1
-    verify_drift: tuple[tuple[float, float], ...] = ()
+    # ((batch, factor), ...): a speculative step's passes (the target's verification of k + 1 tokens a sequence and
+    # the draft's passes) over what `drift` and the formula price them, as a serving benchmark's speculative runs
+    # measured them (`calibrate.bench_import.fit_spec`); log-linear in batch between the knots, constant beyond;
+    # empty: 1
+    spec_drift: tuple[tuple[float, float], ...] = ()
     expert_sharing: float = DEFAULT_EXPERT_SHARING  # how a sequence's tokens share experts (ModelSpec.experts_touched)
     routing_skew: float = 0.0  # Zipf exponent of the experts' popularity (0: uniform routing)
     routing_power_law: float = 0.0  # > 1: AIConfigurator's measured routing, this power law (simulator.routing)
@@ -245,9 +246,9 @@ class CostModel:
         """The drift factor of `model`'s passes at each batch (1 where no spot check was made)."""
         return knots_at(self.drift.get(model.name), batch)
 
-    def verify_factor(self, batch: np.ndarray | int) -> np.ndarray:
-        """The target's verification passes' factor at each batch (`verify_drift`; 1 without one)."""
-        return knots_at(self.verify_drift, batch)
+    def spec_factor(self, batch: np.ndarray | int) -> np.ndarray:
+        """A speculative step's passes' factor at each batch (`spec_drift`; 1 without one)."""
+        return knots_at(self.spec_drift, batch)
 
     @cached_property
     def _measured_by_shape(self) -> dict[tuple[str, int, int], list[tuple[int, float]]]:

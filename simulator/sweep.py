@@ -249,7 +249,8 @@ def drafting_times(cost: CostModel, target: ModelSpec, draft: Draft, b: np.ndarr
         return around
     widths = list(shape.draft_pass_widths)
     widths[0] = max(widths[0], shape.verify_tokens if draft.reads_verified_rows else cost.draft_catchup_tokens)
-    t = around + sum(cost.pass_times(draft.module, b, width, context + d) + per_pass.fixed_s
+    spec = cost.spec_factor(b) if cost.spec_drift else 1.0  # a serving benchmark's speculative runs' factor
+    t = around + sum(cost.pass_times(draft.module, b, width, context + d) * spec + per_pass.fixed_s
                      + per_pass.per_sequence_s * b for d, width in enumerate(widths))
     if draft.fusion_params:
         rows = b * shape.verify_tokens
@@ -268,14 +269,14 @@ def _bytes_per_param(dtype: str) -> float:
 
 def verify_times(cost: CostModel, target: ModelSpec, b: np.ndarray, new_tokens: float, context: int) -> np.ndarray:
     """The verification pass with the engine's work around it, at fractional mean new tokens too (a ragged batch:
-    linear between the two whole counts around it); the pass times the cost model's `verify_factor` (a serving
+    linear between the two whole counts around it); the pass times the cost model's `spec_factor` (a serving
     benchmark's speculative runs)."""
     extra = cost.overheads.engine.verify_extra_s(b)
     lo = int(np.floor(new_tokens))
     t_lo = cost.pass_times(target, b, lo, context)
     if new_tokens != lo:
         t_lo = t_lo + (cost.pass_times(target, b, lo + 1, context) - t_lo) * (new_tokens - lo)
-    return (t_lo * cost.verify_factor(b) if cost.verify_drift else t_lo) + extra
+    return (t_lo * cost.spec_factor(b) if cost.spec_drift else t_lo) + extra
 
 
 def step_times(cost: CostModel, target: ModelSpec, draft: Draft | ModelSpec | None, batches: np.ndarray,

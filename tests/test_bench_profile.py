@@ -124,13 +124,13 @@ def test_the_profile_prices_what_the_fit_replayed(profiles, case, tmp_path):
     # the base preset with the fit's factors, pass by pass
     base = resolve_setup("h100-sxm", None, target, draft, "bf16", None, need_acceptance=False)
     fitted = bench_import.costs_with(base, [tuple(k) for k in bench["knots"]], bench["prefill_scale"],
-                                     [tuple(k) for k in bench["verify_knots"]])
+                                     [tuple(k) for k in bench["spec_knots"]])
     for model in (setup.target, setup.draft.module):
         for b, n, c in ((1, 1, 600), (3, 4, 600), (25, 1, 2000), (256, 4, 100), (1, 512, 0)):
             assert setup.cost.pass_time_s(model, b, n, c) == pytest.approx(fitted.cost.pass_time_s(model, b, n, c),
                                                                           rel=1e-12)
     # the verification passes' own factor, fitted to the speculative runs and carried whole
-    assert bench["verify_knots"] and setup.cost.verify_drift == fitted.cost.verify_drift
+    assert bench["spec_knots"] and setup.cost.spec_drift == fitted.cost.spec_drift
     for b in (1, 3, 25, 256):
         assert verify_times(setup.cost, setup.target, np.array([b]), 4, 600)[0] == pytest.approx(
             verify_times(fitted.cost, fitted.target, np.array([b]), 4, 600)[0], rel=1e-12)
@@ -246,7 +246,7 @@ def test_a_profile_without_a_benchmarks_fields_writes_schema_2(profiles):
     """A calibration without the benchmark's fields keeps schema 2 (older specsims read it) and prices without a
     drift or a prefill factor."""
     profile = load_profile(profiles["as-measured"][1])
-    plain = replace(profile, fit=replace(profile.fit, drift={}, verify_drift=(), prefill_scale=1.0,
+    plain = replace(profile, fit=replace(profile.fit, drift={}, spec_drift=(), prefill_scale=1.0,
                                          linear_ridge_p=None), fitted_acceptance={})
     assert plain.to_dict()["schema_version"] == 2 and "drift" not in plain.to_dict()["fit"]
     assert not plain.cost_model().drift and plain.cost_model().prefill_scale == 1.0

@@ -1,5 +1,5 @@
 """Each served request's own acceptance from what it generated (calibrate/bench_traces.py), the simulator replaying it
-request by request (`TraceAcceptance.by_request`), and the verification passes' own factor (`CostModel.verify_drift`)
+request by request (`TraceAcceptance.by_request`), and the verification passes' own factor (`CostModel.spec_drift`)
 that the speculative fit runs set."""
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def test_each_request_walks_its_own_trace_in_the_served_simulation():
 def test_the_verification_factor_moves_verification_passes_only():
     s = _setup()
     plain = s.cost
-    tuned = replace(plain, verify_drift=((1.0, 0.5), (4.0, 2.0)))
+    tuned = replace(plain, spec_drift=((1.0, 0.5), (4.0, 2.0)))
     extra = plain.overheads.engine.verify_extra_s(np.array([1, 2, 4, 8]))
     b = np.array([1, 2, 4, 8])
     ratio = (verify_times(tuned, s.target, b, 5, 500) - extra) / (verify_times(plain, s.target, b, 5, 500) - extra)
