@@ -123,8 +123,8 @@ class SetupOptions:
     draft_tp: int | None = None
     heterogeneous_vocab: bool = False
     expert_sharing: float | None = None
-    routing_skew: float = 0.0
-    power_law_routing: float = 0.0
+    routing_skew: float | None = None  # None: the profile's routing (uniform for a preset)
+    power_law_routing: float | None = None
 
     def resolve(self, need_acceptance: bool = True) -> Setup:
         """The `scenarios.setup.Setup` these options name; its notes said on stderr."""
@@ -173,11 +173,13 @@ setup_options = packed(
     click.option("--expert-sharing", type=float, default=None, metavar="S",
                  help="MoE targets: how much one sequence's tokens share experts, 0 (routed independently) to 1 (all "
                       "alike) [default: 0.5, from measured verify passes; docs/cost-model.md]."),
-    click.option("--routing-skew", type=Finite(0.0, 100.0), default=0.0, show_default=True, metavar="Z",
-                 help="MoE targets: Zipf exponent of the experts' popularity (0: uniform routing)."),
-    click.option("--power-law-routing", type=float, default=0.0, metavar="A",
+    click.option("--routing-skew", type=Finite(0.0, 100.0), default=None, metavar="Z",
+                 help="MoE targets: Zipf exponent of the experts' popularity (0: uniform routing) [default: a "
+                      "profile's stored routing, else 0]."),
+    click.option("--power-law-routing", type=float, default=None, metavar="A",
                  help="MoE targets: route as AIConfigurator measured its MoE kernels, every pass's expert loads drawn "
-                      "from a power law of exponent A > 1 (1.2: Qwen3's, 1.01: DeepSeek's) [default: off]."),
+                      "from a power law of exponent A > 1 (1.2: Qwen3's, 1.01: DeepSeek's) [default: a profile's "
+                      "stored routing, else off]."),
 )
 
 

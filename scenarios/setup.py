@@ -263,10 +263,11 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
                   dtype: str, acceptance_spec: str | None, need_acceptance: bool = True, engine: str | None = None,
                   tp: int = 1, draft_tp: int | None = None, progress: Callable[[str, int], Any] | None = None,
                   heterogeneous_vocab: bool = False, expert_sharing: float | None = None,
-                  routing_skew: float = 0.0, power_law_routing: float = 0.0) -> Setup:
+                  routing_skew: float | None = None, power_law_routing: float | None = None) -> Setup:
     """The cost model, the models and the acceptance (`_resolve_setup`), the draft checked against the target and
     the acceptance, and the experts' sharing and routing set on the cost model (an MoE target's routing said in a
-    note)."""
+    note). Routing not given (None, both) keeps the cost model's: a profile's stored routing, else uniform; either
+    given replaces both."""
     s = _resolve_setup(hardware, profile_path, target, draft, dtype, acceptance_spec, need_acceptance, engine, tp,
                        draft_tp, progress, heterogeneous_vocab)
     check_draft(s.draft, s.target, s.acceptance)
@@ -274,12 +275,15 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
     if expert_sharing is not None and not 0.0 <= expert_sharing <= 1.0:
         raise SpecsimError(f"--expert-sharing is a fraction in [0, 1] (how much a sequence's tokens share experts), "
                            f"got {expert_sharing:g}; give one from 0 to 1")
-    if not routing_skew >= 0:  # NaN too
-        raise SpecsimError(f"--routing-skew is a Zipf exponent >= 0 (0: uniform routing), got {routing_skew:g}")
-    if power_law_routing and (power_law_routing <= 1.0 or routing_skew):
-        raise SpecsimError(f"--power-law-routing is an exponent > 1 (AIConfigurator measured 1.01 and 1.2), not with "
-                           f"--routing-skew; got {power_law_routing:g}")
-    changes: dict[str, float] = {"routing_skew": routing_skew, "routing_power_law": power_law_routing}
+    changes: dict[str, float] = {}
+    if routing_skew is not None or power_law_routing is not None:
+        skew, power = routing_skew or 0.0, power_law_routing or 0.0
+        if not skew >= 0:  # NaN too
+            raise SpecsimError(f"--routing-skew is a Zipf exponent >= 0 (0: uniform routing), got {skew:g}")
+        if power and (power <= 1.0 or skew):
+            raise SpecsimError(f"--power-law-routing is an exponent > 1 (AIConfigurator measured 1.01 and 1.2), not "
+                               f"with --routing-skew; got {power:g}")
+        changes = {"routing_skew": skew, "routing_power_law": power}
     if expert_sharing is not None:
         changes["expert_sharing"] = expert_sharing
     s = replace(s, cost=replace(s.cost, **changes))

@@ -321,3 +321,18 @@ def test_figures_a_tools_file_lacks_are_null_in_the_profile(tmp_path):
     d = json.loads((tmp_path / "p.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the profile"))
     assert all(r["itl_p50_s"] is None for r in d["fit"]["bench"]["runs"])
     assert load_profile(tmp_path / "p.json").fit.drift
+
+
+def test_a_profiles_stored_routing_holds_unless_a_flag_replaces_it(profiles, tmp_path):
+    """A profile fitted over an MoE routing keeps pricing with it when predict names no routing (the CLI's defaults
+    once reset it to uniform); --routing-skew or --power-law-routing given replaces both."""
+    d = json.loads(profiles["as-measured"][1].read_text())
+    d["fit"]["routing"] = {"skew": 0.0, "power_law": 1.2}
+    path = tmp_path / "routed.json"
+    path.write_text(json.dumps(d))
+    kept = resolve_setup(None, path, None, None, "bf16", None).cost
+    assert (kept.routing_power_law, kept.routing_skew) == (1.2, 0.0)
+    skewed = resolve_setup(None, path, None, None, "bf16", None, routing_skew=0.8).cost
+    assert (skewed.routing_power_law, skewed.routing_skew) == (0.0, 0.8)
+    uniform = resolve_setup(None, path, None, None, "bf16", None, power_law_routing=0.0).cost
+    assert (uniform.routing_power_law, uniform.routing_skew) == (0.0, 0.0)
