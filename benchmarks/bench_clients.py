@@ -210,7 +210,8 @@ SLOTS, PROMPT_TOKENS, OUTPUT_TOKENS, K_DRAFT = 4, 64, 48, 4
 # in the middle of the first ran 5-70 % slower than in the repeat, the rest within 5 %; a slowdown of the shared
 # host's that long moves half as many requests of a run of 48.
 REQUESTS = int(os.environ.get("SPECSIM_BENCH_REQUESTS", "48"))
-FRACTIONS = (0.25, 0.45, 0.65, 0.85, 1.3)  # of plain decoding's saturation rate, as the profile predicts it
+FRACTIONS = (0.25, 0.45, 0.65, 0.85, 1.3)  # of the plain server's capacity, measured first (`_capacity`)
+CAPACITY_REQUESTS = 4 * SLOTS  # the capacity run: SLOTS concurrent streams, this many requests in all
 FIT_FRACTIONS = (0.25, 0.85)  # the two rates fitted on (plain and speculative; a light and a loaded one)
 # where the clients' own virtual environments are (their dependencies clash with specsim's): gvenv/, avenv/
 VENVS = Path(os.environ.get("SPECSIM_CLIENT_VENVS", "/tmp/bench57"))
@@ -243,27 +244,33 @@ def _scrape(port: int) -> str:
         return r.read().decode()
 
 
-def _drive(client: str, port: int, rate: float, arrivals: str, tok: Path, out: Path, seed: int) -> Path:
-    """One run of the client against the server at `rate` (`arrivals`: poisson or constant); the path of its result
-    file. Every run draws its own prompts and gaps (`seed`): llama-server keeps prompts it has seen in a cache in
-    RAM, and a prompt sent again skips its prefill, which no run of a real deployment's benchmark would."""
+def _drive(client: str, port: int, rate: float, arrivals: str, tok: Path, out: Path, seed: int,
+           streams: int | None = None, requests: int | None = None) -> Path:
+    """One run of the client against the server at `rate` (`arrivals`: poisson or constant), or with `streams`
+    concurrent streams (a closed loop: the rate is ignored); the path of its result file. Every run draws its own
+    prompts and gaps (`seed`): llama-server keeps prompts it has seen in a cache in RAM, and a prompt sent again
+    skips its prefill, which no run of a real deployment's benchmark would."""
     import subprocess
 
     env = dict(os.environ, GUIDELLM__MAX_WORKER_PROCESSES="1")
+    count = requests or REQUESTS
     if client == "guidellm":
         path = Path(f"{out}.json")
+        load = f"kind=concurrent,streams={streams}" if streams else f"kind={arrivals},rate={rate:g}"
         cmd = [_tool("guidellm"), "run", "--backend",
                f"kind=openai_http,target=http://127.0.0.1:{port},request_format=/v1/completions",
-               "--profile", f"kind={arrivals},rate={rate:g}", "--data",
+               "--profile", load, "--data",
                f"kind=synthetic_text,prompt_tokens={PROMPT_TOKENS},output_tokens={OUTPUT_TOKENS}",
                "--tokenizer", f"kind=huggingface_auto,model={tok}", "--constraint",
-               f"kind=max_requests,count={REQUESTS}", "--output", f"kind=json,path={path}",
+               f"kind=max_requests,count={count}", "--output", f"kind=json,path={path}",
                "--seed", f"kind=static,value={seed}", "--disable-console-interactive"]
     else:
         path = out / "profile_export_aiperf.json"
+        load_args = (["--concurrency", str(streams)] if streams else
+                     ["--request-rate", f"{rate:g}", "--arrival-pattern", arrivals])
         cmd = [_tool("aiperf"), "profile", "-m", "model", "--url", f"http://127.0.0.1:{port}", "--endpoint-type",
-               "completions", "--streaming", "--request-rate", f"{rate:g}", "--arrival-pattern", arrivals,
-               "--request-count", str(REQUESTS), "--prompt-input-tokens-mean", str(PROMPT_TOKENS),
+               "completions", "--streaming", *load_args,
+               "--request-count", str(count), "--prompt-input-tokens-mean", str(PROMPT_TOKENS),
                "--prompt-input-tokens-stddev", "0", "--prompt-output-tokens-mean", str(OUTPUT_TOKENS),
                "--prompt-output-tokens-stddev", "0", "--extra-inputs", "ignore_eos:true", "--tokenizer", str(tok),
                "--random-seed", str(seed),
@@ -293,6 +300,22 @@ def _off_pace(path: Path, rate: float) -> tuple[bool, float | None]:
     r = runs[0]
     return off_pace_of({"paced": True, "rate_per_s": rate, "sent_span_s": r.sent_span_s,
                         "requests": r.requests}), r.sent_rate_per_s
+
+
+def _capacity(client: str, port: int, tok: Path, stem: Path) -> tuple[float, Path]:
+    """Requests per second the server completes with every slot busy (`SLOTS` concurrent streams, a closed loop
+    of `CAPACITY_REQUESTS`), and the client's file. The profile's decode steps alone over-predict it by about 40 %
+    on this CPU: every request's 64-token prompt stalls all the slots for about as long as it takes alone (175 ms,
+    against 33 ms a step of four), and rates placed by that prediction put the 0.65 rate at 0.93 of what the server
+    completed (12 clones: 0.65-0.77 of the prediction)."""
+    from scenarios.bench_files import read_file
+
+    if client == "aiperf":
+        stem.mkdir(exist_ok=True)
+    path = _drive(client, port, 0.0, "poisson", tok, stem, seed=SEED_STRIDE - 1, streams=SLOTS,
+                  requests=CAPACITY_REQUESTS)
+    run = read_file(str(path))[0]
+    return run.completed / run.duration_s, path
 
 
 def _trace(traced: list[tuple[Path, Path]]) -> None:
@@ -339,18 +362,28 @@ def llama(out: Path, client: str, arrivals: str = "poisson") -> None:
     profile = load_profile(profile_path)
     costs = StepCosts(profile.cost_model(), profile.target, profile.draft)
     ctx = PROMPT_TOKENS + OUTPUT_TOKENS / 2
-    saturation = SLOTS / costs.decode_s(SLOTS, ctx, PLAIN) / OUTPUT_TOKENS
-    rates = [float(f"{saturation * f:.3g}") for f in FRACTIONS]
-    fit_rates = {float(f"{saturation * f:.3g}") for f in FIT_FRACTIONS}
+    predicted = SLOTS / costs.decode_s(SLOTS, ctx, PLAIN) / OUTPUT_TOKENS  # decode alone: no prefill, no server
     target, draft = gguf_of(pair / "target", "target"), gguf_of(pair / "draft", "draft")
     n_threads = threads(profile)
     runs = []
     rejected: list[Path] = []  # runs the client sent off its schedule, kept beside the others
     traced: list[tuple[Path, Path]] = []  # speculative reports and their requests' acceptance traces, made below
+    rates: list[float] = []
+    fit_rates: set[float] = set()
+    capacity_note = ""
     for name, with_draft in (("plain", False), ("spec", True)):
         with Server(target, draft if with_draft else None, K_DRAFT, ctx=SLOTS * 512, slots=SLOTS,
                     threads=n_threads) as server:
             server.complete([72, 101, 108, 108, 111], 8)  # a warm-up request
+            if not rates:  # the rates are fractions of what the plain server measurably completes, every slot busy
+                capacity, path = _capacity(client, server.port, tok, out / f"{client}-plain-capacity")
+                rates = [float(f"{capacity * f:.3g}") for f in FRACTIONS]
+                fit_rates = {float(f"{capacity * f:.3g}") for f in FIT_FRACTIONS}
+                capacity_note = (f"# the rates: {', '.join(f'{f:g}' for f in FRACTIONS)} x the plain server's "
+                                 f"capacity, {capacity:.3g} requests/s with {SLOTS} concurrent streams "
+                                 f"({path.relative_to(out)}; the profile's decode steps alone, no prefill, "
+                                 f"predicted {predicted:.3g})\n")
+                print(capacity_note.strip("# \n"), flush=True)
             for rate in rates:
                 stem = out / f"{client}-{name}-rate{rate:g}"
                 if client == "aiperf":
@@ -392,7 +425,7 @@ def llama(out: Path, client: str, arrivals: str = "poisson") -> None:
     _trace(traced)  # after the server has stopped: nothing else runs beside a measured run
     head = (f"# llama-server ({SLOTS} slots, {n_threads} thread(s)) serving the built-in pair, plain and with its "
             f"draft (k = {K_DRAFT}), driven by {client} at {arrivals} rates (benchmarks/bench_clients.py llama)\n"
-            f'[setup]\nprofile = "llama.json"\nengine = "llama-server"\nmax_batch = {SLOTS}\n\n')
+            f'{capacity_note}[setup]\nprofile = "llama.json"\nengine = "llama-server"\nmax_batch = {SLOTS}\n\n')
     (out / "manifest.toml").write_text(head + "\n\n".join(runs) + "\n")
     print(f"manifest written to {out / 'manifest.toml'}; now: specsim validate --against {out / 'manifest.toml'} "
           f"--plot {out}")
