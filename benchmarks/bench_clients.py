@@ -206,7 +206,7 @@ def samples() -> None:
 
 SLOTS, PROMPT_TOKENS, OUTPUT_TOKENS, K_DRAFT = 4, 64, 48, 4
 # requests a run sends. A run of 24 at the knee (about 1.1/s, 21 s) repeated with the same seed, so the same prompts
-# and send times, on a fresh server measured TPOT p50 43.5 ms and then 38.6 (-11 %): the requests sent within 7 s
+# and send times, on a fresh server measured TPOT p50 43.2 ms and then 38.2 (-11 %): the requests sent within 7 s
 # in the middle of the first ran 5-70 % slower than in the repeat, the rest within 5 %; a slowdown of the shared
 # host's that long moves half as many requests of a run of 48.
 REQUESTS = int(os.environ.get("SPECSIM_BENCH_REQUESTS", "48"))

@@ -20,8 +20,9 @@
 #                                                                the user's benchmark as the judge: llama-server
 #                                                                serving the pair plain and speculative, driven by
 #                                                                GuideLLM (CLIENT=aiperf: AIPerf) at five Poisson
-#                                                                rates, fitted on two, validated on the rest
-#                                                                (benchmarks/bench_clients.py llama; about 7 minutes
+#                                                                rates (fractions of its measured capacity), fitted on
+#                                                                two, validated on the rest
+#                                                                (benchmarks/bench_clients.py llama; about 15 minutes
 #                                                                a clone); needs the llama.cpp build and the client in
 #                                                                a venv of its own (GUIDELLM_BIN / AIPERF_BIN)
 # Minutes per clone on a 2-core machine; run nothing else meanwhile. One summary line per clone. OMP_NUM_THREADS=1
