@@ -266,8 +266,7 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
                   routing_skew: float | None = None, power_law_routing: float | None = None) -> Setup:
     """The cost model, the models and the acceptance (`_resolve_setup`), the draft checked against the target and
     the acceptance, and the experts' sharing and routing set on the cost model (an MoE target's routing said in a
-    note). Routing not given (None, both) keeps the cost model's: a profile's stored routing, else uniform; either
-    given replaces both."""
+    note). No routing given keeps the cost model's (a profile's stored one, else uniform); either replaces both."""
     s = _resolve_setup(hardware, profile_path, target, draft, dtype, acceptance_spec, need_acceptance, engine, tp,
                        draft_tp, progress, heterogeneous_vocab)
     check_draft(s.draft, s.target, s.acceptance)
@@ -275,7 +274,7 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
     if expert_sharing is not None and not 0.0 <= expert_sharing <= 1.0:
         raise SpecsimError(f"--expert-sharing is a fraction in [0, 1] (how much a sequence's tokens share experts), "
                            f"got {expert_sharing:g}; give one from 0 to 1")
-    changes: dict[str, float] = {}
+    changes: dict[str, float] = {} if expert_sharing is None else {"expert_sharing": expert_sharing}
     if routing_skew is not None or power_law_routing is not None:
         skew, power = routing_skew or 0.0, power_law_routing or 0.0
         if not skew >= 0:  # NaN too
@@ -283,9 +282,7 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
         if power and (power <= 1.0 or skew):
             raise SpecsimError(f"--power-law-routing is an exponent > 1 (AIConfigurator measured 1.01 and 1.2), not "
                                f"with --routing-skew; got {power:g}")
-        changes = {"routing_skew": skew, "routing_power_law": power}
-    if expert_sharing is not None:
-        changes["expert_sharing"] = expert_sharing
+        changes.update(routing_skew=skew, routing_power_law=power)
     s = replace(s, cost=replace(s.cost, **changes))
     if s.target.is_moe:
         measured = ((s.profile.fit.extra.get("aiconfigurator") or {}).get("routing") if s.profile else None)
