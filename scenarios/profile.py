@@ -43,10 +43,12 @@ from simulator.replay import ProbabilityTraceAcceptance, TraceAcceptance
 from simulator.specs import DEFAULT_EXPERT_SHARING, HardwareSpec, ModelSpec, Overheads, SpeculationTax
 
 SCHEMA = "specsim-profile"
-SCHEMA_VERSION = 3  # 2: options, engine mode, origin, trust, the acceptance variant chosen by held-out error
-# 3: a serving benchmark's fit (fit.drift, fit.prefill_scale, fit.linear_ridge_p, acceptance_fitted). A profile without
-# them is still written as 2, which older specsims read; one with them as 3, which they refuse rather than misprice.
+SCHEMA_VERSION = 4  # 2: options, engine mode, origin, trust, the acceptance variant chosen by held-out error
+# 3: a serving benchmark's fit (fit.drift, fit.prefill_scale, fit.linear_ridge_p, acceptance_fitted); 4: its speculative
+# step's factor (fit.spec_drift). A profile is written at the lowest version that holds what it has: older specsims read
+# it, and refuse one whose fields they would drop rather than misprice.
 BENCH_FIELDS_VERSION = 3
+SPEC_DRIFT_VERSION = 4
 ENGINE_MODES = ("eager", "graph")
 MEASURED_VARIANTS = ("positional", "iid", "beta", "markov", "trace", "ranks")
 
@@ -768,7 +770,8 @@ class Profile:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA, "specsim_version": self.specsim_version,
-            "schema_version": BENCH_FIELDS_VERSION if self.fit.bench or self.fitted_acceptance else 2,
+            "schema_version": (SPEC_DRIFT_VERSION if self.fit.spec_drift else
+                               BENCH_FIELDS_VERSION if self.fit.bench or self.fitted_acceptance else 2),
             "command": self.command, "options": dict(self.options), "created": self.created,
             "engine_mode": self.engine_mode, "origin": self.origin, "device": self.device.to_dict(),
             "device_state": dict(self.device_state), "host": dict(self.host), "dtype": self.dtype,

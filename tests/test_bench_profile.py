@@ -234,7 +234,11 @@ def test_bad_benchmarks_and_bad_profiles_are_one_line_errors(tmp_path, profiles)
     assert result.exit_code == 2 and "empty.json" in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "p.json").exists()
     d = json.loads(profiles["as-measured"][1].read_text())
-    assert d["schema_version"] == 3  # older specsims refuse it rather than price without its factors
+    # older specsims refuse it rather than price without its factors: 4 for the speculative step's, 3 without it
+    assert d["schema_version"] == 4 and d["fit"]["spec_drift"]
+    no_spec = load_profile(profiles["as-measured"][1])
+    no_spec = replace(no_spec, fit=replace(no_spec.fit, spec_drift=()))
+    assert no_spec.to_dict()["schema_version"] == 3
     d["fit"]["drift"]["llama-3.1-8b"] = [[4, -1.0]]
     (tmp_path / "bad.json").write_text(json.dumps(d))
     result = CliRunner().invoke(cli, ["predict", "--profile", str(tmp_path / "bad.json")])
