@@ -91,7 +91,8 @@ def cases() -> list[Case]:
         c.append(refuse("numbers", f"simulate --hardware h100-sxm --acceptance iid:0.7 --rate 5 --requests 50 "
                                    f"{opt} {bad}"))
     for opt, bad in (("--expert-sharing", "2"), ("--expert-sharing", "nan"), ("--routing-skew", "-1"),
-                     ("--routing-skew", "nan"), ("--tp", "0"), ("--tp", "3"), ("--tp", "4096"),
+                     ("--routing-skew", "nan"), ("--power-law-routing", "nan"), ("--power-law-routing", "0.5"),
+                     ("--routing-skew 1 --power-law-routing", "1.2"), ("--tp", "0"), ("--tp", "3"), ("--tp", "4096"),
                      ("--draft-tp", "0")):
         c.append(refuse("numbers", f"predict {P} --target qwen3-30b-a3b --draft eagle3 {opt} {bad}"))
     # -- acceptance specs ----------------------------------------------------------------------------------------

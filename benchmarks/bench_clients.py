@@ -209,7 +209,10 @@ SLOTS, PROMPT_TOKENS, OUTPUT_TOKENS, K_DRAFT = 4, 64, 48, 4
 # and send times, on a fresh server measured TPOT p50 43.2 ms and then 38.2 (-11 %): the requests sent within 7 s
 # in the middle of the first ran 5-70 % slower than in the repeat, the rest within 5 %; a slowdown of the shared
 # host's that long moves half as many requests of a run of 48.
-REQUESTS = int(os.environ.get("SPECSIM_BENCH_REQUESTS", "48"))
+_REQUESTS = os.environ.get("SPECSIM_BENCH_REQUESTS", "48")
+if not _REQUESTS.isdigit() or int(_REQUESTS) < 2:
+    sys.exit(f"bench_clients.py: SPECSIM_BENCH_REQUESTS must be a whole number of requests >= 2, got {_REQUESTS!r}")
+REQUESTS = int(_REQUESTS)
 FRACTIONS = (0.25, 0.45, 0.65, 0.85, 1.3)  # of the plain server's capacity, measured first (`_capacity`)
 CAPACITY_REQUESTS = 4 * SLOTS  # the capacity run: SLOTS concurrent streams, this many requests in all
 FIT_FRACTIONS = (0.25, 0.85)  # the two rates fitted on (plain and speculative; a light and a loaded one)

@@ -176,7 +176,7 @@ setup_options = packed(
     click.option("--routing-skew", type=Finite(0.0, 100.0), default=None, metavar="Z",
                  help="MoE targets: Zipf exponent of the experts' popularity (0: uniform routing) [default: a "
                       "profile's stored routing, else 0]."),
-    click.option("--power-law-routing", type=float, default=None, metavar="A",
+    click.option("--power-law-routing", type=Finite(0.0, 100.0), default=None, metavar="A",
                  help="MoE targets: route as AIConfigurator measured its MoE kernels, every pass's expert loads drawn "
                       "from a power law of exponent A > 1 (1.2: Qwen3's, 1.01: DeepSeek's) [default: a profile's "
                       "stored routing, else off]."),

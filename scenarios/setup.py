@@ -279,9 +279,10 @@ def resolve_setup(hardware: str | None, profile_path: Path | None, target: str |
         skew, power = routing_skew or 0.0, power_law_routing or 0.0
         if not skew >= 0:  # NaN too
             raise SpecsimError(f"--routing-skew is a Zipf exponent >= 0 (0: uniform routing), got {skew:g}")
-        if power and (power <= 1.0 or skew):
-            raise SpecsimError(f"--power-law-routing is an exponent > 1 (AIConfigurator measured 1.01 and 1.2), not "
-                               f"with --routing-skew; got {power:g}")
+        if power and (not power > 1.0 or skew):  # NaN too
+            raise SpecsimError(f"--power-law-routing {power:g}: give an exponent > 1 (AIConfigurator measured 1.01 "
+                               "and 1.2)" if not power > 1.0 else "give --power-law-routing or --routing-skew, "
+                               "not both: they are two models of the same routing")
         changes.update(routing_skew=skew, routing_power_law=power)
     s = replace(s, cost=replace(s.cost, **changes))
     if s.target.is_moe:

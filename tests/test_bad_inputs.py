@@ -19,7 +19,8 @@ _spec.loader.exec_module(bad)
 CHOSEN = ("ngram:us_per_seq=nan", "ngram:us_per_seq=inf", "'mtp:2'", "eagle3:layers=2,layers=3", "{D}/unk",
           "{D}/moe0", "iid:0.6@context:1024=5", "eagle3:layers=100000", "steps_11d.csv", "m_dup.toml",
           "hf_noweights", "m_unknown.toml", "m_topkey.toml", "eagle3:layers=-1", "--batch '1..0'",
-          "tensorrt:{D}/steps_ok.csv", "--tolerance nan", "--routing-skew nan", "{D}/trunc.json",
+          "tensorrt:{D}/steps_ok.csv", "--tolerance nan", "--routing-skew nan", "--power-law-routing nan",
+          "{D}/trunc.json",
           "--profile {D}/empty.json", "vllm:{D}/m_spec_nolen.toml", "{D}/w4096/qwen3-30b-a3b --draft eagle3",
           "--tp 4 --draft eagle3 --acceptance iid:0.7", "sw_badhw.toml", "trace:{D}/empty.csv")
 CASES = [c for c in bad.cases() if any(s in c.command for s in CHOSEN)]
