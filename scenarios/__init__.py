@@ -125,6 +125,15 @@ def _engine_kernels(engine: str, gpu: str) -> dict[str, Any]:
     return d
 
 
+def check_dtype_runs(name: str, dtype: str) -> None:
+    """A weight format the preset's GPU runs no kernel for is refused: NVFP4 is NVIDIA's (Blackwell's tensor cores;
+    weight-only dequantising kernels before them), and AMD's GPUs have none (their 4-bit format is MXFP4)."""
+    full = str(_table("hardware").get(name.lower(), {}).get("name", name))
+    if dtype == "nvfp4" and full.startswith("AMD"):
+        raise SpecsimError(f"--dtype nvfp4 on {name} ({full}): NVFP4 is NVIDIA's 4-bit format and no AMD kernel runs "
+                           "it; use --dtype mxfp4 (the OCP 4-bit format AMD's engines load) or fp8")
+
+
 def load_hardware(name: str, engine: str = "vllm") -> HardwareSpec:
     """A GPU preset, with the per-step costs of `engine` (engines.toml) around its passes."""
     table = _table("hardware")

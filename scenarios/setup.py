@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from scenarios import load_hardware, load_model
+from scenarios import check_dtype_runs, load_hardware, load_model
 from scenarios.acceptance_specs import acceptance_from_spec, split_trace_spec
 from scenarios.draft_specs import load_draft
 from scenarios.engine_metrics import ENGINE_KINDS
@@ -234,10 +234,7 @@ def shard(model: ModelSpec, tp: int, hw: Any) -> ModelSpec:
     """One GPU's shard of `model` split `tp` ways on `hw`, or a one-line reason it cannot be."""
     if tp > 1 and hw.interconnect is None:
         raise SpecsimError(f"preset {hw.name} has no interconnect for --tp (hardware.toml); use --tp 1")
-    try:
-        return model.shard(tp)
-    except ValueError as e:
-        raise SpecsimError(f"{e}; try --tp 2, 4 or 8") from None
+    return model.shard(tp)  # a split that does not divide: a one-line error naming the splits that do
 
 
 def shard_draft(draft: Draft, tp: int, hw: Any) -> Draft:
@@ -326,6 +323,7 @@ def _resolve_setup(hardware: str | None, profile_path: Path | None, target: str 
     if hardware:
         engine = engine or "vllm"
         hw = load_hardware(hardware, engine)
+        check_dtype_runs(hardware, dtype)
         spec_lower = (acceptance_spec or "").strip().lower()
         needs_profile = spec_lower.startswith(("measured", "fit:measured"))
         profile, notes = resolve_profile(profile_path) if needs_profile else (None, [])

@@ -470,14 +470,18 @@ class ModelSpec:
         cost model adds the two all-reduces per layer and the logits gather of a sharded pass."""
         if tp == 1:
             return self
+        widths = (self.n_heads, self.d_ff, self.d_ff_expert, self.d_ff_shared)
+        ways = [n for n in range(2, 65) if not any(w % n for w in widths)]
+        advice = f"; use --tp {', '.join(map(str, ways[:-1]))} or {ways[-1]}" if len(ways) > 1 else \
+            f"; use --tp {ways[0]}" if ways else "; use --tp 1"
         if tp < 1 or self.n_heads % tp or self.d_ff % tp:
-            raise ValueError(f"model {self.name!r} cannot be split {tp} ways: its {self.n_heads} heads and d_ff "
-                             f"{self.d_ff} must both be multiples of the tensor-parallel degree")
+            raise SpecsimError(f"model {self.name!r} cannot be split {tp} ways: its {self.n_heads} heads and d_ff "
+                               f"{self.d_ff} must both be multiples of the tensor-parallel degree{advice}")
         if self.tp != 1:
-            raise ValueError(f"model {self.name!r} is already a {self.tp}-way shard")
+            raise SpecsimError(f"model {self.name!r} is already a {self.tp}-way shard")
         if self.d_ff_expert % tp or self.d_ff_shared % tp:
-            raise ValueError(f"model {self.name!r} cannot be split {tp} ways: its experts' widths "
-                             f"{self.d_ff_expert} and {self.d_ff_shared} must be multiples of it")
+            raise SpecsimError(f"model {self.name!r} cannot be split {tp} ways: its experts' widths "
+                               f"{self.d_ff_expert} and {self.d_ff_shared} must be multiples of it{advice}")
         kv = self.n_kv_heads // tp if self.n_kv_heads % tp == 0 else 1
         # Experts split as vLLM's tensor-parallel MoE does: every expert's width divided, all experts on every GPU
         # (expert parallelism is not modelled). MLA's latent is replicated, its heads divided.
