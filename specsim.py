@@ -452,7 +452,7 @@ def acceptance_fit(source: str, ks: list[int], folds: int, models: str, profile_
               help="The table, .csv or .json [default: CSV on stdout].")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Draw capacity.png and one tpot-*.png per configuration into this folder.")
-@click.option("--engine", default=None, metavar="vllm|sglang|tensorrt-llm|gpt-fast",
+@click.option("--engine", default=None, metavar="vllm|sglang|tensorrt-llm|gpt-fast", callback=opt.engine_named,
               help="Serving engine preset for every configuration (scenarios/engines.toml) [default: the spec's "
                    "'engine', else vllm].")
 def sweep(spec_path: Path, executor: str, out_path: Path | None, plot_dir: Path | None, engine: str | None) -> None:

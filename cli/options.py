@@ -117,7 +117,7 @@ class SetupOptions:
     profile_path: Path | None
     target: str | None
     draft: str | None
-    dtype: str
+    dtype: str | None  # None: not given (bf16 on a preset, the profile's own on a profile)
     engine: str | None = None
     tp: int = 1
     draft_tp: int | None = None
@@ -127,13 +127,37 @@ class SetupOptions:
     power_law_routing: float | None = None
 
     def resolve(self, need_acceptance: bool = True) -> Setup:
-        """The `scenarios.setup.Setup` these options name; its notes said on stderr."""
+        """The `scenarios.setup.Setup` these options name, refused where an option given does not apply to it (a
+        routing option to a dense target, a dtype to a profile measured in another); its notes said on stderr."""
         from scenarios.setup import resolve_setup
 
-        return say_notes(resolve_setup(self.hardware, self.profile_path, self.target, self.draft, self.dtype,
-                                       self.acceptance_spec, need_acceptance, self.engine, self.tp, self.draft_tp,
-                                       progress, self.heterogeneous_vocab, self.expert_sharing, self.routing_skew,
-                                       self.power_law_routing))
+        s = resolve_setup(self.hardware, self.profile_path, self.target, self.draft, self.dtype or "bf16",
+                          self.acceptance_spec, need_acceptance, self.engine, self.tp, self.draft_tp, progress,
+                          self.heterogeneous_vocab, self.expert_sharing, self.routing_skew, self.power_law_routing)
+        given = {"--expert-sharing": self.expert_sharing, "--routing-skew": self.routing_skew,
+                 "--power-law-routing": self.power_law_routing}
+        routing = [flag for flag, v in given.items() if v is not None]
+        if routing and not s.target.is_moe:  # as `specsim calibrate` refuses --expert-sharing
+            one = len(routing) == 1
+            raise SpecsimError(f"{', '.join(routing)} {'routes' if one else 'route'} an MoE target's tokens; "
+                               f"{s.target.name} is dense: drop {'it' if one else 'them'}, or give an MoE --target "
+                               "(e.g. qwen3-30b-a3b)")
+        measured = s.profile.target.dtype if s.profile is not None and not self.hardware else None
+        if self.dtype and measured and self.dtype != measured:
+            raise SpecsimError(f"--dtype {self.dtype} with profile {s.profile.path}: the profile measured its passes "
+                               f"in {measured} and prices them so; drop --dtype, or give --hardware NAME --dtype "
+                               f"{self.dtype} to price {self.dtype} on a preset")
+        return say_notes(s)
+
+
+def engine_named(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--engine as given: an empty name is refused (it once fell back to vLLM's costs without a word)."""
+    if value is not None and not value.strip():
+        from scenarios import engine_names
+
+        raise click.BadParameter(f"{value!r} names no engine: give one of {', '.join(engine_names())}, or leave "
+                                 "--engine out for the default")
+    return value
 
 
 ACCEPTANCE_HELP = ("Acceptance model: iid:A, positional:A1,A2,..., beta:a,b, markov:AE,AH,PEH,PHE, "
@@ -155,10 +179,11 @@ setup_options = packed(
                       "eagle3:config.json), MTP modules (mtp[:N]), Medusa heads (medusa:H), or a model-free lookup "
                       "(ngram, suffix, retrieval[:us_per_seq=U,ns_per_token=N,overlap]) [default: the profile's, "
                       "else llama-3.2-1b]."),
-    click.option("--dtype", type=click.Choice(DTYPES), default="bf16", show_default=True,
+    click.option("--dtype", type=click.Choice(DTYPES), default=None,
                  help="Weight and KV-cache dtype (presets and config.json models; nvfp4 and mxfp4 weights keep an "
-                      "fp8 cache and run on fp4 tensor cores where the GPU has them)."),
-    click.option("--engine", default=None, metavar="vllm|sglang|tensorrt-llm|gpt-fast",
+                      "fp8 cache and run on fp4 tensor cores where the GPU has them) [default: bf16; a profile's "
+                      "own, which another refuses]."),
+    click.option("--engine", default=None, metavar="vllm|sglang|tensorrt-llm|gpt-fast", callback=engine_named,
                  help="Serving engine whose per-step costs are added (scenarios/engines.toml) [default: vllm with "
                       "--hardware; with a profile, the calibrated engine's own, and a name prices the profiled "
                       "device's measured rates with that engine's costs]."),

@@ -113,7 +113,7 @@ def plot_roofline(setup: opt.SetupOptions, context: int) -> Any:
     from plots.roofline import roofline_chart
     from scenarios.setup import roofline_view
 
-    v = roofline_view(setup.resolve(need_acceptance=False), setup.dtype, context)
+    v = roofline_view(setup.resolve(need_acceptance=False), setup.dtype or "bf16", context)
     return roofline_chart(v.points, v.mem_bw_bytes_per_s, v.peak_flops_per_s, v.caption, v.ceiling_label)
 
 
