@@ -633,6 +633,7 @@ class Manifest:
     path: Path
     setup: BenchSetup
     runs: tuple[BenchRun, ...]
+    notes: tuple[str, ...] = ()  # what the manifest's fields change in the files or contradict, to be said
 
     @property
     def fit_runs(self) -> list[BenchRun]:
@@ -668,8 +669,11 @@ COUNTERS = {"spec_decode_num_drafts": "drafts", "spec_decode_num_draft_tokens": 
 def _counters(entry: Mapping[str, Any], base: Path, where: str) -> dict[str, float]:
     """Speculation counters from Prometheus scrapes of the server's /metrics: after the run, less before it (if
     given). vLLM's ``vllm:spec_decode_num_{drafts,draft_tokens,accepted_tokens}`` or llama-server's
-    ``llamacpp:spec_decode_num_draft_tokens`` / ``..._num_accepted_tokens`` (``_total`` suffixed or not)."""
+    ``llamacpp:spec_decode_num_draft_tokens`` / ``..._num_accepted_tokens`` (``_total`` suffixed or not); checked
+    against the run's kind and its k (`_check_counters`)."""
     from scenarios.engine_metrics import parse_prometheus
+
+    engines: set[str] = set()
 
     def scrape(key: str) -> dict[str, float] | None:
         if key not in entry:
@@ -682,6 +686,7 @@ def _counters(entry: Mapping[str, Any], base: Path, where: str) -> dict[str, flo
             short = COUNTERS.get(name.partition(":")[2].removesuffix("_total")) if ":" in name else None
             if short is not None and name.partition(":")[0] in ("vllm", "llamacpp"):
                 out[short] = out.get(short, 0.0) + v
+                engines.add(name.partition(":")[0])
         if "drafted" not in out or "accepted" not in out:
             raise SpecsimError(f"{where}: {entry[key]} has no speculative-decoding counters (vLLM's "
                                "vllm:spec_decode_num_draft_tokens / _num_accepted_tokens, or llama-server's "
@@ -700,14 +705,45 @@ def _counters(entry: Mapping[str, Any], base: Path, where: str) -> dict[str, flo
         raise SpecsimError(f"{where}: no drafted token was counted between the scrapes")
     if delta["accepted"] > delta["drafted"]:
         raise SpecsimError(f"{where}: more tokens accepted than drafted in the counters")
+    _check_counters(entry, where, delta, fixed_k=engines == {"vllm"})
     return delta
 
 
-def _apply(run: BenchRun, entry: Mapping[str, Any], where: str, counters: Mapping[str, float]) -> BenchRun:
-    """The manifest's fields over the file's, then every setting the simulation needs checked."""
+def _check_counters(entry: Mapping[str, Any], where: str, c: Mapping[str, float], fixed_k: bool) -> None:
+    """Counters that contradict the run they are given to are refused: on a plain run, or a k that their draft
+    tokens per draft deny (a draft holds at most k tokens; vLLM's hold exactly k, llama-server's up to k)."""
+    per = c["drafted"] / c["drafts"] if c.get("drafts") else None
+    said = (f"{c['drafted']:,.0f} draft tokens in {c['drafts']:,.0f} drafts (k = {per:.3g})" if per is not None else
+            f"{c['drafted']:,.0f} draft tokens")
+    if "acceptance_trace" in entry and (entry.get("speculative") is False or "k" not in entry):
+        return  # `_with_trace` refuses a plain run's acceptance trace, in its own words
+    if entry.get("speculative") is False:
+        raise SpecsimError(f"{where}: speculative = false, but its metrics scrape counts speculative decoding "
+                           f"({said}): drop metrics, or drop speculative = false and give k = N")
+    k = entry.get("k")
+    if k is None:
+        hint = f" (its counters say k = {round(per)})" if per is not None else ""
+        raise SpecsimError(f"{where}: its metrics scrape counts speculative decoding ({said}) but the run has no "
+                           f"draft length: give k = N{hint}, or drop metrics if it ran without speculation")
+    if per is None or isinstance(k, bool) or not isinstance(k, (int, float)):
+        return
+    if per > k + 1e-6 or (fixed_k and abs(per - k) > 0.5):
+        raise SpecsimError(f"{where}: its counters say {said} but the manifest gives k = {k:g}: give k = "
+                           f"{round(per) if fixed_k else math.ceil(per - 1e-6)}, or this run's own metrics scrape")
+
+
+def _apply(run: BenchRun, entry: Mapping[str, Any], where: str, counters: Mapping[str, float],
+           notes: list[str] | None = None) -> BenchRun:
+    """The manifest's fields over the file's, then every setting the simulation needs checked; what the manifest
+    changes in the file (a rate) added to `notes`."""
     changes: dict[str, Any] = {}
     if "rate" in entry:
         changes["rate_per_s"] = _rate(entry["rate"], where, "rate")
+        if notes is not None and changes["rate_per_s"] != run.rate_per_s:
+            file_rate = "all at once" if run.rate_per_s is None else f"{run.rate_per_s:g}/s"
+            given = "all at once" if changes["rate_per_s"] is None else f"{changes['rate_per_s']:g}/s"
+            notes.append(f"{where} ({run.label}): rate = {given} from the manifest, over the file's {file_rate}; "
+                         "the run is simulated at the manifest's rate")
     if "max_concurrency" in entry:
         changes["max_concurrency"] = int(_number(entry, "max_concurrency", where, low=1) or 0) or None
     if "burstiness" in entry:
@@ -747,6 +783,12 @@ def _apply(run: BenchRun, entry: Mapping[str, Any], where: str, counters: Mappin
         raise SpecsimError(f"{w}: the number of requests is unknown: give requests = N")
     if run.speculative and run.k < 1:
         raise SpecsimError(f"{w}: a speculative run needs its draft length: give k = N")
+    spent = run.counters.get("drafts", 0.0) + run.counters.get("accepted", 0.0)  # tokens the verified drafts yielded
+    generated = run.completed * run.output_tokens
+    if spent > 1.25 * generated:
+        raise SpecsimError(f"{w}: its counters' {spent:,.0f} tokens from verified drafts are more than the "
+                           f"{generated:,.0f} the run generated: the scrape counts other runs too; give "
+                           "metrics_before (a scrape just before the run) or this run's own scrape")
     if not run.speculative:
         run = replace(run, k=0)
     return run
@@ -804,6 +846,8 @@ def read_manifest(path: str | Path) -> Manifest:
     if not isinstance(entries, list) or not entries:
         raise SpecsimError(f"{path}: no [[run]] tables; each names a result file (file = \"...\")")
     runs: list[BenchRun] = []
+    notes: list[str] = []
+    scrapes: dict[Path, int] = {}  # each scrape after a run, and the run it belongs to
     allowed = set(RUN_FIELDS) | {"file", "tool", "index", "fit", "metrics", "metrics_before", "acceptance_trace"}
     for i, entry in enumerate(entries, 1):
         where = f"{path} run {i}"
@@ -822,7 +866,13 @@ def read_manifest(path: str | Path) -> Manifest:
         counters = _counters(entry, path.parent, where)
         if counters and len(found) > 1:
             raise SpecsimError(f"{where}: metrics scrapes belong to one run; pick it with index = N")
-        applied = [_apply(r, entry, where, counters) for r in found]
+        if counters:
+            scrape = (path.parent / str(entry["metrics"])).resolve()
+            if scrape in scrapes:
+                raise SpecsimError(f"{where}: metrics = \"{entry['metrics']}\" is run {scrapes[scrape]}'s scrape too, "
+                                   "so its counters would count twice: give each run the scrape taken after it")
+            scrapes[scrape] = i
+        applied = [_apply(r, entry, where, counters, notes) for r in found]
         if "acceptance_trace" in entry:
             if len(applied) > 1:
                 raise SpecsimError(f"{where}: an acceptance trace belongs to one run; pick it with index = N")
@@ -832,7 +882,25 @@ def read_manifest(path: str | Path) -> Manifest:
     if len(set(labels)) != len(labels):
         twice = sorted({x for x in labels if labels.count(x) > 1})
         raise SpecsimError(f"{path}: a run is named twice ({', '.join(twice)})")
-    return Manifest(path, setup, tuple(runs))
+    return Manifest(path, setup, tuple(runs), tuple(notes + _model_notes(path, setup, runs)))
+
+
+def _model_notes(path: Path, setup: BenchSetup, runs: Sequence[BenchRun]) -> list[str]:
+    """A note for each model a result file names that is not [setup]'s target (their names compared without the
+    organisation, case, punctuation and an -Instruct/-Chat suffix; a local path names no model to compare)."""
+    def key(name: str) -> str:
+        name = name.rstrip("/").rpartition("/")[2].lower()
+        for suffix in ("-instruct", "-chat", "-it", "-base", "-hf"):
+            name = name.removesuffix(suffix)
+        return "".join(ch for ch in name if ch.isalnum())
+
+    if not setup.target or setup.target.endswith(".json"):
+        return []
+    want = key(setup.target)
+    named = sorted({r.model for r in runs if r.model and not r.model.startswith(("/", "."))})
+    return [f"{path}: [setup] target = \"{setup.target}\" but a result file names model {m!r}: the runs are "
+            f"simulated as {setup.target}; check [setup] target" for m in named
+            if want not in key(m) and key(m) not in want]
 
 
 def describe(runs: Sequence[BenchRun]) -> str:
