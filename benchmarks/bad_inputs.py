@@ -212,6 +212,40 @@ def cases() -> list[Case]:
                               "{D}/hf_noweights --quick --out {D}/out/hf.json", "no weights"),
           refuse("calibrate", "calibrate --engine transformers --target {D}/noconfig --draft {D}/noconfig "
                               "--quick --out {D}/out/hf.json", "config.json")]
+    # -- bench manifests: counters that contradict their run, a choice said (#66) ----------------------------------
+    for name, frag in (("mb_k7.toml", "11,556 draft tokens in 3,852 drafts (k = 3) but the manifest gives k = 7"),
+                       ("mb_twice.toml", "count twice"), ("mb_nok.toml", "give k = N (its counters say k = 3)"),
+                       ("mb_plainmetrics.toml", "speculative = false"), ("mb_llamak3.toml", "give k = 4"),
+                       ("mb_allruns.toml", "the scrape counts other runs too")):
+        c.append(refuse("bench manifest", f"calibrate --from bench:{{D}}/{name}", frag))
+    c += [refuse("bench manifest", "validate --against {D}/mb_nofit.toml", "no run is marked fit = true"),
+          ok("bench manifest", "calibrate --from bench:{D}/mb_nofit.toml", "so every run is fitted (1 plain, 0 "
+                                                                           "speculative)"),
+          ok("bench manifest", "calibrate --from bench:{D}/mb_nofit.toml --json", "rate = 5/s from the manifest, "
+                                                                                  "over the file's 4/s"),
+          ok("bench manifest", "validate --against {D}/mb_model.toml", "names model 'meta-llama/Llama-3.1-8B")]
+    # -- settings that do not apply to the target, profile or GPU (#66) ------------------------------------------
+    measured = str(ROOT / "scenarios/samples/h200-graph-3/real-profile.json")  # an H200's, in bf16
+    for command in ("predict --batch 1,8 --k 0..2", "simulate --rate 5 --requests 50", "plan --slo-tpot-ms 20 "
+                    "--requests 50", "report --out {D}/out/r.html --requests 50"):
+        for flag in ("--expert-sharing 0.3", "--routing-skew 1", "--power-law-routing 1.2"):
+            c.append(refuse("not applied", f"{command} --hardware h100-sxm --target llama-3.1-8b --draft eagle3 "
+                                           f"--acceptance iid:0.7 {flag}", "is dense"))
+    c += [refuse("not applied", f"predict --profile {measured} --dtype nvfp4 --acceptance iid:0.7 --batch 1,8",
+                 "measured its passes in bf16"),
+          refuse("not applied", f"simulate --profile {measured} --dtype fp8 --acceptance iid:0.7 --rate 5 "
+                                "--requests 50", "measured its passes in bf16"),
+          ok("not applied", f"predict --profile {measured} --dtype bf16 --acceptance iid:0.7 --batch 1,8 --k 0..2",
+             "k=2"),
+          refuse("not applied", f"predict {P.replace('h100-sxm', 'mi300x')} --dtype nvfp4", "use --dtype mxfp4"),
+          ok("not applied", f"predict {P.replace('h100-sxm', 'mi300x')} --dtype mxfp4", "k=2"),
+          ok("not applied", f"predict {P.replace('h100-sxm', 'rtx-4090')} --dtype fp8", "k=2"),
+          refuse("not applied", f"predict {P} --engine ''", "names no engine"),
+          refuse("not applied", "simulate --hardware h100-sxm --acceptance iid:0.7 --rate 5 --engine ' '",
+                 "names no engine"),
+          refuse("not applied", "sweep {D}/sw_ok.toml --engine ''", "names no engine"),
+          refuse("calibrate --from", "calibrate --from aiconfigurator:h200_sxm/vllm --target llama-3.1-8b --draft "
+                                     "llama-3.2-1b --tp 3", "use --tp 2, 4, 8, 16 or 32")]
     # -- simulate, plan, policies, workloads ---------------------------------------------------------------------
     sim = "simulate --hardware h100-sxm --acceptance iid:0.7 --rate 5 --requests 50"
     for opt, frag in (("--policy bogus", ""), ("--policy fixed:-1", ""), ("--policy fixed:x", ""),
@@ -387,6 +421,27 @@ def write_files(d: Path) -> None:
     put("arr_nocol.csv", "when,prompt_tokens,output_tokens\n0,5,5\n")
     put("arr_neg.csv", "arrival_s,prompt_tokens,output_tokens\n0,5,5\n1,-5,5\n")
     put("arr_zero.csv", "prompt_tokens,output_tokens\n5,0\n")
+    put("sw_ok.toml", sweep)
+    bench = ROOT / "scenarios/samples/bench"
+    setup = '[setup]\nhardware = "h100-sxm"\ntarget = "llama-3.1-8b"\ndraft = "llama-3.2-1b"\n'
+
+    def brun(file: str, extra: str = "") -> str:
+        return f'[[run]]\nfile = "{bench / file}"\n{extra}'
+
+    plain = brun("vllm-plain-rate4.json", "fit = true\n")
+    prom = f'metrics = "{bench / "vllm-spec-rate12.prom"}"\n'
+    put("mb_k7.toml", setup + plain + brun("vllm-spec-rate12.json", "k = 7\n" + prom))
+    put("mb_twice.toml", setup + plain + brun("vllm-plain-rate12.json", "k = 3\n" + prom)
+        + brun("vllm-spec-rate12.json", "k = 3\n" + prom))
+    put("mb_nok.toml", setup + plain + brun("vllm-spec-rate12.json", prom))
+    put("mb_plainmetrics.toml", setup + plain + brun("vllm-spec-rate12.json", "speculative = false\n" + prom))
+    llama = f'metrics = "{bench / "guidellm-llama-spec-after.prom"}"\n'
+    before = f'metrics_before = "{bench / "guidellm-llama-spec-before.prom"}"\n'
+    put("mb_llamak3.toml", setup + brun("guidellm-llama-spec.json", "k = 3\nfit = true\n" + llama + before))
+    put("mb_allruns.toml", setup + brun("guidellm-llama-spec.json", "k = 4\nfit = true\n" + llama))
+    put("mb_nofit.toml", setup + brun("vllm-plain-rate4.json", "rate = 5\n"))
+    put("mb_model.toml", setup.replace("llama-3.1-8b", "qwen3-8b").replace("llama-3.2-1b", "qwen3-0.6b") + plain
+        + brun("vllm-plain-rate24.json"))
 
 
 class Slow(Exception):

@@ -22,7 +22,12 @@ CHOSEN = ("ngram:us_per_seq=nan", "ngram:us_per_seq=inf", "'mtp:2'", "eagle3:lay
           "tensorrt:{D}/steps_ok.csv", "--tolerance nan", "--routing-skew nan", "--power-law-routing nan",
           "{D}/trunc.json",
           "--profile {D}/empty.json", "vllm:{D}/m_spec_nolen.toml", "{D}/w4096/qwen3-30b-a3b --draft eagle3",
-          "--tp 4 --draft eagle3 --acceptance iid:0.7", "sw_badhw.toml", "trace:{D}/empty.csv")
+          "--tp 4 --draft eagle3 --acceptance iid:0.7", "sw_badhw.toml", "trace:{D}/empty.csv",
+          # #66: counters that contradict their run, settings that do not apply, a choice said, a wrong refusal
+          "mb_k7.toml", "mb_twice.toml", "mb_nok.toml", "mb_plainmetrics.toml", "mb_llamak3.toml", "mb_allruns.toml",
+          "--against {D}/mb_nofit.toml", "--draft eagle3 --acceptance iid:0.7 --expert-sharing 0.3",
+          "--draft eagle3 --acceptance iid:0.7 --power-law-routing 1.2", "--dtype nvfp4", "--dtype fp8",
+          "--engine ''", "--tp 3")
 CASES = [c for c in bad.cases() if any(s in c.command for s in CHOSEN)]
 
 
@@ -63,3 +68,25 @@ def test_a_policy_ranges_why_agrees_with_its_loss_and_the_tolerance():
             beyond = rng["loss_vs_best_max"] > record["tolerance"] + 1e-12
             assert ("beyond the" in rng["why"]) == beyond, rng
             assert beyond or "within the tolerance" in rng["why"] or rng["why"] == "the fastest k", rng
+
+
+def test_a_bench_manifests_choices_are_said_on_stderr_and_in_json(folder, monkeypatch):
+    """#66: a manifest with no run marked fit = true is fitted on every run (validate --against refuses it), a rate
+    over the file's and a target the files' model_id contradicts are said, on stderr and in --json's notes."""
+    import json
+
+    from click.testing import CliRunner
+
+    from specsim import cli
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(folder / "cache"))
+    manifest = folder / "mb_one.toml"
+    manifest.write_text((folder / "mb_nofit.toml").read_text().replace("llama-3.1-8b", "qwen3-8b")
+                        .replace("llama-3.2-1b", "qwen3-0.6b"))
+    r = CliRunner().invoke(cli, ["calibrate", "--from", f"bench:{manifest}", "--json"], prog_name="specsim")
+    assert r.exit_code == 0, r.output
+    notes = json.loads(r.stdout)["notes"]
+    for said in ("rate = 5/s from the manifest, over the file's 4/s", "names model 'meta-llama/Llama-3.1-8B-Instruct'",
+                 "no run is marked fit = true, so every run is fitted (1 plain, 0 speculative)"):
+        assert sum(said in n for n in notes) == 1, (said, notes)
+        assert said in r.stderr
