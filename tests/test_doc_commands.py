@@ -90,3 +90,15 @@ def test_drift_in_a_subcommand_or_an_option_is_caught():
     (c,) = doc.parse("page.md", text)
     assert c.command == "specsim predict --hardware h100-sxm --alpha 0.7" and c.expected is None and c.deterministic
     assert doc.inline("page.md", text) == [(5, "specsim policy --tolerance 2")]
+
+
+def test_ci_runs_exactly_the_readmes_test_command():
+    """What CI runs is what a newcomer runs: the README's second command, verbatim, as `.ci/run`'s last line, and its
+    extras hold every package a test imports (no extra that CI installs and the README does not)."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = [b.split("```", 1)[0].strip() for b in readme.split("```bash\n")[1:3]]
+    test_command = blocks[1]
+    assert "python -m pytest" in test_command
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.strip() and not line.startswith("#")]
+    assert ci[-1].strip() == test_command
+    assert not any("pip install" in line for line in ci[:-1] if "--upgrade pip" not in line)
