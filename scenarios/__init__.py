@@ -62,7 +62,11 @@ def _unknown(kind: str, name: str, known: list[str], hint: str) -> SpecsimError:
 
 
 def engine_names() -> list[str]:
-    return list(_table("engines"))
+    """Every engine preset: each engine (its default version) and each of its versions as ENGINE@VERSION."""
+    out = []
+    for name, d in _table("engines").items():
+        out += [name] + [f"{name}@{v}" for v in d.get("versions", {})]
+    return out
 
 
 def load_speculation_tax(name: str) -> SpeculationTax:
@@ -81,12 +85,29 @@ def load_speculation_tax(name: str) -> SpeculationTax:
         raise SpecsimError(f"engine preset {name!r}: {e}") from None
 
 
+def engine_family(name: str) -> str:
+    """The engine a preset name describes, without its version: 'vllm@0.10' -> 'vllm'."""
+    return name.lower().partition("@")[0]
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
 def _engine_table(name: str) -> dict[str, Any]:
+    """An engine preset's table: the engine's (engines.toml `[ENGINE]`, what its versions share) with its version's
+    settings over it (`[ENGINE.versions.VERSION]`); a plain name takes the engine's `default_version`."""
     table = _table("engines")
-    key = name.lower()
-    if key not in table:
+    family, _, version = name.lower().partition("@")
+    if family not in table or (version and version not in table[family].get("versions", {})):
         raise _unknown("engine", name, engine_names(), "")
-    return table[key]
+    d = table[family]
+    version = version or d.get("default_version", "")
+    base = {k: v for k, v in d.items() if k not in ("versions", "default_version")}
+    return _merged(base, d.get("versions", {}).get(version, {})) if version else base
 
 
 def load_engine(name: str) -> tuple[EngineOverheads, Overheads, str]:
@@ -143,8 +164,8 @@ def load_hardware(name: str, engine: str = "vllm") -> HardwareSpec:
     _, overheads, engine_source = load_engine(engine)
     d = {**table["defaults"], **table[key], **_engine_kernels(engine, key)}
     by_engine = d.pop("kernels", {})
-    if engine.lower() in by_engine:  # this engine's own kernels of those kinds (its backend's measured tables)
-        own = by_engine[engine.lower()]
+    if engine_family(engine) in by_engine:  # this engine's own kernels of those kinds (its backend's measured tables)
+        own = by_engine[engine_family(engine)]
         unknown = sorted(set(own) - set(KERNEL_KIND_KEYS))
         if unknown:
             raise SpecsimError(f"preset {key!r}: kernels.{engine}.{unknown[0]} is not one of "
@@ -156,6 +177,8 @@ def load_hardware(name: str, engine: str = "vllm") -> HardwareSpec:
         if not (len(rows) == len(bw) == len(fl) >= 1):
             raise SpecsimError(f"preset {key!r}: rate_curve_rows, _bw and _flops must be equally long")
         curve = tuple((int(r), float(b), float(f)) for r, b, f in zip(rows, bw, fl))
+    if _engine_table(engine).get("graphed_costs_add"):  # a graphed step's memory and compute times add
+        d["ridge_p"] = 1.0
     ridge = d["ridge_p"]
     link = None
     if "interconnect" in d:

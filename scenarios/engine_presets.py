@@ -15,8 +15,14 @@ A preset's table:
     [NAME.draft.KIND]         per draft kind: pass_us / pass_per_sequence_us around each draft pass (launches, the
                               proposer's own work, sampling over the draft vocabulary), step_us /
                               step_per_sequence_us once per speculative step (preparing the proposer's inputs, the
-                              head's catch-up over the accepted tokens; step_us may be below zero, down to minus the
-                              speculative step's common cost, for a kind that costs less than the others)
+                              head's catch-up over the accepted tokens); every cost >= 0
+    spec_step_per_sequence_us a speculative step's host work per request that a plain step hides (SGLang's verify
+                              loop over requests and accepted tokens with its overlap scheduler off)
+    accept_per_sequence_us    the rejection sampler's host work per request (vLLM's sample step)
+    graphed_costs_add         a graphed step's memory and compute times add (the GPU preset's ridge_p becomes 1)
+    cuda_graph_max_tokens, cuda_graph_max_bs, eager_layer_us   the capture ceiling (in batched tokens, in requests)
+                              and the host launch time of a decoder layer a pass above it pays (`CudaGraphs`)
+    max_num_seqs, attention_backend, overlap_scheduler, ...   the version's documented settings, for the record
 
 and the speculation tax and all-reduce latency keys `scenarios.load_speculation_tax` and `load_hardware` read.
 """
@@ -24,13 +30,16 @@ and the speculation tax and all-reduce latency keys `scenarios.load_speculation_
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from simulator import SpecsimError
-from simulator.specs import DraftKindCost, EngineOverheads, Overheads, PerStep
+from simulator.specs import CudaGraphs, DraftKindCost, EngineOverheads, Overheads, PerStep
 
 MICRO = 1e-6
+# a version's documented settings, kept with the preset for the record (--json, the report)
+SETTING_KEYS = ("max_num_seqs", "max_running_requests", "cuda_graph_max_tokens", "cuda_graph_max_bs",
+                "attention_backend", "overlap_scheduler", "drafter_in_graphs", "graphed_costs_add")
 KIND_KEYS = {"pass_us", "pass_per_sequence_us", "step_us", "step_per_sequence_us", "source"}
 
 
@@ -47,6 +56,27 @@ class EnginePreset:
     fit_batch: tuple[int, int] | None = None  # the smallest and largest batch (or concurrency) among them
     fit_kinds: tuple[str, ...] = ()  # draft kinds among them
     kind_sources: tuple[tuple[str, str], ...] = ()  # (kind, source) of each per-kind entry
+    settings: tuple[tuple[str, object], ...] = ()  # the version's documented settings (SETTING_KEYS), as given
+
+    def mechanisms(self, batch: int, k: int) -> list[str]:
+        """What decides a step of `batch` requests verifying k + 1 tokens each under this preset, in words."""
+        out = []
+        graphs = self.overheads.graphs
+        if graphs is not None and k > 0:
+            tokens = batch * (k + 1)
+            if graphs.max_tokens and tokens > graphs.max_tokens:
+                out.append(f"verify eager at batch {batch}: {tokens} tokens above the capture ceiling of "
+                           f"{graphs.max_tokens}")
+            elif graphs.max_batch and batch > graphs.max_batch:
+                out.append(f"verify eager above batch {graphs.max_batch}: the capture ceiling")
+            else:
+                out.append("verify replays a CUDA graph")
+        if self.overheads.engine.verify.per_sequence_s and k > 0:
+            out.append(f"{self.overheads.engine.verify.per_sequence_s * 1e6:.0f} us a request of host work the "
+                       "speculative step does not overlap")
+        if dict(self.settings).get("graphed_costs_add"):
+            out.append("memory and compute times add in a graphed step (a verified token is never free)")
+        return out
 
     @property
     def label(self) -> str:
@@ -78,8 +108,7 @@ def _number(d: dict[str, Any], key: str, where: str, default: float | None = Non
     return float(v)
 
 
-def _kinds(d: dict[str, Any], where: str, spec_step_us: float
-           ) -> tuple[tuple[DraftKindCost, ...], tuple[tuple[str, str], ...]]:
+def _kinds(d: dict[str, Any], where: str) -> tuple[tuple[DraftKindCost, ...], tuple[tuple[str, str], ...]]:
     table = d.get("draft", {})
     if not isinstance(table, dict):
         raise SpecsimError(f"engine preset {where!r}: [{where}.draft] must hold one table per draft kind")
@@ -96,16 +125,10 @@ def _kinds(d: dict[str, Any], where: str, spec_step_us: float
             raise SpecsimError(f"engine preset {where!r}: draft.{kind}.{unknown[0]} is not one of "
                                f"{', '.join(sorted(KIND_KEYS))}")
         w = f"{where}.draft.{kind}"
-        step = k.get("step_us", 0)
-        if isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step):
-            raise SpecsimError(f"engine preset {w!r}: step_us = {step!r} must be a finite number")
-        if step < 0 and -step > spec_step_us:
-            raise SpecsimError(f"engine preset {w!r}: step_us = {step!r} may be below zero (a kind whose step costs "
-                               f"less than the engine's common speculative step) but not below "
-                               f"-spec_step_overhead_us ({-spec_step_us:g})")
         costs.append(DraftKindCost(kind, PerStep(_number(k, "pass_us", w, 0) * MICRO,
                                                  _number(k, "pass_per_sequence_us", w, 0) * MICRO),
-                                   PerStep(float(step) * MICRO, _number(k, "step_per_sequence_us", w, 0) * MICRO)))
+                                   PerStep(_number(k, "step_us", w, 0) * MICRO,
+                                           _number(k, "step_per_sequence_us", w, 0) * MICRO)))
         sources.append((kind, str(k.get("source", ""))))
     return tuple(costs), tuple(sources)
 
@@ -116,15 +139,27 @@ def engine_preset(name: str, d: dict[str, Any]) -> EnginePreset:
     spec_step = _number(d, "spec_step_overhead_us", name, step)
     accept = _number(d, "accept_overhead_us", name)
     tree = _number(d, "tree_overhead_us", name, 0)
-    kinds, kind_sources = _kinds(d, name, spec_step + accept)
+    kinds, kind_sources = _kinds(d, name)
+    draft_pass = _number(d, "draft_pass_us", name, 0) * MICRO
+    if d.get("drafter_in_graphs"):  # a draft pass is a graph replay: no eager pass's host work (the kinds' pass_us)
+        kinds = tuple(replace(c, per_pass=PerStep()) for c in kinds)
+        draft_pass = 0.0
+    spec_seq = _number(d, "spec_step_per_sequence_us", name, 0) * MICRO
+    accept_seq = _number(d, "accept_per_sequence_us", name, 0) * MICRO
     # the serving engines of the presets pack each sequence's own rows into a step (vLLM's and SGLang's flattened
     # token batches): a sequence with no proposal verifies one token
-    engine = EngineOverheads(plain=PerStep(step * MICRO), verify=PerStep(spec_step * MICRO),
-                             draft=PerStep(_number(d, "draft_pass_us", name, 0) * MICRO),
-                             chain_accept=PerStep(accept * MICRO), tree_accept=PerStep((accept + tree) * MICRO),
+    engine = EngineOverheads(plain=PerStep(step * MICRO), verify=PerStep(spec_step * MICRO, spec_seq),
+                             draft=PerStep(draft_pass),
+                             chain_accept=PerStep(accept * MICRO, accept_seq),
+                             tree_accept=PerStep((accept + tree) * MICRO, accept_seq),
                              ragged_verify=True, kinds=kinds)
+    graphs = None
+    if any(key in d for key in ("cuda_graph_max_tokens", "cuda_graph_max_bs")):
+        graphs = CudaGraphs(int(_number(d, "cuda_graph_max_tokens", name, 0)),
+                            int(_number(d, "cuda_graph_max_bs", name, 0)),
+                            _number(d, "eager_layer_us", name, 0) * MICRO, str(d.get("graphs_source", "")))
     passes = Overheads(pass_s=_number(d, "pass_overhead_us", name) * MICRO,
-                       layer_s=_number(d, "layer_overhead_us", name) * MICRO, engine=engine)
+                       layer_s=_number(d, "layer_overhead_us", name) * MICRO, engine=engine, graphs=graphs)
     batch = d.get("fit_batch")
     if batch is not None and (not isinstance(batch, list) or len(batch) != 2 or not all(
             isinstance(b, int) and b >= 1 for b in batch) or batch[0] > batch[1]):
@@ -132,4 +167,5 @@ def engine_preset(name: str, d: dict[str, Any]) -> EnginePreset:
     return EnginePreset(name, str(d.get("version", "")), passes, str(d.get("source", "")),
                         tuple(str(s) for s in d.get("fitted_on", [])), tuple(str(g) for g in d.get("fit_gpus", [])),
                         (int(batch[0]), int(batch[1])) if batch else None,
-                        tuple(str(k) for k in d.get("fit_kinds", [])), kind_sources)
+                        tuple(str(k) for k in d.get("fit_kinds", [])), kind_sources,
+                        tuple((key, d[key]) for key in SETTING_KEYS if key in d))

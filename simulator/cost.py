@@ -394,6 +394,8 @@ class CostModel:
         o = self.overheads
         overhead = (o.pass_s + o.layer_s * model.n_layers + o.row_s * rows
                     + o.sequence_layer_s * batch * model.n_layers + floors_s)
+        if o.graphs is not None:  # above the engine's capture ceiling: the layers' launches from the host
+            overhead += float(o.graphs.eager_s(batch, new_tokens, model.n_layers))
         roofline = linear.time_s + attention.time_s + moe_s
         comm = float(comm_time_s(self.hardware, model, rows))
         mem_t = sum(op.time_s for op in (linear, attention, *moe) if op.bound == "memory")
@@ -442,6 +444,8 @@ class CostModel:
         o = self.overheads
         overhead = (o.pass_s + o.layer_s * model.n_layers + o.row_s * rows + o.sequence_layer_s * b * model.n_layers
                     + floors_s)
+        if o.graphs is not None:  # above the engine's capture ceiling: the layers' launches from the host
+            overhead = overhead + o.graphs.eager_s(b, n, model.n_layers)
         mem_t = (np.where(lin_mem >= lin_comp, lin, 0.0) + np.where(att_mem >= att_comp, att, 0.0)
                  + np.where(moe_bytes / bw >= moe_flops / fl, moe_s, 0.0))
         comp_t = lin + att + moe_s - mem_t

@@ -95,6 +95,35 @@ class EngineOverheads:
 
 
 @dataclass(frozen=True)
+class CudaGraphs:
+    """Which passes an engine replays as a captured CUDA graph, and what a pass outside them pays instead.
+
+    An engine captures graphs for a list of sizes up to a ceiling (vLLM counts the batch's tokens, B x (k + 1) under
+    speculation; SGLang and TensorRT-LLM count requests) and pads a batch up to the next captured size; a pass above
+    the ceiling launches its kernels one by one from the host, ``eager_layer_s`` a decoder layer more (what a graph's
+    replay saves). The passes' device time is the same either way (its roofline)."""
+
+    max_tokens: int = 0  # a pass of more batched tokens than this runs eager (0: no ceiling in tokens)
+    max_batch: int = 0  # a pass of more requests than this runs eager (0: no ceiling in requests)
+    eager_layer_s: float = 0.0  # host launch time of one decoder layer's kernels outside a graph
+    source: str = ""
+
+    def eager(self, batch: np.ndarray | int, new_tokens: np.ndarray | int) -> np.ndarray:
+        """Whether a pass of `batch` sequences x `new_tokens` tokens runs outside every captured graph."""
+        b = np.asarray(batch)
+        over = np.zeros(np.broadcast(b, np.asarray(new_tokens)).shape, dtype=bool)
+        if self.max_tokens:
+            over |= b * np.asarray(new_tokens) > self.max_tokens
+        if self.max_batch:
+            over |= b > self.max_batch
+        return over
+
+    def eager_s(self, batch: np.ndarray | int, new_tokens: np.ndarray | int, n_layers: int) -> np.ndarray:
+        """The host launch time a pass pays above the capture ceiling (0 where a graph replays it)."""
+        return np.where(self.eager(batch, new_tokens), self.eager_layer_s * n_layers, 0.0)
+
+
+@dataclass(frozen=True)
 class Overheads:
     """Fixed costs that a roofline does not see (eager launches, Python, sampling).
 
@@ -106,12 +135,14 @@ class Overheads:
     row_s: float = 0.0  # per token row processed (B x n): embedding gather, sampling over the vocabulary
     sequence_layer_s: float = 0.0  # per sequence per layer: its own attention problem and KV-cache write
     engine: EngineOverheads = field(default_factory=EngineOverheads)
+    graphs: CudaGraphs | None = None  # which passes replay a captured CUDA graph (None: every pass is priced alike)
 
     @classmethod
     def from_dict(cls, d: dict) -> Overheads:
         d = dict(d)
         engine = EngineOverheads.from_dict(d.pop("engine", {}))
-        return cls(**d, engine=engine)
+        graphs = d.pop("graphs", None)
+        return cls(**d, engine=engine, graphs=CudaGraphs(**graphs) if graphs else None)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ def _published():
 
 def test_every_engine_preset_loads_with_its_version_and_sources():
     assert {"vllm", "sglang", "tensorrt-llm", "gpt-fast"} <= set(engine_names())
-    for name in ("vllm", "sglang", "tensorrt-llm"):
+    assert {"vllm@0.10", "vllm@0.2x", "sglang@0.4", "sglang@0.5", "tensorrt-llm@1.0"} <= set(engine_names())
+    for name in ("vllm", "sglang", "tensorrt-llm", "vllm@0.10", "sglang@0.4"):
         p = load_engine_preset(name)
         assert p.version and p.fitted_on and p.fit_gpus and p.fit_kinds, name
         assert p.version in p.label and p.fitted_on[0] in p.label
@@ -41,8 +42,10 @@ def test_every_engine_preset_loads_with_its_version_and_sources():
 
 def test_a_draft_pass_of_a_kind_pays_its_engine_cost_once_per_pass():
     """vLLM #20780: an EAGLE-3 step grows ~1 ms a drafted token; the head's bytes take ~0.3 ms of it, the engine's
-    cost per pass the rest. Each added draft token adds exactly one pass's cost."""
-    hw = load_hardware("h100-sxm", "vllm")
+    cost per pass the rest. Each added draft token adds exactly one pass's cost. (vLLM of July 2025, vllm@0.10: its
+    EAGLE drafter ran outside CUDA graphs, #20059 to #25109; vLLM of 2026 drafts in graphs and pays no such cost.)"""
+    hw = load_hardware("h100-sxm", "vllm@0.10")
+    assert load_hardware("h100-sxm", "vllm").overheads.engine.drafting("eagle3").per_pass.fixed_s == 0.0
     cost = CostModel.from_hardware(hw)
     target = load_model("llama-3.1-8b")
     head = load_draft("eagle3", target)
@@ -52,7 +55,9 @@ def test_a_draft_pass_of_a_kind_pays_its_engine_cost_once_per_pass():
     for k in (2, 4, 7):
         with_kind = step_time(cost, target, head, 1, 512, Candidate(k)).draft_s
         without = step_time(bare, target, head, 1, 512, Candidate(k)).draft_s
-        assert with_kind - without == pytest.approx(k * kind.per_pass.fixed_s + kind.per_step.fixed_s, rel=1e-9)
+        generic = hw.overheads.engine.draft.fixed_s  # what a kind without an entry pays a pass instead
+        assert with_kind - without == pytest.approx(k * (kind.per_pass.fixed_s - generic) + kind.per_step.fixed_s,
+                                                    rel=1e-9)
     slope = (step_time(cost, target, head, 1, 512, Candidate(7)).total_s
              - step_time(cost, target, head, 1, 512, Candidate(2)).total_s) / 5
     assert 0.8e-3 < slope < 1.3e-3  # the published sweep: (15.19 - 10.20) ms / 5 drafted tokens
@@ -154,8 +159,64 @@ def test_an_engines_own_kernels_on_a_gpu_replace_the_gpu_presets(monkeypatch):
     vllm, fast = load_hardware("a100-80gb-sxm", "vllm"), load_hardware("a100-80gb-sxm", "gpt-fast")
     assert (vllm.bw_efficiency, fast.bw_efficiency) == (0.708, 0.86)
     assert vllm.overheads.layer_s == pytest.approx(34.5e-6) and fast.overheads.layer_s == pytest.approx(60e-6)
-    assert fast.ridge_p == vllm.ridge_p and "gpt-fast's tensor-parallel table" in fast.rates_source
+    # the A100's own ridge for gpt-fast; vLLM's graphed step adds memory and compute times (graphed_costs_add)
+    assert (fast.ridge_p, vllm.ridge_p) == (1.5, 1.0) and "gpt-fast's tensor-parallel table" in fast.rates_source
     assert load_hardware("h100-sxm", "gpt-fast").bw_efficiency == load_hardware("h100-sxm").bw_efficiency
     monkeypatch.setattr(scenarios, "_engine_table", lambda name: {"hardware": {"l4": {"mem_GB": 48}}})
     with pytest.raises(SpecsimError, match=r"^engine preset 'x': hardware.l4.mem_GB is not one of"):
         scenarios._engine_kernels("x", "l4")
+
+
+def test_no_engine_cost_is_negative_and_every_preset_cites_its_mechanisms():
+    """Issue 64: a negative time is a symptom, not a finding. Every number of every engine preset (each version) is
+    >= 0, and a preset with a capture ceiling says where it comes from."""
+    from scenarios import _table
+
+    def numbers(d):
+        for v in d.values():
+            if isinstance(v, dict):
+                yield from numbers(v)
+            elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                yield v
+    assert min(numbers(_table("engines"))) >= 0
+    for name in engine_names():
+        p = load_engine_preset(name)
+        if p.overheads.graphs is not None:
+            assert p.overheads.graphs.source and p.overheads.graphs.eager_layer_s > 0, name
+
+
+def test_plain_names_are_their_engines_default_version():
+    assert load_engine_preset("vllm").overheads == load_engine_preset("vllm@0.2x").overheads
+    assert load_engine_preset("sglang").overheads == load_engine_preset("sglang@0.5").overheads
+    with pytest.raises(SpecsimError, match="unknown engine 'vllm@0.3'"):
+        load_engine_preset("vllm@0.3")
+
+
+def test_a_verify_above_vllm_010s_capture_ceiling_runs_eager():
+    """vLLM 0.10 captures graphs up to 512 batched tokens: at k = 3 a verify of 128 requests replays one, 129 run
+    eager and pay each layer's launches; plain decoding stays graphed to 512."""
+    hw = load_hardware("h100-sxm", "vllm@0.10")
+    cost = CostModel.from_hardware(hw)
+    target = load_model("llama-3.1-8b")
+    graphs = hw.overheads.graphs
+    launch = graphs.eager_layer_s * target.n_layers
+
+    def jump(n):
+        formula = replace(cost, overheads=replace(cost.overheads, graphs=None))
+        return (cost.pass_time_s(target, 129, n, 1024) - formula.pass_time_s(target, 129, n, 1024),
+                cost.pass_time_s(target, 128, n, 1024) - formula.pass_time_s(target, 128, n, 1024))
+    assert jump(4) == pytest.approx((launch, 0.0))
+    assert jump(1) == (0.0, 0.0)
+    words = load_engine_preset("vllm@0.10").mechanisms(129, 3)
+    assert any("above the capture ceiling of 512" in w for w in words)
+
+
+def test_under_graphs_a_verified_token_is_never_free():
+    """SpecDecode-Bench's vLLM 0.10.1 fit: a step's cost grows 21 us a batched token from batch 1 (its memory and
+    compute times add): a 4-token verify of 64 requests costs more than a 1-token pass by at least 192 x that
+    share of the H100's compute."""
+    cost = CostModel.from_hardware(load_hardware("h100-sxm", "vllm@0.10"))
+    target = load_model("llama-3.1-8b")
+    per_token = 2 * target.matmul_params / (cost.hardware.peak_flops("bf16") * cost.hardware.flops_efficiency)
+    extra = cost.pass_time_s(target, 64, 4, 1024) - cost.pass_time_s(target, 64, 1, 1024)
+    assert extra >= 0.9 * 192 * per_token
