@@ -20,15 +20,15 @@ import click
 from cli.commands import draft_lengths
 from cli.options import BATCHES, CONTEXTS, KS, RATES, Finite, SetupOptions, option_group, scenario_from, simulate_from
 from cli.output import progress, say
+from cli.report_verdict import ReportResults, extrapolated_k_note, k_at, recommended, verdict_lines
 from simulator import SpecsimError
 
 if TYPE_CHECKING:
-    from plots.report_html import Snippet, Table
+    from plots.report_html import PlanPage, Section, Table
     from scenarios.serving_scenario import ServingOptions
     from scenarios.setup import Setup
-    from simulator.capacity import FleetPlan, MaxRate
+    from simulator.capacity import Scenario
     from simulator.drafts import Draft
-    from simulator.metrics import ServingMetrics
     from simulator.sweep import SweepResult
 
 # The options `specsim report` adds to the setup and serving groups (declared here, with the command's other glue).
@@ -51,7 +51,8 @@ report_options = option_group(
 )
 
 # The validations that back each kind of prediction: what was measured, against what, and where the dated entries
-# are (README, How accurate it is; docs/validation.md). Keyed by what the page predicts from.
+# are (docs/validation.md). Keyed by what the page predicts from. Every figure quoted here is the README's (How accurate
+# it is), the one place they are kept: tests/test_report_page.py fails when one here is not there.
 BACKING = {
     "profile": "specsim's own engine, static batches (validate --quick, batch 1-8 x k 1-6 and a tree): speed-up "
                "median |error| 1.8-11.7 %, p90 3.5-18.8 % over 55 fresh clones of this project "
@@ -59,9 +60,10 @@ BACKING = {
     "served": "a served stream against its simulation (validate --serving --quick, four rates up to past saturation):"
               " throughput within 0.2-2.3 % and TPOT p50 within 1.1-12.5 % in the median row "
               "(docs/validation.md, A served stream)",
-    "preset": "the presets against the published step times they were fitted to: median 0.7 %, at most 4.7 % at "
-              "batch 1-64 (python benchmarks/preset_check.py; a consistency check, not an independent validation); "
-              "tensor parallelism within -8.8 to +6.4 % of published runs (docs/cost-model.md)",
+    "preset": "the presets' step times against SpecDecode-Bench's vLLM step times on an H100: median 3.4 %, at most "
+              "21.7 % at batch 1-64 (python benchmarks/preset_check.py; vLLM 0.24's GEMMs at 96-384 rows run "
+              "faster); tensor parallelism +5.7 to +6.8 % (gpt-fast), -6.5 / -11.7 % (vLLM 0.6, Llama 70B TP 4 / "
+              "TP 8) of published runs (docs/cost-model.md)",
     "shapes": "real shapes on this CPU (TinyLlama-1.1B drafted by Llama-68M, EAGLE-3's ShareGPT acceptance replayed): "
               "speed-up median |error| 2.7-4.8 %, p90 5.0-9.9 % (docs/validation.md, Real shapes)",
     "gpu": "one H200, three leases: the built-in pair 2.6-9.3 % median, 8B / 1B shapes 2.6-3.7 % median; a served "
@@ -107,87 +109,6 @@ def _repo(source: str, name: str) -> str:
     return first if first.count("/") == 1 else name
 
 
-def _k_at(ranges: Sequence[Sequence[int]], batch: int) -> int:
-    for lo, hi, k in ranges:
-        if lo <= batch <= hi:
-            return k
-    return ranges[-1][2]
-
-
-def _span(lo: int, hi: int) -> str:
-    return f"batch {lo}" if lo == hi else f"batch {lo}-{hi}"
-
-
-def verdict_lines(by_context: Sequence[dict], metrics: Sequence[ServingMetrics], caps: Sequence[MaxRate],
-                  fleets: Sequence[FleetPlan]) -> list[str]:
-    """The page's first box: per context where speculation pays and with which k, where to switch it off; then
-    what serving under load and the SLO say."""
-    lines = []
-    for table in by_context:
-        c, ranges = table["context"], table["ranges"]
-        paying = [r for r in ranges if r["k"] > 0]
-        if not paying:
-            lines.append(f"Context {c:,}: speculation does not pay at any batch swept; run the engine without it.")
-            continue
-        ks = "; ".join(f"k = {r['k']} at {_span(r['batch_from'], r['batch_to'])} "
-                       f"(speed-up {r['predicted_speedup_max']:.2f}-{r['predicted_speedup_min']:.2f})"
-                       if r["predicted_speedup_max"] != r["predicted_speedup_min"] else
-                       f"k = {r['k']} at {_span(r['batch_from'], r['batch_to'])} "
-                       f"(speed-up {r['predicted_speedup_max']:.2f})" for r in paying)
-        line = f"Context {c:,}: speculation pays at {_span(paying[0]['batch_from'], paying[-1]['batch_to'])}: {ks}."
-        off = [r for r in ranges if r["k"] == 0 and r["batch_from"] > paying[0]["batch_from"]]
-        if off:
-            why = (" (the draft no longer fits in memory)" if off[0]["why"].startswith("the draft") else "")
-            line += f" Switch it off above batch {off[0]['batch_from'] - 1}{why}."
-        else:
-            line += f" It still pays at the largest batch that fits ({ranges[-1]['batch_to']})."
-        restart = table.get("engine_without_speculation_faster_above_batch")
-        if restart is not None:
-            line += (f" Above batch {restart} an engine started without speculation is faster than this one at any "
-                     "k (the engine's tax on a k = 0 step).")
-        if table.get("fits_up_to_batch"):
-            line += f" From batch {table['fits_up_to_batch'] + 1} on nothing fits in memory."
-        lines.append(line)
-    off = {m.rate_per_s: m for m in metrics if m.policy == "off"}
-    spec = [m for m in metrics if m.policy != "off"]
-    if off and spec:
-        low = min(off)
-        best = min((m for m in spec if m.rate_per_s == low), key=lambda m: m.tpot_s[0], default=None)
-        if best is not None and off[low].tpot_s[0] > 0:
-            cut = 1 - best.tpot_s[0] / off[low].tpot_s[0]
-            lines.append(f"Under load: at {low:g} req/s {best.policy} {'cuts' if cut >= 0 else 'raises'} TPOT p50 by "
-                         f"{abs(100 * cut):.0f} % ({1e3 * best.tpot_s[0]:.1f} ms against {1e3 * off[low].tpot_s[0]:.1f}"
-                         " ms without speculation).")
-        def best_spec(rate: float) -> float:  # the sustained runs' best TPOT p50 at `rate`; all runs' if none is
-            at = [m for m in spec if m.rate_per_s == rate]
-            return min((m.tpot_s[0] for m in at if m.sustained), default=min(m.tpot_s[0] for m in at))
-
-        stop = next((r for r in sorted(off) if any(m.rate_per_s == r for m in spec)
-                     and best_spec(r) >= off[r].tpot_s[0]), None)
-        if stop is not None:
-            lines.append(f"From {stop:g} req/s on no speculating policy beats plain decoding's TPOT p50: past that "
-                         "load, run without speculation.")
-    met = [c for c in caps if c.metrics is not None]
-    if met:
-        best_cap = max(met, key=lambda c: c.rate_per_s)
-        off_cap = next((c for c in caps if c.policy == "off"), None)
-        gain = (f", {best_cap.rate_per_s / off_cap.rate_per_s:.2f}x the {off_cap.rate_per_s:.3g} req/s without "
-                "speculation" if off_cap and off_cap.rate_per_s > 0 and best_cap.policy != "off" else "")
-        others = ", ".join(f"{c.policy} {c.rate_per_s:.3g}" for c in caps if c is not best_cap and c is not off_cap)
-        lines.append(f"Within the SLO: {best_cap.policy} sustains {best_cap.rate_per_s:.3g} req/s per engine{gain}"
-                     + (f" ({others})." if others else "."))
-    elif caps:
-        lines.append("No policy meets the SLO at any rate tried: a looser SLO, shorter outputs or faster hardware.")
-    sized = [f for f in fleets if f.engines]
-    if sized:
-        best_fleet = min(sized, key=lambda f: f.engines)
-        rest = ", ".join(f"{f.engines} with {f.policy}" for f in sized if f is not best_fleet)
-        than = f" ({rest})" if rest else ""
-        lines.append(f"For {best_fleet.load_per_s:g} req/s: {best_fleet.engines} engines with "
-                     f"{best_fleet.policy}{than}.")
-    return lines
-
-
 def trust_lines(s: Setup) -> list[str]:
     """What the verdict must say before anything else: a profile that cannot be trusted, and what a quick one did
     not measure."""
@@ -207,36 +128,49 @@ def _ms(x: float) -> str:
     return f"{1e3 * x:,.1f}"
 
 
-def fleet_table(caps: Sequence[MaxRate], fleets: Sequence[FleetPlan], slo_label: str, attainment: float) -> Table:
+def fleet_table(r: ReportResults, slo_label: str) -> Table:
+    """Per policy: its capacity on one engine, the served figures there, and the fleet for the load with its
+    arithmetic (load / capacity, rounded up) beside the engines the fleet's simulation found."""
     from plots.report_html import Table
 
-    engines = {f.policy: f for f in fleets}
+    engines = {f.policy: f for f in r.fleets}
     rows = []
-    for c in caps:
+    for c in r.caps:
         m = c.metrics
         f = engines.get(c.policy)
-        fleet = (str(f.engines) if f and f.engines else "-" if f is None else f"~{f.estimate:,}")
+        fleet = ("-" if f is None else f"{f.engines} ({f.load_per_s:g} / {c.rate_per_s:.3g} -> {f.estimate}; "
+                 f"{100 * f.metrics.slo_attainment:.1f} % within)" if f.engines and f.metrics else
+                 f"none found ({f.load_per_s:g} / {c.rate_per_s:.3g} -> {f.estimate})" if c.rate_per_s > 0 else
+                 "none")
         if m is None:
             rows.append((c.policy, "none", "-", "-", "-", "-", fleet))
         else:
             rows.append((c.policy, f"{c.rate_per_s:.3g}", f"{m.throughput_tokens_per_s:,.0f}", _ms(m.tpot_s[0]),
                          _ms(m.tpot_s[1]), _ms(m.ttft_s[1]), fleet))
-    load = f" for {fleets[0].load_per_s:g} req/s" if fleets else ""
+    load = f" for {r.fleets[0].load_per_s:g} req/s" if r.fleets else ""
     return Table(("policy", "req/s per engine", "tok/s", "TPOT p50 ms", "TPOT p90 ms", "TTFT p90 ms",
                   f"engines{load}"), tuple(rows),
-                 f"the highest rate one engine sustains with {100 * attainment:g} % of requests meeting {slo_label}; "
-                 "engines: a fleet simulated behind the router")
+                 f"the highest rate one engine sustains with {100 * r.attainment:g} % of requests meeting {slo_label}; "
+                 f"engines: a fleet simulated behind the {r.router} router (load / capacity -> engines by arithmetic; "
+                 "a fleet pools its queues, so it may hold the load with one fewer)")
 
 
 def policy_table(by_context: Sequence[dict]) -> Table:
     from plots.report_html import Table
 
-    rows = tuple((f"{t['context']:,}", _span(r["batch_from"], r["batch_to"]), str(r["k"]),
+    rows = tuple((f"{t['context']:,}", _span(r["batch_from"], r["batch_to"]),
+                  f"{r['k']}^" if "k" in r.get("extrapolated_in", ()) else str(r["k"]),
                   f"{r['predicted_speedup_min']:.2f}-{r['predicted_speedup_max']:.2f}", r["why"])
                  for t in by_context for r in t["ranges"])
+    deep = any("k" in r.get("extrapolated_in", ()) for t in by_context for r in t["ranges"])
     return Table(("context", "batches", "k", "speed-up", "why"), rows,
                  "the draft length per batch size (near-ties within the tolerance kept in one range; the engine's tax "
-                 "on switching weighed)")
+                 "on switching weighed)" + ("; ^ drafts deeper than the acceptance was measured: extrapolated"
+                                            if deep else ""))
+
+
+def _span(lo: int, hi: int) -> str:
+    return f"batch {lo}" if lo == hi else f"batch {lo}-{hi}"
 
 
 def provenance(s: Setup, result: SweepResult, batches: Sequence[int], ks: Sequence[int]) -> tuple[list[str], list[str]]:
@@ -336,19 +270,100 @@ def _resolve_pair(setup: SetupOptions, pair: str) -> Setup:
     return replace(setup, draft=draft.strip(), acceptance_spec=acceptance.strip()).resolve()
 
 
+def gather(s: Setup, serving: ServingOptions, batches: list[int], k_list: list[int], contexts: list[int],
+           rates: list[float] | None, load_rps: float | None, attainment: float, tolerance: float
+           ) -> tuple[ReportResults, Scenario]:
+    """Every answer the page shows, computed once: the static sweep and policy table, the served runs, the capacity
+    and the fleet."""
+    import numpy as np
+
+    from simulator.capacity import capacity_plan
+    from simulator.executors import parse_executor
+    from simulator.serving_report import policy_tables
+    from simulator.sweep import chains, sweep
+
+    ranges, record = policy_tables(s.cost, s.target, s.draft, s.acceptance, batches, k_list, contexts, s.caption,
+                                   tolerance)
+    result = sweep(s.cost, s.target, s.draft, s.acceptance, batches, chains(sorted(set(k_list) | {0})), contexts)
+    scenario, runs = simulate_from(s, rates, 1, serving)
+    caps: list = []
+    fleets: list = []
+    if scenario.slo.tpot_s is not None or scenario.slo.ttft_s is not None:
+        _, policies = scenario_from(s, serving)
+        caps, fleets = capacity_plan(scenario, policies, attainment, load_rps, serving.router, progress,
+                                     parse_executor(serving.executor))
+    w = scenario.workload
+    tax = s.cost.hardware.speculation_tax
+    results = ReportResults(
+        contexts=tuple(contexts), by_context=tuple(record["by_context"]), ranges=tuple(map(tuple, ranges)),
+        result=result, metrics=tuple(m for _, m in runs), caps=tuple(caps), fleets=tuple(f for f in fleets if f),
+        attainment=attainment, measured_k=s.acceptance.measured_up_to_k if s.acceptance else None,
+        prompt_tokens=float(np.mean(w.prompt_tokens)), output_tokens=float(np.mean(w.output_tokens)),
+        router=serving.router, tax=bool(any(tax.off_fractions) or tax.switch_fraction))
+    return results, scenario
+
+
+def engine_configuration(s: Setup, r: ReportResults, contexts: list[int]) -> Section:
+    """vLLM's whole table and SGLang's one k (the table's k at the batch the recommended policy runs at), each
+    saying when it drafts deeper than the acceptance was measured, and a line when the verdict is to run without
+    speculation."""
+    from plots.report_html import Section, Snippet
+    from simulator.serving_report import vllm_speculative_config
+
+    snippets: list[Snippet] = []
+    notes: list[str] = []
+    pick = recommended(r)
+    if pick == "off":
+        notes.append("The verdict is to run without speculation (the fleet line): launch the engine without a "
+                     "speculative configuration; what follows is what speculation would use.")
+    try:
+        config = vllm_speculative_config(s.draft, [list(x) for x in r.ranges])
+        text = "{\n" + ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in config.items()) + "\n}"
+        deep = extrapolated_k_note(r, int(config.get("num_speculative_tokens", 0)))
+        snippets.append(Snippet("vLLM speculative_config", text,
+                                f"for context {contexts[0]:,} (vLLM's table has no context axis); the same as "
+                                "specsim policy --format vllm-config; pass it as vllm serve ... --speculative-config "
+                                "'<this JSON>'" + (f"; {deep}" if deep else "")))
+    except SpecsimError as e:
+        notes.append(f"vLLM: {e}")
+    cap = {c.policy: c for c in r.caps if c.metrics is not None}
+    spec = [c for c in cap.values() if c.policy != "off"]
+    basis = cap.get(pick) if pick and pick != "off" else max(spec, key=lambda c: c.rate_per_s) if spec else None
+    batch = max(1, round(basis.metrics.mean_batch)) if basis else 1
+    k = k_at(r.ranges, batch)
+    flags, note = sglang_flags(s.draft, _repo(s.target.source, s.target.name), k)
+    if flags:
+        where = (f"the mean batch of {basis.policy} at its capacity" if basis else
+                 "no speculating policy met the SLO" if r.caps else "no SLO given")
+        deep = extrapolated_k_note(r, k)
+        snippets.append(Snippet("SGLang launch flags", flags,
+                                f"{note}; one draft length for the server: the table's k at batch {batch} ({where})"
+                                + (f"; {deep}" if deep else "")))
+    else:
+        notes.append(note)
+    return Section("Engine configuration", paragraphs=tuple(notes), snippets=tuple(snippets))
+
+
 def build_report(setup: SetupOptions, serving: ServingOptions, batches: list[int], ks: list[int],
                  contexts: list[int], rates: list[float] | None, load_rps: float | None, attainment: float,
                  tolerance_pct: float | None, command: str, compare: Sequence[str] = ()) -> str:
     """The page's text for one configuration (see the module docstring); `compare`: other drafts
     (``DRAFT=ACCEPTANCE``) drawn beside the page's own."""
-    from plots.report_html import PlanPage, Section, Snippet
+    from plots.report_html import page_html
+
+    return page_html(report_page(setup, serving, batches, ks, contexts, rates, load_rps, attainment, tolerance_pct,
+                                 command, compare)[0])
+
+
+def report_page(setup: SetupOptions, serving: ServingOptions, batches: list[int], ks: list[int],
+                contexts: list[int], rates: list[float] | None, load_rps: float | None, attainment: float,
+                tolerance_pct: float | None, command: str, compare: Sequence[str] = ()
+                ) -> tuple[PlanPage, ReportResults]:
+    """The page (before its figures are rendered) and the one set of results every part of it was made from."""
+    from plots.report_html import PlanPage, Section
     from plots.serving import throughput_vs_rate, tpot_vs_rate
     from plots.speedup import drafts_vs_batch, speedup_vs_batch
     from simulator import __version__
-    from simulator.capacity import capacity_plan
-    from simulator.executors import parse_executor
-    from simulator.serving_report import policy_tables, vllm_speculative_config
-    from simulator.sweep import chains, sweep
 
     if list(batches) != list(range(1, max(batches) + 1)):
         raise SpecsimError("--batch must cover every batch from 1 (e.g. 1..256): the policy table is looked up by "
@@ -362,46 +377,9 @@ def build_report(setup: SetupOptions, serving: ServingOptions, batches: list[int
     s = setup.resolve()
     k_list = draft_lengths(ks, s.draft)
     tolerance = s.resolution if tolerance_pct is None else tolerance_pct / 100
-    ranges, record = policy_tables(s.cost, s.target, s.draft, s.acceptance, batches, k_list, contexts, s.caption,
-                                   tolerance)
-    by_context = record["by_context"]
-    result = sweep(s.cost, s.target, s.draft, s.acceptance, batches, chains(sorted(set(k_list) | {0})), contexts)
+    r, scenario = gather(s, serving, batches, k_list, contexts, rates, load_rps, attainment, tolerance)
 
-    scenario, runs = simulate_from(s, rates, 1, serving)
-    metrics = [m for _, m in runs]
-    caps: list = []
-    fleets: list = []
-    if scenario.slo.tpot_s is not None or scenario.slo.ttft_s is not None:
-        _, policies = scenario_from(s, serving)
-        caps, fleets = capacity_plan(scenario, policies, attainment, load_rps, serving.router, progress,
-                                     parse_executor(serving.executor))
-
-    # The engine configuration: vLLM reads the whole table; SGLang one k, the one at the batch the engine is
-    # expected to run at (the best policy's mean batch at its capacity, else batch 1).
-    snippets: list[Snippet] = []
-    notes: list[str] = []
-    try:
-        config = "{\n" + ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}"
-                                      for k, v in vllm_speculative_config(s.draft, ranges).items()) + "\n}"
-        snippets.append(Snippet("vLLM speculative_config", config,
-                                f"for context {contexts[0]:,} (vLLM's table has no context axis); the same as "
-                                "specsim policy --format vllm-config; pass it as vllm serve ... --speculative-config "
-                                "'<this JSON>'"))
-    except SpecsimError as e:
-        notes.append(f"vLLM: {e}")
-    met = [c for c in caps if c.metrics is not None and c.policy != "off"]
-    batch = max(1, round(max(met, key=lambda c: c.rate_per_s).metrics.mean_batch)) if met else 1
-    target_repo = _repo(s.target.source, s.target.name)
-    flags, note = sglang_flags(s.draft, target_repo, _k_at(ranges, batch))
-    if flags:
-        where = ("the mean batch of the best speculating policy at its capacity" if met else
-                 "no speculating policy met the SLO" if caps else "no SLO given")
-        snippets.append(Snippet("SGLang launch flags", flags,
-                                f"{note}; one draft length for the server: the table's k at batch {batch} ({where})"))
-    else:
-        notes.append(note)
-
-    sources, extrapolated = provenance(s, result, batches, k_list)
+    sources, extrapolated = provenance(s, r.result, batches, k_list)
     compared: list[Section] = []
     verdict_compared: list[str] = []
     if compare:
@@ -409,13 +387,14 @@ def build_report(setup: SetupOptions, serving: ServingOptions, batches: list[int
         compared.append(Section("Other drafts, compared", figures=((
             f"The best speed-up of each draft against batch at context {contexts[0]:,} (numbers: its best k)",
             drafts_vs_batch(results, contexts[0], f"{s.target.name} on {s.where}")),)))
+    metrics = list(r.metrics)
     sections = [
-        Section("Engine configuration", paragraphs=tuple(notes), snippets=tuple(snippets)),
-        Section("Draft length per batch", tables=(policy_table(by_context),)),
+        engine_configuration(s, r, contexts),
+        Section("Draft length per batch", tables=(policy_table(r.by_context),)),
         Section("Speed-up against batch and context",
                 figures=((f"Predicted speed-up against batch at context {', '.join(f'{c:,}' for c in contexts)}: "
                           "one line per draft length; left of the dotted line speculation pays",
-                          speedup_vs_batch(result, s.caption)),)),
+                          speedup_vs_batch(r.result, s.caption)),)),
         Section("Serving under load",
                 paragraphs=(f"{scenario.workload.label}, {len(scenario.workload)} requests per simulation; "
                             f"{scenario.slo.label}.",),
@@ -424,9 +403,8 @@ def build_report(setup: SetupOptions, serving: ServingOptions, batches: list[int
                          ("Throughput against the request rate, per policy", throughput_vs_rate(metrics, s.caption)))),
         *compared,
     ]
-    if caps:
-        sections.append(Section("The fleet it needs", tables=(fleet_table(caps, fleets, scenario.slo.label,
-                                                                          attainment),)))
+    if r.caps:
+        sections.append(Section("The fleet it needs", tables=(fleet_table(r, scenario.slo.label),)))
     else:
         sections.append(Section("The fleet it needs", paragraphs=(
             "Give an SLO (--slo-tpot-ms, --slo-ttft-ms) and a load (--load-rps) to size a fleet.",)))
@@ -435,14 +413,12 @@ def build_report(setup: SetupOptions, serving: ServingOptions, batches: list[int
     sections.append(Section("What is extrapolated", bullets=tuple(extrapolated)))
     page = PlanPage(title=f"Speculative decoding plan: {s.target.name} drafted by {s.draft.name}",
                     subtitle=s.heading,
-                    verdict=(*trust_lines(s), *verdict_lines(by_context, metrics, caps, fleets), *verdict_compared),
+                    verdict=(*trust_lines(s), *verdict_lines(r), *verdict_compared),
                     sections=tuple(sections), warn=s.profile is not None and not s.profile.trust.trusted,
                     footer=(f"made by specsim {__version__}: {command}",
                             "Predictions from a roofline cost model and a discrete-event simulation; the validations "
                             "above say how far to trust them."))
-    from plots.report_html import page_html
-
-    return page_html(page)
+    return page, r
 
 
 def run_report(setup: SetupOptions, serving: ServingOptions, batches: list[int], ks: list[int], contexts: list[int],

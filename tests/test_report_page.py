@@ -6,6 +6,7 @@ Playwright): no console errors, every figure drawn, the copy button fills the cl
 from __future__ import annotations
 
 import html
+import importlib.util
 import json
 import re
 import shutil
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli.report_page import sglang_flags
+from cli.report_page import BACKING, sglang_flags
+from cli.report_verdict import contradictions
 from simulator.drafts import Draft
 from specsim import cli
 
@@ -23,6 +25,7 @@ SMALL = ["--hardware", "h100-sxm", "--acceptance", "iid:0.7", "--batch", "1..64"
          "--load-rps", "40", "--executor", "serial"]
 BROWSER_INSTALL = "apt-get install -y chromium && pip install playwright"
 CHROMIUM = "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +64,7 @@ def test_the_verdict_says_where_speculation_pays(page: Path):
     # Llama-3.1-8B with a 1B draft on an H100 at acceptance 0.7: speculation pays from batch 1 at both contexts
     assert "Context 1,024: speculation pays at batch 1-" in verdict
     assert "Context 8,192: speculation pays at batch 1-" in verdict
-    assert "Within the SLO:" in verdict and "For 40 req/s:" in verdict
+    assert "Within the SLO (90 % of requests):" in verdict and "For 40 req/s:" in verdict
     assert "SGLang launch flags" in text and "--speculative-algorithm STANDALONE" in text
 
 
@@ -169,3 +172,70 @@ def test_the_page_in_a_real_browser(page: Path):
                 context.close()
         finally:
             browser.close()
+
+
+_grid_spec = importlib.util.spec_from_file_location("report_grid", ROOT / "benchmarks" / "report_grid.py")
+report_grid = importlib.util.module_from_spec(_grid_spec)
+_grid_spec.loader.exec_module(report_grid)
+FAST = ["--requests", "100", "--rate", "2,16,64", "--batch", "1..64", "--k", "0..4", "--context", "1024",
+        "--executor", "serial"]
+
+
+MOE_66 = ["--hardware", "h200", "--target", "qwen3-30b-a3b", "--draft", "eagle3", "--engine", "sglang",
+          "--acceptance", "accept-length:2.0@3", "--slo-tpot-ms", "40", "--load-rps", "30"]
+_built: dict[str, tuple] = {}
+
+
+def built(args: list[str], tmp_path: Path) -> tuple:
+    """A page built once per argument list in this module (its figures drawn, not rendered)."""
+    key = " ".join(args)
+    if key not in _built:
+        _built[key] = report_grid.build([*args, *FAST], tmp_path / "plan.html")
+    return _built[key]
+
+
+@pytest.mark.parametrize("args", [
+    MOE_66,  # #66's page: an MoE target whose speculation pays only from batch ~10, acceptance measured at k = 3
+    ["--hardware", "h100-sxm", "--acceptance", "iid:0.7", "--engine", "tensorrt-llm", "--slo-tpot-ms", "30",
+     "--load-rps", "100"],
+    ["--hardware", "h200", "--draft", "eagle3", "--acceptance", "accept-length:2.5@3", "--engine", "vllm",
+     "--slo-tpot-ms", "25", "--load-rps", "10"],
+], ids=["moe-sglang", "dense-trtllm", "eagle3-vllm"])
+def test_no_verdict_line_contradicts_its_page(args: list[str], tmp_path: Path):
+    """The page built without rendering its figures (benchmarks/report_grid.py runs 36 pages with more requests):
+    every verdict line agrees with the results the tables and figures are drawn from."""
+    code, output, page, results = built(args, tmp_path)
+    assert code == 0, output
+    assert contradictions(results, page.verdict) == []
+    text = " ".join(page.verdict)
+    assert "Under load (one engine" in text and "req/s per engine ->" in text
+    config = next(s for s in page.sections if s.title == "Engine configuration")
+    vllm = json.loads(config.snippets[0].text)
+    deep = results.measured_k is not None and vllm["num_speculative_tokens"] > results.measured_k
+    assert ("extrapolates: k =" in config.snippets[0].note) == deep  # a config past the measured k says so
+
+
+def test_the_checker_catches_66s_contradictions(tmp_path: Path):
+    """The verdict #66 found beside its own figures: a 'run without speculation' where speculation wins under
+    load, a fleet of 2 beside 14.2 req/s per engine with no arithmetic: both caught."""
+    code, output, page, results = built(MOE_66, tmp_path)
+    assert code == 0, output
+    assert results.measured_k == 3 and "extrapolates: k = " in page.sections[0].snippets[0].note
+    old = [line for line in page.verdict if not line.startswith(("Under load", "For "))]
+    old += ["From 2 req/s on no speculating policy beats plain decoding's TPOT p50: past that load, run without "
+            "speculation.", "For 30 req/s: 2 engines with off (2 with fixed:4, 2 with adaptive)."]
+    found = contradictions(results, old)
+    assert any("run without speculation" in f for f in found)
+    assert any("without the arithmetic" in f for f in found)
+
+
+def test_the_validations_quoted_are_the_readmes():
+    """Every figure the page quotes from a validation is in the README's accuracy table, the one place they are
+    kept (the tour's page once quoted 0.7 % / 4.7 % after the README had moved to 3.4 % / 21.7 %)."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("## How accurate it is"):readme.index("## How long it takes")]
+    numbers = set(re.findall(r"\d+\.\d+|\d+", table.replace("−", "-").replace("–", "-")))
+    for key, text in BACKING.items():
+        quoted = re.findall(r"(\d+\.\d+|\d+) %", text) + re.findall(r"(\d+\.\d+)-", text)
+        missing = [q for q in quoted if q not in numbers]
+        assert not missing, f"BACKING[{key!r}] quotes {missing}, not in the README's accuracy table"
