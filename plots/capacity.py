@@ -25,6 +25,9 @@ def best_k_map(result: SweepResult, caption: str = "") -> Figure:
     contexts = sorted({r.context for r in result.rows})
     ks = sorted({r.k for r in result.rows if r.k is not None})
     best = {(b.batch, b.context): b for b in result.best}
+    row = {(r.batch, r.context, r.k): r for r in result.rows if r.tree is None}
+    past = {key: any(w != "k" for w in getattr(row.get((*key, b.k)), "extrapolated_in", ()))
+            for key, b in best.items()}  # predict's '^': past the calibration's measured passes
     grid = np.full((len(contexts), len(batches)), np.nan)
     for i, c in enumerate(contexts):
         for j, b in enumerate(batches):
@@ -40,7 +43,8 @@ def best_k_map(result: SweepResult, caption: str = "") -> Figure:
     for i, c in enumerate(contexts):
         for j, b in enumerate(batches):
             if (b, c) in best:
-                ax.text(j + 0.5, i + 0.5, f"{best[(b, c)].speedup:.2f}", ha="center", va="center", fontsize=7,
+                text = f"{best[(b, c)].speedup:.2f}" + ("^" if past[(b, c)] else "")
+                ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=7,
                         color="black" if (best[(b, c)].k or 0) in (0, k_max) else "white")
             else:
                 ax.add_patch(plt.Rectangle((j, i), 1, 1, fill=False, hatch="///", edgecolor="tab:red", linewidth=0))
@@ -50,8 +54,10 @@ def best_k_map(result: SweepResult, caption: str = "") -> Figure:
     ax.set_ylabel("context length (cached tokens per sequence)")
     bar = fig.colorbar(mesh, ax=ax, ticks=np.arange(k_max + 1))
     bar.set_label("best draft length k (0 = speculation off)")
-    ax.set_title("best k per batch and context; cell text: predicted speed-up; hatched: does not fit in memory",
-                 fontsize=9)
+    reach = result.measured_range
+    ax.set_title("best k per batch and context; cell text: predicted speed-up; hatched: does not fit in memory"
+                 + (f"\ncells marked ^: extrapolated past {reach.what} ({reach.describe()})"
+                    if any(past.values()) and reach else ""), fontsize=9)
     if caption:
         fig.suptitle(textwrap.fill(caption, width=int(14 * fig.get_size_inches()[0])), fontsize=9)
     fig.tight_layout()

@@ -9,10 +9,38 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 
 from plots.axes import batch_axis  # noqa: E402
-from simulator.sweep import SweepResult  # noqa: E402
+from simulator.sweep import SweepResult, SweepRow  # noqa: E402
+
+
+def past_passes(r: SweepRow) -> bool:
+    """Past the calibration's measured passes (batch, rows a pass or context): what predict's table marks '^'."""
+    return any(w != "k" for w in r.extrapolated_in)
+
+
+def extrapolated_label(result: SweepResult) -> str:
+    reach = result.measured_range
+    return f"extrapolated past {reach.what if reach else 'the passes the profile measured'}"
+
+
+def draw_measured(ax: Axes, xs: list[float], ys: list[float], past: list[bool], **style) -> bool:
+    """A curve solid where it rests on measured passes and dotted (fainter) on every segment that reaches past
+    them, so a curve that climbs again out there does not read as measured. Returns whether anything was dotted."""
+    n = len(xs)
+    solid = [(j > 0 and not past[j - 1] and not past[j]) or (j < n - 1 and not past[j] and not past[j + 1])
+             or (n == 1 and not past[j]) for j in range(n)]
+    dotted = [(j > 0 and (past[j - 1] or past[j])) or (j < n - 1 and (past[j] or past[j + 1]))
+              or (n == 1 and past[j]) for j in range(n)]
+    nan = float("nan")
+    ax.plot(xs, [y if keep else nan for y, keep in zip(ys, solid)], **style)
+    if any(dotted):
+        faint = {**style, "label": None, "linestyle": ":", "alpha": 0.7}
+        ax.plot(xs, [y if keep else nan for y, keep in zip(ys, dotted)], **faint)
+    return any(dotted)
 
 
 def speedup_vs_batch(result: SweepResult, title: str = "") -> Figure:
@@ -39,6 +67,7 @@ def speedup_vs_batch(result: SweepResult, title: str = "") -> Figure:
             if key not in keys:
                 keys.append(key)
         chains = [k for k in keys if not k[0]]
+        dotted = False
         for key in keys:
             sel = [r for r in rows if (r.tree is not None, r.tree or "", r.k if r.k is not None else -1) == key
                    and r.fits]
@@ -49,8 +78,8 @@ def speedup_vs_batch(result: SweepResult, title: str = "") -> Figure:
                 continue  # plain decoding is the y = 1 line
             label = f"tree {tree}" if is_tree else f"k = {k}"
             color = "tab:red" if is_tree else cmap(chains.index(key) / max(len(chains) - 1, 1))
-            ax.plot([r.batch for r in sel], [r.speedup for r in sel], label=label, color=color,
-                    linestyle="--" if is_tree else "-", linewidth=1.6)
+            dotted |= draw_measured(ax, [r.batch for r in sel], [r.speedup for r in sel], [past_passes(r) for r in sel],
+                                    label=label, color=color, linestyle="--" if is_tree else "-", linewidth=1.6)
         ax.axhline(1.0, color="black", linewidth=1.0, label="plain decoding")
         disable = by_ctx.get(context)
         fitting = [r.batch for r in rows if r.fits]
@@ -83,6 +112,15 @@ def speedup_vs_batch(result: SweepResult, title: str = "") -> Figure:
         unfit = sorted({r.batch for r in rows if not r.fits})
         if unfit:
             ax.axvspan(unfit[0], max(r.batch for r in rows), color="tab:red", alpha=0.07, label="does not fit")
+        # past the measured passes even without drafting (batch or context): the whole stretch, hatched; past them
+        # only for the deeper k (rows a pass): those curves' dotted segments
+        beyond = sorted(r.batch for r in rows if r.k == 0 and r.tree is None and past_passes(r))
+        if beyond:  # from the last measured batch, where the curves turn dotted
+            start = max((r.batch for r in rows if r.batch < beyond[0]), default=beyond[0])
+            ax.axvspan(start, max(r.batch for r in rows), facecolor="none", edgecolor="tab:blue", alpha=0.35,
+                       hatch="//", linewidth=0, label=extrapolated_label(result))
+        elif dotted:
+            ax.add_line(Line2D([], [], color="tab:gray", linestyle=":", label=extrapolated_label(result)))
         best = sorted((b.batch, b.speedup) for b in result.best if b.context == context)
         if best:
             ax.plot(*zip(*best), color="black", linewidth=3.0, alpha=0.25, label="best choice")
@@ -109,17 +147,24 @@ def drafts_vs_batch(results: dict[str, SweepResult], context: int, title: str = 
     sits on it."""
     fig, ax = plt.subplots(figsize=(9.0, 4.8))
     cmap = plt.get_cmap("tab10")
+    dotted = False
     for i, (label, result) in enumerate(results.items()):
         best = sorted((b.batch, b.speedup, b.k) for b in result.best if b.context == context)
         if not best:
             continue
         xs, ys, ks = zip(*best)
-        ax.plot(xs, ys, color=cmap(i), linewidth=2.0, label=label)
+        row = {(r.batch, r.k): r for r in result.rows if r.context == context and r.tree is None}
+        past = [row[(x, k)] is not None and past_passes(row[(x, k)]) if (x, k) in row else False
+                for x, k in zip(xs, ks)]
+        dotted |= draw_measured(ax, list(xs), list(ys), past, color=cmap(i), linewidth=2.0, label=label)
         for x, y, k in best:
             if x & (x - 1) == 0:  # the powers of two: which k is best there
                 ax.annotate(str(k), xy=(x, y), xytext=(0, 5), textcoords="offset points", fontsize=7,
                             color=cmap(i), ha="center")
     ax.axhline(1.0, color="black", linewidth=1.0, label="plain decoding")
+    if dotted:
+        ax.add_line(Line2D([], [], color="tab:gray", linestyle=":",
+                           label=extrapolated_label(next(iter(results.values())))))
     batch_axis(ax, f"context {context} tokens; numbers: the best draft length")
     ax.set_ylabel("best speed-up over plain decoding")
     ax.legend(fontsize=8, frameon=False, loc="best")
