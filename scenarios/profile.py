@@ -306,7 +306,10 @@ class Fit:
     def from_dict(cls, d: Mapping[str, Any]) -> Fit:
         ov = dict(_need(d, "overheads"))
         for k, v in ov.items():
-            if k != "engine":
+            if k == "graphs":  # an engine preset's capture ceiling (CudaGraphs), or none
+                if v is not None and not isinstance(v, dict):
+                    raise _Bad(f"fit.overheads.graphs must be a table or null, got {v!r}")
+            elif k != "engine":
                 _num(ov, k)
             else:
                 for name, part in v.items():  # an older profile's verify extra may be negative (engine_overheads)

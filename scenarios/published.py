@@ -36,7 +36,7 @@ TIME_METRICS = {"tpot_ms": True, "itl_ms": True, "e2e_s": True, "output_throughp
                 "tokens_per_s_per_user": False, "speedup": None}
 OPERATING_POINT = ("batch", "concurrency", "rate_rps")
 
-_SOURCE_KEYS = {"id", "url", "date", "title", "kind", "independent_of"}
+_SOURCE_KEYS = {"id", "url", "date", "title", "kind", "independent_of", "held_out"}
 _REQUIRED_POINT = {"quote", "gpu", "gpu_count", "tp", "engine", "engine_version", "target", "draft_kind", "metric"}
 _OPTIONAL_POINT = {"ep", "precision", "kv_precision", "draft_model", "k", "tree", "topk", "depth", "dataset",
                    "input_len", "output_len", "temperature", "batch", "concurrency", "rate_rps", "plain", "spec",
@@ -55,6 +55,7 @@ class PublishedSource:
     kind: str  # one of SOURCE_KINDS
     independent_of: tuple[str, ...]
     file: str  # the TOML file's name
+    held_out: bool = False  # added after the engine presets were fixed: predicted, never fitted (issue 64)
 
 
 @dataclass(frozen=True)
@@ -170,8 +171,11 @@ def _source(table: Any, file: str) -> PublishedSource:
     copies = table.get("independent_of", [])
     if not isinstance(copies, list) or not all(isinstance(c, str) and c for c in copies):
         raise r.fail("independent_of", "must be a list of source ids")
+    held = table.get("held_out", False)
+    if not isinstance(held, bool):
+        raise r.fail("held_out", "must be true or false")
     return PublishedSource(sid, url, date, r.text("title", stated=True), r.text("kind", SOURCE_KINDS, stated=True),
-                           tuple(copies), file)
+                           tuple(copies), file, held)
 
 
 def _point(table: Any, source: PublishedSource, index: int) -> PublishedPoint:

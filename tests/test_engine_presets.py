@@ -126,19 +126,14 @@ def test_qwen3_moe_eagle3_on_sglang_loses_at_batch_one_as_measured():
 
 
 def test_the_corpus_is_predicted_within_the_issues_bars_leaving_each_source_out():
-    """Issue 56: leave-one-source-out median |speed-up error| <= 10 %, p90 <= 25 %, no source's median above 20 %.
+    """Issue 56: leave-one-source-out median |speed-up error| <= 10 %, p90 <= 25 %, no source's median above 20 %
+    (issue 64 asks 8 % and 15 %: the median holds at 7.4 %, the worst source, trtllm-pr-5146, is at 19.6 %).
     The two one-point Llama-3.1-70B sources on 8 GPUs are the closest (trtllm-pr-5146 19.2 %, sglang-pr-4716 18.1 %
     since the all-reduce table is read at its key and the presets refitted with the all-reduce's measured
     bandwidth; 20.4 and 21.0 % before that, when they missed the bar)."""
     pub = _published()
-    from scenarios.published import load_corpus
-
-    priced = []
-    for p in load_corpus():
-        try:
-            priced.append(pub.price(p))
-        except SpecsimError:
-            pass
+    priced, held_out, _ = pub.corpus()  # the held-out sources are predicted, never fitted
+    assert held_out and not {q.point.source.id for q in held_out} & {q.point.source.id for q in priced}
     assert len(priced) >= 30 and len({q.point.source.id for q in priced}) >= 8
     cross = pub.loso(priced)
     errs = [abs(pub.error_pct(pred, q.measured)) for rows in cross.values() for q, pred in rows]
@@ -159,8 +154,8 @@ def test_an_engines_own_kernels_on_a_gpu_replace_the_gpu_presets(monkeypatch):
     vllm, fast = load_hardware("a100-80gb-sxm", "vllm"), load_hardware("a100-80gb-sxm", "gpt-fast")
     assert (vllm.bw_efficiency, fast.bw_efficiency) == (0.708, 0.86)
     assert vllm.overheads.layer_s == pytest.approx(34.5e-6) and fast.overheads.layer_s == pytest.approx(60e-6)
-    # the A100's own ridge for gpt-fast; vLLM's graphed step adds memory and compute times (graphed_costs_add)
-    assert (fast.ridge_p, vllm.ridge_p) == (1.5, 1.0) and "gpt-fast's tensor-parallel table" in fast.rates_source
+    assert fast.ridge_p == vllm.ridge_p and "gpt-fast's tensor-parallel table" in fast.rates_source
+    assert load_hardware("a100-80gb-sxm", "vllm@0.10").ridge_p == 1.0  # its graphed step's times add
     assert load_hardware("h100-sxm", "gpt-fast").bw_efficiency == load_hardware("h100-sxm").bw_efficiency
     monkeypatch.setattr(scenarios, "_engine_table", lambda name: {"hardware": {"l4": {"mem_GB": 48}}})
     with pytest.raises(SpecsimError, match=r"^engine preset 'x': hardware.l4.mem_GB is not one of"):
