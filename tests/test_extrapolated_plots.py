@@ -22,8 +22,9 @@ MEASURED = MeasuredRange(batch=8, rows=40, context=4096)
 
 def past_eight() -> object:
     """A preset's sweep marked as a profile measured only batches 1-8 would be (rows and batches past it)."""
-    r = sweep(CostModel.from_hardware(load_hardware("h100-sxm")), load_model("llama-3.1-8b"), load_model("llama-3.2-1b"),
-              IIDAcceptance(0.7), [1, 2, 4, 8, 16, 32], chains(range(4)), [1024])
+    cost = CostModel.from_hardware(load_hardware("h100-sxm"))
+    r = sweep(cost, load_model("llama-3.1-8b"), load_model("llama-3.2-1b"), IIDAcceptance(0.7),
+              [1, 2, 4, 8, 16, 32], chains(range(4)), [1024])
     rows = tuple(replace(x, extrapolated_in=MEASURED.beyond(x.batch, (x.k or 0) + 1, x.context),
                          extrapolated=bool(MEASURED.beyond(x.batch, (x.k or 0) + 1, x.context))) for x in r.rows)
     return replace(r, rows=rows, measured_range=MEASURED)
