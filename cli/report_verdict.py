@@ -161,8 +161,8 @@ def _why_served(r: ReportResults, seg: Sequence[ServedAt]) -> str:
     span = (f"batch {min(batches):.1f}" if round(min(batches), 1) == round(max(batches), 1) else
             f"batch {min(batches):.1f}-{max(batches):.1f}")
     pays = [k > 0 and s > 1 + TIE for _, k, s in at]
-    first_paying = next((lo for lo, _, k in r.ranges if k > 0), None)
-    table = (f"the table speculates from batch {first_paying}" if first_paying is not None else
+    paying = [(lo, hi) for lo, hi, k in r.ranges if k > 0]
+    table = (f"the table does not speculate (it does at batch {paying[0][0]}-{paying[-1][1]})" if paying else
              "the table never speculates")
     where = f"At {_rates(seg)} plain decoding runs at mean {span}"
     if o in ("ties", "raises") and not any(pays):
