@@ -147,6 +147,13 @@ class SetupOptions:
             raise SpecsimError(f"--dtype {self.dtype} with profile {s.profile.path}: the profile measured its passes "
                                f"in {measured} and prices them so; drop --dtype, or give --hardware NAME --dtype "
                                f"{self.dtype} to price {self.dtype} on a preset")
+        if self.hardware:  # a preset: does a measured kernel price this GPU against its datasheet's order?
+            from dataclasses import replace
+
+            from scenarios.datasheet_order import datasheet_order_notes
+
+            order = tuple(datasheet_order_notes(s.cost.hardware.name, self.engine or "vllm", s.target))
+            s = replace(s, notes=(*s.notes, *order), datasheet_order=order)
         return say_notes(s)
 
 

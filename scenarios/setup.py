@@ -19,7 +19,6 @@ import numpy as np
 
 from scenarios import check_dtype_runs, load_hardware, load_model
 from scenarios.acceptance_specs import acceptance_from_spec, split_trace_spec
-from scenarios.datasheet_order import datasheet_order_notes
 from scenarios.draft_specs import load_draft
 from scenarios.engine_metrics import ENGINE_KINDS
 from scenarios.files import atomic_write_text, cache_dir, read_json
@@ -73,8 +72,7 @@ class Setup:
     notes: tuple[str, ...] = ()  # said once on stderr: which profile, measured elsewhere, untrusted
     engine: str | None = None  # with a profile: the serving engine whose costs replace the calibrated engine's
     engine_preset: str = ""  # the engine preset's name, version and the published sources it was fitted to
-    # where the answer rests on a measured kernel that prices this GPU slower than one its datasheet beats
-    datasheet_order: tuple[str, ...] = ()
+    datasheet_order: tuple[str, ...] = ()  # this GPU priced slower than one its datasheet beats (a measured kernel)
 
     @property
     def caption(self) -> str:
@@ -92,8 +90,8 @@ class Setup:
                 "engine": (f"{self.engine} preset on the profiled device" if self.engine else
                            self.profile.engine_mode if self.profile else f"graph ({self.where.split(', ')[-1]})"),
                 "trusted": self.profile.trust.trusted if self.profile else None,
-                "engine_preset": self.engine_preset or None,
-                **({"datasheet_order": list(self.datasheet_order)} if self.datasheet_order else {})}
+                "engine_preset": self.engine_preset or None, **({"datasheet_order": list(self.datasheet_order)}
+                                                                if self.datasheet_order else {})}
 
     @property
     def resolution(self) -> float:
@@ -339,9 +337,8 @@ def _resolve_setup(hardware: str | None, profile_path: Path | None, target: str 
         if tp > 1 or (draft_tp or 1) > 1:
             t, d = shard(t, tp, hw), shard_draft(d, draft_tp or tp, hw)
             where += f", TP {tp} over {hw.interconnect.name if hw.interconnect else '?'} (draft TP {draft_tp or tp})"
-        order = tuple(datasheet_order_notes(hw.name, engine, t))
-        return Setup(CostModel.from_hardware(hw, dtype), t, d, acceptance, where, None, (*notes, *order),
-                     engine_preset=preset, datasheet_order=order)
+        return Setup(CostModel.from_hardware(hw, dtype), t, d, acceptance, where, None, tuple(notes),
+                     engine_preset=preset)
     profile, notes = resolve_profile(profile_path)
     t = load_model(target, dtype) if target else profile.target
     d = load_draft(draft, t, dtype, heterogeneous_vocab) if draft else Draft.of_model(profile.draft)
