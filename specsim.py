@@ -16,6 +16,7 @@ import click
 import cli.commands as cmd
 import cli.options as opt
 import cli.output as out
+from cli.hardware_commands import hardware_group
 from cli.plot_commands import plot_group
 from cli.report_page import report_options
 from scenarios.serving_scenario import ServingOptions
@@ -483,6 +484,7 @@ def export(out_dir: Path, fmt: str) -> None:
 
 
 cli.add_command(plot_group)
+cli.add_command(hardware_group)
 
 
 def main() -> None:

@@ -319,6 +319,19 @@ def cases() -> list[Case]:
           refuse("exactness", "exactness --samples 0"),
           refuse("exactness", "exactness --draft bogus"),
           refuse("cli", "predcit --alpha 0.8"), refuse("cli", "predict --alpah 0.8")]
+    # -- a hardware file of one's own (#68, docs/hardware.md) -------------------------------------------------------
+    for name, frag in (("hw_zero.toml", "mem_bw_GB_per_s = 0"), ("hw_neg.toml", "mem_GB = -24"),
+                       ("hw_nan.toml", "peak_TFLOP_per_s.bf16 = nan"), ("hw_absurd.toml", "out of range"),
+                       ("hw_typo.toml", "not a hardware field"), ("hw_lacks.toml", "mem_GB is missing"),
+                       ("hw_eff.toml", "bw_efficiency = 80"), ("trunc.json", "not a TOML file"),
+                       ("missing.toml", "no such hardware file")):
+        c.append(refuse("hardware file", f"predict --hardware {{D}}/{name} --acceptance iid:0.7 --batch 1,8", frag))
+    c += [refuse("hardware file", "sweep {D}/sw_hwfile.toml", "hw_zero.toml"),
+          refuse("hardware file", "hardware show h100", "h100-sxm"),
+          refuse("hardware file", "hardware show {D}/hw_typo.toml", "not a hardware field"),
+          ok("hardware file", "predict --hardware {D}/hw_ok.toml --acceptance iid:0.7 --batch 1,8 --k 0..2",
+             "are assumed"),
+          ok("hardware file", "hardware show rtx-4090", "mem_bw_GB_per_s = 1008")]
     return c
 
 
@@ -442,6 +455,18 @@ def write_files(d: Path) -> None:
     put("mb_nofit.toml", setup + brun("vllm-plain-rate4.json", "rate = 5\n"))
     put("mb_model.toml", setup.replace("llama-3.1-8b", "qwen3-8b").replace("llama-3.2-1b", "qwen3-0.6b") + plain
         + brun("vllm-plain-rate24.json"))
+    gpu = ('name = "My GPU"\nmem_bw_GB_per_s = 936\npeak_TFLOP_per_s = { bf16 = 142 }\nmem_GB = 24\n'
+           'source = "a datasheet"\n')
+    put("hw_ok.toml", gpu)
+    put("hw_zero.toml", gpu.replace("= 936", "= 0"))
+    put("hw_neg.toml", gpu.replace("= 24", "= -24"))
+    put("hw_nan.toml", gpu.replace("= 142", "= nan"))
+    put("hw_absurd.toml", gpu.replace("= 936", "= 1e9"))  # 1e6 TB/s
+    put("hw_typo.toml", gpu + "bw_effciency = 0.8\n")
+    put("hw_lacks.toml", gpu.replace("mem_GB = 24\n", ""))
+    put("hw_eff.toml", gpu + "bw_efficiency = 80\n")  # a percentage for a fraction
+    put("sw_hwfile.toml", 'hardware = ["hw_zero.toml"]\npairs = [["llama-3.1-8b", "llama-3.2-1b"]]\n'
+        'acceptance = "iid:0.7"\npolicies = ["off"]\nrates = [1]\n')
 
 
 class Slow(Exception):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -147,9 +147,11 @@ class SetupOptions:
             raise SpecsimError(f"--dtype {self.dtype} with profile {s.profile.path}: the profile measured its passes "
                                f"in {measured} and prices them so; drop --dtype, or give --hardware NAME --dtype "
                                f"{self.dtype} to price {self.dtype} on a preset")
+        rates = s.cost.hardware.rates_source.split(";")[0]
+        if self.hardware and rates.startswith("assumed"):  # the achieved fractions no one measured on this GPU
+            s = replace(s, notes=(*s.notes, f"{s.cost.hardware.name}'s achieved fractions of its datasheet are "
+                                  f"{rates} (docs/hardware.md; specsim calibrate on the GPU measures them)"))
         if self.hardware:  # a preset: does a measured kernel price this GPU against its datasheet's order?
-            from dataclasses import replace
-
             from scenarios.datasheet_order import datasheet_order_notes
 
             order = tuple(datasheet_order_notes(s.cost.hardware.name, self.engine or "vllm", s.target))
@@ -176,7 +178,9 @@ ACCEPTANCE_HELP = ("Acceptance model: iid:A, positional:A1,A2,..., beta:a,b, mar
 setup_options = packed(
     "setup", SetupOptions,
     click.option("--acceptance", "acceptance_spec", metavar="SPEC", default=None, help=ACCEPTANCE_HELP),
-    click.option("--hardware", metavar="NAME", help="Hardware preset, e.g. h100-sxm [default: a calibration profile]."),
+    click.option("--hardware", metavar="NAME|FILE.toml",
+                 help="Hardware preset, e.g. h100-sxm (specsim hardware list), or your own GPU as a file "
+                      "(specsim hardware show NAME > my-gpu.toml; docs/hardware.md) [default: a calibration profile]."),
     click.option("--profile", "profile_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                  help="Calibration profile, from this or any machine [default: the latest measured on this machine]."),
     click.option("--target", default=None, metavar="NAME|config.json",

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import difflib
 import math
-import sys
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from scenarios.files import read_json
+from scenarios.hardware_file import is_hardware_file, read_hardware_file, tomllib
 from simulator import SpecsimError
 from simulator.specs import (
     GIGA,
@@ -29,11 +29,6 @@ from simulator.specs import (
     Overheads,
     SpeculationTax,
 )
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 HERE = Path(__file__).resolve().parent
 MICRO = 1e-6
@@ -149,20 +144,28 @@ def _engine_kernels(engine: str, gpu: str) -> dict[str, Any]:
 def check_dtype_runs(name: str, dtype: str) -> None:
     """A weight format the preset's GPU runs no kernel for is refused: NVFP4 is NVIDIA's (Blackwell's tensor cores;
     weight-only dequantising kernels before them), and AMD's GPUs have none (their 4-bit format is MXFP4)."""
-    full = str(_table("hardware").get(name.lower(), {}).get("name", name))
+    full = str(hardware_table(name).get("name", name))
     if dtype == "nvfp4" and full.startswith("AMD"):
         raise SpecsimError(f"--dtype nvfp4 on {name} ({full}): NVFP4 is NVIDIA's 4-bit format and no AMD kernel runs "
                            "it; use --dtype mxfp4 (the OCP 4-bit format AMD's engines load) or fp8")
 
 
+def hardware_table(name: str) -> dict[str, Any]:
+    """A preset's table (hardware.toml), or a hardware file's (`scenarios.hardware_file`, checked) for a path."""
+    if is_hardware_file(name):
+        return read_hardware_file(name)
+    if name.lower() not in _table("hardware") or name.lower() == "defaults":
+        raise _unknown("hardware", name, hardware_names(), " (or a hardware file: path/to/gpu.toml, docs/hardware.md)")
+    return _table("hardware")[name.lower()]
+
+
 def load_hardware(name: str, engine: str = "vllm") -> HardwareSpec:
-    """A GPU preset, with the per-step costs of `engine` (engines.toml) around its passes."""
-    table = _table("hardware")
-    key = name.lower()
-    if key not in table or key == "defaults":
-        raise _unknown("hardware", name, hardware_names(), "")
+    """A GPU preset or hardware file, with the per-step costs of `engine` (engines.toml) around its passes (a file
+    takes no engine's own kernels from engines.toml's [ENGINE.hardware.GPU]: they were measured on a preset's GPU)."""
+    own_table, key = hardware_table(name), name if is_hardware_file(name) else name.lower()
     _, overheads, engine_source = load_engine(engine)
-    d = {**table["defaults"], **table[key], **_engine_kernels(engine, key)}
+    kernels_here = {} if is_hardware_file(name) else _engine_kernels(engine, key)
+    d = {**_table("hardware")["defaults"], **own_table, **kernels_here}
     by_engine = d.pop("kernels", {})
     if engine_family(engine) in by_engine:  # this engine's own kernels of those kinds (its backend's measured tables)
         own = by_engine[engine_family(engine)]

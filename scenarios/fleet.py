@@ -117,7 +117,12 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
     tps = _list(d, "tp", where, int, [1])
     if min(tps) < 1:
         raise SpecsimError(f"{where}: 'tp' counts GPUs per engine, each at least 1, got {list(tps)!r}")
-    spec = SweepSpec(_list(d, "hardware", where, str), tuple(tuple(p) for p in pairs), tps, policies, rates,
+    from scenarios.hardware_file import is_hardware_file
+
+    # a hardware file named by a relative path is read from beside the spec
+    gpus = tuple(str(Path(path).parent / h) if is_hardware_file(h) and not Path(h).is_absolute() else h
+                 for h in _list(d, "hardware", where, str))
+    spec = SweepSpec(gpus, tuple(tuple(p) for p in pairs), tps, policies, rates,
                      str(d.get("acceptance") or ""), serving, str(d.get("engine", "vllm")),
                      str(d.get("dtype", "bf16")), d.get("draft_tp"), where)
     if not spec.acceptance and any(len(p) == 2 for p in spec.pairs):

@@ -89,9 +89,9 @@ class Setup:
                 "cost_model": self.cost.label, "moe_routing": routing_said(self.cost) if self.target.is_moe else None,
                 "engine": (f"{self.engine} preset on the profiled device" if self.engine else
                            self.profile.engine_mode if self.profile else f"graph ({self.where.split(', ')[-1]})"),
-                "trusted": self.profile.trust.trusted if self.profile else None,
-                "engine_preset": self.engine_preset or None, **({"datasheet_order": list(self.datasheet_order)}
-                                                                if self.datasheet_order else {})}
+                "trusted": self.profile.trust.trusted if self.profile else None, "engine_preset": self.engine_preset
+                or None, "rates": self.cost.hardware.rates_source.split(";")[0] if not self.profile else "measured",
+                **({"datasheet_order": list(self.datasheet_order)} if self.datasheet_order else {})}
 
     @property
     def resolution(self) -> float:

@@ -27,7 +27,9 @@ CHOSEN = ("ngram:us_per_seq=nan", "ngram:us_per_seq=inf", "'mtp:2'", "eagle3:lay
           "mb_k7.toml", "mb_twice.toml", "mb_nok.toml", "mb_plainmetrics.toml", "mb_llamak3.toml", "mb_allruns.toml",
           "--against {D}/mb_nofit.toml", "--draft eagle3 --acceptance iid:0.7 --expert-sharing 0.3",
           "--draft eagle3 --acceptance iid:0.7 --power-law-routing 1.2", "--dtype nvfp4", "--dtype fp8",
-          "--engine ''", "--tp 3")
+          "--engine ''", "--tp 3",
+          # #68: a hardware file of one's own, absurd and misspelt
+          "hw_absurd.toml", "hw_typo.toml")
 CASES = [c for c in bad.cases() if any(s in c.command for s in CHOSEN)]
 
 
