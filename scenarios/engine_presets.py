@@ -39,7 +39,7 @@ from simulator.specs import CudaGraphs, DraftKindCost, EngineOverheads, Overhead
 MICRO = 1e-6
 # a version's documented settings, kept with the preset for the record (--json, the report)
 SETTING_KEYS = ("max_num_seqs", "max_running_requests", "cuda_graph_max_tokens", "cuda_graph_max_bs",
-                "attention_backend", "overlap_scheduler", "drafter_in_graphs", "graphed_costs_add")
+                "attention_backend", "overlap_scheduler", "drafter_in_graphs", "graphed_costs_add", "verify_tokens_add")
 KIND_KEYS = {"pass_us", "pass_per_sequence_us", "step_us", "step_per_sequence_us", "source"}
 
 
@@ -159,7 +159,8 @@ def engine_preset(name: str, d: dict[str, Any]) -> EnginePreset:
                             int(_number(d, "cuda_graph_max_bs", name, 0)),
                             _number(d, "eager_layer_us", name, 0) * MICRO, str(d.get("graphs_source", "")))
     passes = Overheads(pass_s=_number(d, "pass_overhead_us", name) * MICRO,
-                       layer_s=_number(d, "layer_overhead_us", name) * MICRO, engine=engine, graphs=graphs)
+                       layer_s=_number(d, "layer_overhead_us", name) * MICRO, engine=engine, graphs=graphs,
+                       verify_tokens_add=bool(d.get("verify_tokens_add", False)))
     batch = d.get("fit_batch")
     if batch is not None and (not isinstance(batch, list) or len(batch) != 2 or not all(
             isinstance(b, int) and b >= 1 for b in batch) or batch[0] > batch[1]):

@@ -309,6 +309,9 @@ class Fit:
             if k == "graphs":  # an engine preset's capture ceiling (CudaGraphs), or none
                 if v is not None and not isinstance(v, dict):
                     raise _Bad(f"fit.overheads.graphs must be a table or null, got {v!r}")
+            elif k == "verify_tokens_add":  # an engine preset's verified tokens priced as adding (Overheads)
+                if not isinstance(v, bool):
+                    raise _Bad(f"fit.overheads.verify_tokens_add must be true or false, got {v!r}")
             elif k != "engine":
                 _num(ov, k)
             else:

@@ -129,6 +129,10 @@ class Overheads:
     sequence_layer_s: float = 0.0  # per sequence per layer: its own attention problem and KV-cache write
     engine: EngineOverheads = field(default_factory=EngineOverheads)
     graphs: CudaGraphs | None = None  # which passes replay a captured CUDA graph (None: every pass is priced alike)
+    # A verification pass's tokens beyond one a sequence add their own time, memory and compute not overlapped, to
+    # the one-token pass its kernels price (a graphed engine's step: SpecDecode-Bench's vLLM fit, 21 us a batched
+    # token from batch 1): a verified token is never free, and plain decoding keeps the measured kernels' price
+    verify_tokens_add: bool = False
 
     @classmethod
     def from_dict(cls, d: dict) -> Overheads:

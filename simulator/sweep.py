@@ -267,15 +267,28 @@ def _bytes_per_param(dtype: str) -> float:
     return dtype_bytes(dtype)
 
 
+def verify_pass_times(cost: CostModel, target: ModelSpec, b: np.ndarray, new_tokens: int, context: int) -> np.ndarray:
+    """The target's pass over `new_tokens` a sequence. Where the engine's verified tokens add
+    (`Overheads.verify_tokens_add`): the one-token pass as its kernels price it, plus what the tokens beyond one a
+    sequence add with their memory and compute times summed (their FLOPs, activations, KV writes and, in an MoE,
+    the experts they wake)."""
+    t = cost.pass_times(target, b, new_tokens, context)
+    if not cost.overheads.verify_tokens_add or new_tokens <= 1:
+        return t
+    summed = replace(cost, linear_ridge_p=1.0, measured={}, drift={})
+    more = summed.formula_times(target, b, new_tokens, context)[0] - summed.formula_times(target, b, 1, context)[0]
+    return cost.pass_times(target, b, 1, context) + more
+
+
 def verify_times(cost: CostModel, target: ModelSpec, b: np.ndarray, new_tokens: float, context: int) -> np.ndarray:
     """The verification pass with the engine's work around it, at fractional mean new tokens too (a ragged batch:
     linear between the two whole counts around it); the pass times the cost model's `spec_factor` (a serving
     benchmark's speculative runs)."""
     extra = cost.overheads.engine.verify_extra_s(b)
     lo = int(np.floor(new_tokens))
-    t_lo = cost.pass_times(target, b, lo, context)
+    t_lo = verify_pass_times(cost, target, b, lo, context)
     if new_tokens != lo:
-        t_lo = t_lo + (cost.pass_times(target, b, lo + 1, context) - t_lo) * (new_tokens - lo)
+        t_lo = t_lo + (verify_pass_times(cost, target, b, lo + 1, context) - t_lo) * (new_tokens - lo)
     return (t_lo * cost.spec_factor(b) if cost.spec_drift else t_lo) + extra
 
 
