@@ -33,6 +33,31 @@ def draft_lengths(ks: list[int], draft: Any) -> list[int]:
     return kept
 
 
+def mechanisms_of(setup: SetupOptions, result: Any) -> list[dict[str, Any]]:
+    """Per best row that speculates, what the engine preset's mechanisms decided there (`EnginePreset.mechanisms`);
+    empty without a preset (a profile priced by its own engine)."""
+    engine = setup.engine_name if setup.engine or not setup.profile_path else None
+    if engine is None and not setup.hardware:
+        return []
+    from scenarios import load_engine_preset
+
+    preset = load_engine_preset(engine or "vllm")
+    return [{"context": b.context, "batch": b.batch, "k": b.k, "mechanisms": preset.mechanisms(b.batch, b.k or 0)}
+            for b in result.best if b.k]
+
+
+def mechanisms_footnote(decided: list[dict[str, Any]]) -> str:
+    """The text table's footnote: each mechanism with the batches (of the best rows that speculate) it decided."""
+    where: dict[str, list[int]] = {}
+    for row in decided:
+        for m in row["mechanisms"]:
+            where.setdefault(m, []).append(row["batch"])
+    if not where:
+        return ""
+    lines = [f"    {m} (batch {min(bs)}{'' if min(bs) == max(bs) else f'-{max(bs)}'})" for m, bs in where.items()]
+    return "  engine mechanisms where the best row speculates:\n" + "\n".join(lines) + "\n"
+
+
 def run_predict(alpha: float | None, setup: SetupOptions, ks: list[int], cost_ratio: float | None,
                 trees: tuple[str, ...], tree_budget: int | None, batches: list[int], contexts: list[int],
                 as_json: bool, as_csv: bool, plot_path: Path | None) -> None:
@@ -71,6 +96,10 @@ def run_predict(alpha: float | None, setup: SetupOptions, ks: list[int], cost_ra
                        candidates_from(draft_lengths(ks, s.draft), trees, tree_budget, s.acceptance), contexts)
         meta, text = s.meta(), s.heading + "\n" + format_hardware_table(result, "--json/--csv carry every row",
                                                                         s.resolution if s.profile else 0.0)
+        decided = mechanisms_of(setup, result)
+        if decided:
+            meta["mechanisms"] = decided
+            text += mechanisms_footnote(decided)
         if plot:
             from plots.speedup import speedup_vs_batch
 

@@ -125,6 +125,21 @@ class SetupOptions:
     expert_sharing: float | None = None
     routing_skew: float | None = None  # None: the profile's routing (uniform for a preset)
     power_law_routing: float | None = None
+    engine_settings: tuple[str, ...] = ()  # KEY=VALUE overrides of the engine version's settings
+
+    @property
+    def engine_name(self) -> str | None:
+        """--engine with --engine-setting's overrides carried in the preset's name (ENGINE@VERSION+KEY=VALUE;...)."""
+        if not self.engine_settings:
+            return self.engine
+        from scenarios import engine_setting
+
+        for s in self.engine_settings:
+            engine_setting(s)  # refused in one line where malformed
+        if self.profile_path and not self.engine:
+            raise SpecsimError("--engine-setting changes an engine preset's settings: give --engine NAME with a "
+                               "profile")
+        return f"{self.engine or 'vllm'}+{';'.join(self.engine_settings)}"
 
     def resolve(self, need_acceptance: bool = True) -> Setup:
         """The `scenarios.setup.Setup` these options name, refused where an option given does not apply to it (a
@@ -132,7 +147,7 @@ class SetupOptions:
         from scenarios.setup import resolve_setup
 
         s = resolve_setup(self.hardware, self.profile_path, self.target, self.draft, self.dtype or "bf16",
-                          self.acceptance_spec, need_acceptance, self.engine, self.tp, self.draft_tp, progress,
+                          self.acceptance_spec, need_acceptance, self.engine_name, self.tp, self.draft_tp, progress,
                           self.heterogeneous_vocab, self.expert_sharing, self.routing_skew, self.power_law_routing)
         given = {"--expert-sharing": self.expert_sharing, "--routing-skew": self.routing_skew,
                  "--power-law-routing": self.power_law_routing}
@@ -198,6 +213,11 @@ setup_options = packed(
                  help="Serving engine whose per-step costs are added (scenarios/engines.toml) [default: vllm with "
                       "--hardware; with a profile, the calibrated engine's own, and a name prices the profiled "
                       "device's measured rates with that engine's costs]."),
+    click.option("--engine-setting", "engine_settings", multiple=True, metavar="KEY=VALUE",
+                 help="Override a setting of the engine's version, as its launch flags would (repeatable): "
+                      "max_num_seqs, max_running_requests, cuda_graph_max_bs, cuda_graph_max_tokens, eager_layer_us, "
+                      "overlap_scheduler, drafter_in_graphs, graphed_costs_add, verify_tokens_add, attention_backend "
+                      "(scenarios/engines.toml)."),
     click.option("--tp", type=click.IntRange(1, limits.MAX_TP), default=1, show_default=True,
                  help="Tensor-parallel GPUs per engine (presets): weights and KV cache split, all-reduces priced on "
                       "the preset's interconnect."),

@@ -59,23 +59,36 @@ class EnginePreset:
     settings: tuple[tuple[str, object], ...] = ()  # the version's documented settings (SETTING_KEYS), as given
 
     def mechanisms(self, batch: int, k: int) -> list[str]:
-        """What decides a step of `batch` requests verifying k + 1 tokens each under this preset, in words."""
+        """What decides a step of `batch` requests verifying k + 1 tokens each under this preset, in words free of
+        the batch (so that batches decided alike read alike): the capture ceiling, how a verify's tokens add, the
+        host work a request, the drafter's graphs, the engine's cap on running requests."""
         out = []
-        graphs = self.overheads.graphs
+        o, settings = self.overheads, dict(self.settings)
+        cap = settings.get("max_running_requests") or settings.get("max_num_seqs")
+        if cap and batch > int(cap):
+            key = "max_running_requests" if settings.get("max_running_requests") else "max_num_seqs"
+            out.append(f"above {key} = {cap}: the engine runs at most {cap} requests (--engine-setting {key}=N)")
+        graphs = o.graphs
         if graphs is not None and k > 0:
-            tokens = batch * (k + 1)
-            if graphs.max_tokens and tokens > graphs.max_tokens:
-                out.append(f"verify eager at batch {batch}: {tokens} tokens above the capture ceiling of "
-                           f"{graphs.max_tokens}")
+            if graphs.max_tokens and batch * (k + 1) > graphs.max_tokens:
+                out.append(f"verify eager: {k + 1} tokens a request above the capture ceiling of {graphs.max_tokens} "
+                           f"tokens ({graphs.eager_layer_s * 1e6:.0f} us a layer launched from the host)")
             elif graphs.max_batch and batch > graphs.max_batch:
-                out.append(f"verify eager above batch {graphs.max_batch}: the capture ceiling")
+                out.append(f"verify eager above batch {graphs.max_batch}: the capture ceiling "
+                           f"({graphs.eager_layer_s * 1e6:.0f} us a layer launched from the host)")
             else:
                 out.append("verify replays a CUDA graph")
-        if self.overheads.engine.verify.per_sequence_s and k > 0:
-            out.append(f"{self.overheads.engine.verify.per_sequence_s * 1e6:.0f} us a request of host work the "
-                       "speculative step does not overlap")
-        if dict(self.settings).get("graphed_costs_add"):
+        if k > 0 and o.verify_tokens_add:
+            out.append("a verify's tokens beyond one a request add their compute to the one-token pass")
+        elif k > 0 and settings.get("graphed_costs_add"):
             out.append("memory and compute times add in a graphed step (a verified token is never free)")
+        if k > 0 and o.engine.verify.per_sequence_s:
+            out.append(f"{o.engine.verify.per_sequence_s * 1e6:.0f} us a request of host work the speculative step "
+                       "does not overlap (overlap scheduler off)")
+        if k > 0 and o.engine.chain_accept.per_sequence_s:
+            out.append(f"{o.engine.chain_accept.per_sequence_s * 1e6:.1f} us a request in the rejection sampler")
+        if k > 0 and settings.get("drafter_in_graphs") is False:
+            out.append("draft passes launched outside CUDA graphs")
         return out
 
     @property
