@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from simulator.policies import Policy
     from simulator.serving import ServingRun
 
-DTYPES = ["bf16", "fp16", "fp32", "fp8", "nvfp4", "mxfp4"]
+DTYPES = ["bf16", "fp16", "fp32", "fp8", "nvfp4", "mxfp4", "w4a16", "q4_k_m", "q5_k_m", "q8_0"]
 
 
 class _Parsed(click.ParamType):

@@ -26,7 +26,8 @@ REQUIRED = {"name": str, "mem_bw_GB_per_s": (0.0, 100_000.0), "peak_TFLOP_per_s"
             "mem_GB": (0.0, 10_000.0)}
 FRACTION = (0.0, 1.0)
 OPTIONAL: dict[str, Any] = {
-    "source": str, "rates_source": str, "interconnect": str, "interconnect_source": str, "kernels_source": str,
+    "source": str, "rates_source": str, "w4a16_source": str, "interconnect": str, "interconnect_source": str,
+    "kernels_source": str,
     "bw_efficiency": FRACTION, "flops_efficiency": FRACTION, "attention_bw_efficiency": FRACTION,
     "usable_memory_fraction": FRACTION, "interconnect_allreduce_bw_efficiency": FRACTION,
     "ridge_p": (1.0, 64.0), "layer_fixed_us": (0.0, 100_000.0), "mla_layer_us": (0.0, 100_000.0),
@@ -36,7 +37,7 @@ OPTIONAL: dict[str, Any] = {
 }
 LOW_ALLOWED = {"layer_fixed_us", "mla_layer_us", "interconnect_latency_us", "ridge_p"}  # may equal their lowest
 # The rates a datasheet lists (peak_TFLOP_per_s's keys): a 4-bit weight format runs at fp4 or int4 where listed
-COMPUTE_DTYPES = ("bf16", "fp16", "fp32", "tf32", "fp8", "int8", "int4", "fp4")
+COMPUTE_DTYPES = ("bf16", "fp16", "fp32", "tf32", "fp8", "int8", "int4", "fp4", "w4a16")
 FRACTIONS = ("bw_efficiency", "flops_efficiency", "attention_bw_efficiency", "ridge_p")
 
 

@@ -51,3 +51,31 @@ def test_predict_on_a_b200_in_nvfp4():
             "--k", "0..2", "--context", "1024")
     assert r.exit_code == 0, r.output
     assert "on b200-sxm, nvfp4" in r.output
+
+
+# -- weight-only formats (#68): AWQ/GPTQ through Marlin-style kernels, llama.cpp's GGUF types ------------------------
+
+@pytest.mark.parametrize("dtype, bits", [("w4a16", 4.25), ("q4_k_m", 4.85), ("q5_k_m", 5.69), ("q8_0", 8.5)])
+def test_weight_only_formats_read_their_bits_and_keep_a_16_bit_cache(dtype, bits):
+    m, bf16 = load_model("llama-3.1-8b", dtype), load_model("llama-3.1-8b")
+    assert dtype_bytes(dtype) == bits / 8
+    assert m.weight_bytes_per_pass == pytest.approx(bf16.weight_bytes_per_pass * bits / 16, rel=1e-6)
+    assert m.kv_bytes_per_token == bf16.kv_bytes_per_token  # activations and cache stay 16-bit
+
+
+def test_w4a16_runs_at_its_measured_rate_where_a_source_gives_one_else_at_bf16():
+    thor, h100 = load_hardware("jetson-agx-thor"), load_hardware("h100-sxm")
+    assert thor.peak_flops("w4a16") == pytest.approx(35.4e12)  # TensorRT Edge-LLM's INT4-AWQ prefill
+    assert h100.peak_flops("w4a16") == h100.peak_flops("bf16")
+    assert load_hardware("rtx-3090").peak_flops("q4_k_m") == 284e12  # llama.cpp's MMQ on int8 tensor cores
+
+
+def test_w4a16_turns_a_verify_pass_compute_bound_sooner_than_nvfp4_at_about_the_same_bytes():
+    """Jetson AGX Thor, Qwen3-8B, batch 8: a verify pass of 6 tokens a sequence costs more over a plain step in
+    W4A16 (its dequantising matmuls at 35 TFLOP/s) than in NVFP4 (fp4 tensor cores), whose bytes are within 6 %."""
+    hw = load_hardware("jetson-agx-thor", "tensorrt-llm")
+    ratios = {}
+    for dtype in ("w4a16", "nvfp4"):
+        cost, m = CostModel.from_hardware(hw, dtype), load_model("qwen3-8b", dtype)
+        ratios[dtype] = cost.pass_cost(m, 8, 6, 512).time_s / cost.pass_cost(m, 8, 1, 512).time_s
+    assert ratios["w4a16"] > 1.3 * ratios["nvfp4"]
