@@ -132,7 +132,7 @@ class SetupOptions:
         """--engine with --engine-setting's overrides carried in the preset's name (ENGINE@VERSION+KEY=VALUE;...)."""
         if not self.engine_settings:
             return self.engine
-        from scenarios import engine_setting
+        from scenarios.engine_presets import engine_setting
 
         for s in self.engine_settings:
             engine_setting(s)  # refused in one line where malformed

@@ -85,35 +85,6 @@ def engine_family(name: str) -> str:
     return name.lower().partition("+")[0].partition("@")[0]
 
 
-# A version's settings a user may override (`--engine-setting KEY=VALUE`, carried in the preset's name as
-# 'ENGINE@VERSION+KEY=VALUE;KEY=VALUE'): what the engine's launch flags set, not the fitted costs
-ENGINE_SETTINGS = {"max_num_seqs": int, "max_running_requests": int, "cuda_graph_max_tokens": int,
-                   "cuda_graph_max_bs": int, "eager_layer_us": float, "overlap_scheduler": bool,
-                   "drafter_in_graphs": bool, "graphed_costs_add": bool, "verify_tokens_add": bool,
-                   "attention_backend": str}
-
-
-def engine_setting(text: str) -> tuple[str, Any]:
-    """One 'KEY=VALUE' override of an engine version's settings, checked (a one-line error naming the keys)."""
-    key, eq, value = text.partition("=")
-    key = key.strip().lower().replace("-", "_")
-    kind = ENGINE_SETTINGS.get(key)
-    if not eq or kind is None:
-        raise SpecsimError(f"--engine-setting {text!r}: give KEY=VALUE with KEY one of {', '.join(ENGINE_SETTINGS)}")
-    value = value.strip()
-    try:
-        if kind is bool:
-            if value.lower() not in ("true", "false", "1", "0", "on", "off"):
-                raise ValueError
-            return key, value.lower() in ("true", "1", "on")
-        v = kind(value)
-    except ValueError:
-        raise SpecsimError(f"--engine-setting {text!r}: {key} takes a {kind.__name__}") from None
-    if kind in (int, float) and not (math.isfinite(v) and v >= 0):
-        raise SpecsimError(f"--engine-setting {text!r}: {key} must be a finite number >= 0")
-    return key, v
-
-
 def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():
@@ -124,18 +95,15 @@ def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def _engine_table(name: str) -> dict[str, Any]:
     """An engine preset's table: the engine's (engines.toml `[ENGINE]`, what its versions share) with its version's
     settings over it (`[ENGINE.versions.VERSION]`); a plain name takes the engine's `default_version`."""
-    table = _table("engines")
-    name, _, overrides = name.partition("+")
-    settings = dict(engine_setting(s) for s in overrides.split(";") if s)
+    from scenarios.engine_presets import with_settings
+    table, (name, _, overrides) = _table("engines"), name.partition("+")
     family, _, version = name.lower().partition("@")
     if family not in table or (version and version not in table[family].get("versions", {})):
         raise _unknown("engine", name, engine_names(), "")
     d = table[family]
     version = version or d.get("default_version", "")
     base = {k: v for k, v in d.items() if k not in ("versions", "default_version")}
-    merged = _merged(base, d.get("versions", {}).get(version, {})) if version else base
-    return {**merged, **settings, **({"version": f"{merged.get('version', '')} with "
-                                       + ", ".join(f"{k} = {v}" for k, v in settings.items())} if settings else {})}
+    return with_settings(_merged(base, d.get("versions", {}).get(version, {})) if version else base, overrides)
 
 
 def load_engine(name: str) -> tuple[EngineOverheads, Overheads, str]:

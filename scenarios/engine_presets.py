@@ -43,6 +43,43 @@ SETTING_KEYS = ("max_num_seqs", "max_running_requests", "cuda_graph_max_tokens",
 KIND_KEYS = {"pass_us", "pass_per_sequence_us", "step_us", "step_per_sequence_us", "source"}
 
 
+# A version's settings a user may override (`--engine-setting KEY=VALUE`, carried in the preset's name as
+# 'ENGINE@VERSION+KEY=VALUE;KEY=VALUE'): what the engine's launch flags set, not the fitted costs
+ENGINE_SETTINGS = {"max_num_seqs": int, "max_running_requests": int, "cuda_graph_max_tokens": int,
+                   "cuda_graph_max_bs": int, "eager_layer_us": float, "overlap_scheduler": bool,
+                   "drafter_in_graphs": bool, "graphed_costs_add": bool, "verify_tokens_add": bool,
+                   "attention_backend": str}
+
+
+def engine_setting(text: str) -> tuple[str, Any]:
+    """One 'KEY=VALUE' override of an engine version's settings, checked (a one-line error naming the keys)."""
+    key, eq, value = text.partition("=")
+    key = key.strip().lower().replace("-", "_")
+    kind = ENGINE_SETTINGS.get(key)
+    if not eq or kind is None:
+        raise SpecsimError(f"--engine-setting {text!r}: give KEY=VALUE with KEY one of {', '.join(ENGINE_SETTINGS)}")
+    value = value.strip()
+    try:
+        if kind is bool:
+            if value.lower() not in ("true", "false", "1", "0", "on", "off"):
+                raise ValueError
+            return key, value.lower() in ("true", "1", "on")
+        v = kind(value)
+    except ValueError:
+        raise SpecsimError(f"--engine-setting {text!r}: {key} takes a {kind.__name__}") from None
+    if kind in (int, float) and not (math.isfinite(v) and v >= 0):
+        raise SpecsimError(f"--engine-setting {text!r}: {key} must be a finite number >= 0")
+    return key, v
+
+
+def with_settings(table: dict[str, Any], overrides: str) -> dict[str, Any]:
+    """An engine version's table with 'KEY=VALUE;...' overrides of its settings over it, said in its version."""
+    settings = dict(engine_setting(s) for s in overrides.split(";") if s)
+    if not settings:
+        return table
+    said = ", ".join(f"{k} = {v}" for k, v in settings.items())
+    return {**table, **settings, "version": f"{table.get('version', '')} with {said}"}
+
 @dataclass(frozen=True)
 class EnginePreset:
     """An engine preset as data: its costs (`overheads`, with `EngineOverheads` inside) and what it describes."""
