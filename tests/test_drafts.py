@@ -115,7 +115,9 @@ def test_a_ragged_batch_verifies_fewer_rows_than_a_padded_one():
     padded = step_time(replace(H100, overheads=replace(H100.overheads, engine=engine)), LLAMA, ngram, 64, 1024,
                        Candidate(4), 0.3)
     assert packed.verify_s < padded.verify_s
-    between = [H100.pass_time_s(LLAMA, 64, n, 1024) for n in (2, 3)]
+    from simulator.sweep import verify_pass_times
+
+    between = [float(verify_pass_times(H100, LLAMA, np.array([64]), n, 1024)[0]) for n in (2, 3)]  # as verified
     assert between[0] < packed.verify_s - H100.overheads.engine.verify_extra_s(64) < between[1]  # 1 + 4 x 0.3
 
 
