@@ -237,8 +237,9 @@ def split_step_costs(fitted: Overheads, kind: str, drafts_measured: bool, draft:
         accept = engine_preset.chain_accept
         overheads = replace(overheads, engine=replace(overheads.engine, chain_accept=accept,
                                                       tree_accept=engine_preset.tree_accept))
-        assumed.append(f"the accept/reject rule: {accept.fixed_s * 1e6:,.0f} us per speculative step, the {preset} "
-                       "engine preset's (scenarios/engines.toml; not in the measured steps)")
+        assumed.append(f"the accept/reject rule: {accept.fixed_s * 1e6:,.0f} us per speculative step and "
+                       f"{accept.per_sequence_s * 1e6:,.1f} us per request, the {preset} engine preset's "
+                       "(scenarios/engines.toml; not in the measured steps)")
     else:
         assumed.append("the accept/reject rule: nothing (not in the measured steps, no engine preset for "
                        f"{kind!r} sources)")

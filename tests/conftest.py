@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,15 @@ from simulator.specs import ModelSpec
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 TRACES = SHARED / "data" / "acceptance-traces"
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (`-n 2`, the default addopts) each worker runs torch on one thread: two workers of two
+    threads each on a 2-core machine spin against each other, and the tests' tensors are too small to gain from two."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
 
 
 @pytest.fixture
@@ -47,16 +57,39 @@ def small_device_benchmarks(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(Effort, "of", classmethod(lambda cls, quick, busy: cls(0.02, 5, 5, 0.5)))  # the quick minimum
 
 
+def once_per_run(name: str, tmp_path_factory: pytest.TempPathFactory, make):
+    """`make()` computed once for the whole run: under pytest-xdist the first worker to need it builds it and
+    pickles it beside the workers' temporary folders, the others read it (a file lock keeps them from building it
+    twice); without xdist, plainly built."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return make()
+    import pickle
+
+    from filelock import FileLock  # (torch depends on filelock)
+
+    path = tmp_path_factory.getbasetemp().parent / f"{name}.pickle"
+    with FileLock(str(path) + ".lock"):
+        if path.is_file():
+            return pickle.loads(path.read_bytes())
+        value = make()
+        path.write_bytes(pickle.dumps(value))
+        return value
+
+
 @pytest.fixture(scope="session")
-def tiny_profile():
-    """One calibration of tiny shapes on the CPU for the whole session (`small_device_benchmarks`)."""
-    import torch
+def tiny_profile(tmp_path_factory):
+    """One calibration of tiny shapes on the CPU for the whole run (`small_device_benchmarks`)."""
 
-    from calibrate.calibration import calibrate
+    def make():
+        import torch
 
-    with pytest.MonkeyPatch.context() as mp:
-        small_device_benchmarks(mp)
-        return calibrate(TINY_T, TINY_D, torch.device("cpu"), TINY_GRID, quick=True, command="test")
+        from calibrate.calibration import calibrate
+
+        with pytest.MonkeyPatch.context() as mp:
+            small_device_benchmarks(mp)
+            return calibrate(TINY_T, TINY_D, torch.device("cpu"), TINY_GRID, quick=True, command="test")
+
+    return once_per_run("tiny_profile", tmp_path_factory, make)
 
 
 def save_tiny(tiny_profile, path: Path) -> Path:
@@ -80,8 +113,12 @@ def builtin_pair():
 
 
 @pytest.fixture(scope="session")
-def builtin_profile():
+def builtin_profile(tmp_path_factory):
     """A profile of the built-in shapes from a tiny calibration, plus acceptance measured on a few prompts."""
+    return once_per_run("builtin_profile", tmp_path_factory, _builtin_profile)
+
+
+def _builtin_profile():
     import dataclasses
 
     import torch
