@@ -56,7 +56,8 @@ TARGET_ALIASES = {
 DEFAULT_CONTEXT = 512  # tokens in the cache where the source gives no lengths (MT-Bench-like prompts)
 DRAFT_MODELS = {"llama-3.2-1b": ("llama-3.2-1b",), "qwen3-0.6b": ("qwen3-0.6b",), "qwen2.5-0.5b": ("qwen2.5-0.5b",),
                 "llama-68m": ("llama-68m",)}
-PRECISION = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "nvfp4": "nvfp4", "mxfp4": "mxfp4", "int4": "int4"}
+PRECISION = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "nvfp4": "nvfp4", "mxfp4": "mxfp4", "int4": "int4",
+             "w4a16": "w4a16", "q4_k_m": "q4_k_m", "q5_k_m": "q5_k_m", "q8_0": "q8_0"}
 PRIOR_US = {"step_us": 1000.0, "spec_step_us": 1000.0, "pass_us": 300.0, "seq_us": 0.0}
 PRIOR_WEIGHT = 0.02  # a prior's pull, as log-error: 1 ms off a prior counts as a 2 % miss on one point
 
@@ -100,7 +101,7 @@ class Priced:
 # version its source states, else the one current at its date.
 VERSION_DATES = {"vllm": (("2026-01", "0.2x"), ("", "0.10")),  # 2026: drafting in graphs, async scheduling
                  "sglang": (("2025-09", "0.5"), ("", "0.4")),  # PR #10372 (Sept 2025): the capture ceiling 256
-                 "tensorrt-llm": (("", "1.0"),)}
+                 "tensorrt-llm": (("", "1.0"),), "llama.cpp": (("", "b10450"),)}
 
 
 def engine_of(p: PublishedPoint) -> str:
@@ -182,7 +183,8 @@ def cited_only(e: EngineOverheads) -> EngineOverheads:
     """An engine's costs with the fitted ones at zero: what is left is what a source states (the rejection sampler's
     host work a request, `accept_per_sequence_us`)."""
     return EngineOverheads(chain_accept=replace(e.chain_accept, fixed_s=0.0),
-                           tree_accept=replace(e.tree_accept, fixed_s=0.0), ragged_verify=True)
+                           tree_accept=replace(e.tree_accept, fixed_s=0.0), ragged_verify=True,
+                           drafts_per_sequence=e.drafts_per_sequence)
 
 
 def price(p: PublishedPoint, assumed_length: float | None = None) -> Priced:
@@ -364,8 +366,8 @@ def fit(points: list[Priced]) -> Params:
                 deltas[(key, what)] = float(v)
         for ek in kinds:
             e = out.engine[ek[0]]
-            d_pass = deltas[(("*", ek[1]), "d_pass_us")] + deltas[(ek, "d_pass_us")]
-            d_step = deltas[(("*", ek[1]), "d_step_us")] + deltas[(ek, "d_step_us")]
+            d_pass = deltas[(("*", ek[1]), "d_pass_us")] + deltas.get((ek, "d_pass_us"), 0.0)
+            d_step = deltas[(("*", ek[1]), "d_step_us")] + deltas.get((ek, "d_step_us"), 0.0)
             out.kind[ek] = {"pass_us": soft_positive(e["pass_us"] + d_pass), "step_us": soft_positive(d_step)}
         out.pooled = {k: {"d_pass_us": deltas[(("*", k), "d_pass_us")], "d_step_us": deltas[(("*", k), "d_step_us")]}
                       for k in pooled}

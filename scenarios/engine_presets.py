@@ -20,6 +20,7 @@ A preset's table:
                               loop over requests and accepted tokens with its overlap scheduler off)
     accept_per_sequence_us    the rejection sampler's host work per request (vLLM's sample step)
     graphed_costs_add         a graphed step's memory and compute times add (the GPU preset's ridge_p becomes 1)
+    drafts_per_sequence       each sequence drafts on its own, one after another (llama-server's draft context a slot)
     cuda_graph_max_tokens, cuda_graph_max_bs, eager_layer_us   the capture ceiling (in batched tokens, in requests)
                               and the host launch time of a decoder layer a pass above it pays (`CudaGraphs`)
     max_num_seqs, attention_backend, overlap_scheduler, ...   the version's documented settings, for the record
@@ -39,7 +40,8 @@ from simulator.specs import CudaGraphs, DraftKindCost, EngineOverheads, Overhead
 MICRO = 1e-6
 # a version's documented settings, kept with the preset for the record (--json, the report)
 SETTING_KEYS = ("max_num_seqs", "max_running_requests", "cuda_graph_max_tokens", "cuda_graph_max_bs",
-                "attention_backend", "overlap_scheduler", "drafter_in_graphs", "graphed_costs_add", "verify_tokens_add")
+                "attention_backend", "overlap_scheduler", "drafter_in_graphs", "graphed_costs_add", "verify_tokens_add",
+                "drafts_per_sequence")
 KIND_KEYS = {"pass_us", "pass_per_sequence_us", "step_us", "step_per_sequence_us", "source"}
 
 
@@ -48,7 +50,7 @@ KIND_KEYS = {"pass_us", "pass_per_sequence_us", "step_us", "step_per_sequence_us
 ENGINE_SETTINGS = {"max_num_seqs": int, "max_running_requests": int, "cuda_graph_max_tokens": int,
                    "cuda_graph_max_bs": int, "eager_layer_us": float, "overlap_scheduler": bool,
                    "drafter_in_graphs": bool, "graphed_costs_add": bool, "verify_tokens_add": bool,
-                   "attention_backend": str}
+                   "drafts_per_sequence": bool, "attention_backend": str}
 
 
 def engine_setting(text: str) -> tuple[str, Any]:
@@ -126,6 +128,8 @@ class EnginePreset:
             out.append(f"{o.engine.chain_accept.per_sequence_s * 1e6:.1f} us a request in the rejection sampler")
         if k > 0 and settings.get("drafter_in_graphs") is False:
             out.append("draft passes launched outside CUDA graphs")
+        if k > 0 and o.engine.drafts_per_sequence:
+            out.append("each stream drafts on its own (a draft context a slot): k one-stream draft passes a stream")
         return out
 
     @property
@@ -202,7 +206,8 @@ def engine_preset(name: str, d: dict[str, Any]) -> EnginePreset:
                              draft=PerStep(draft_pass),
                              chain_accept=PerStep(accept * MICRO, accept_seq),
                              tree_accept=PerStep((accept + tree) * MICRO, accept_seq),
-                             ragged_verify=True, kinds=kinds)
+                             ragged_verify=True, kinds=kinds,
+                             drafts_per_sequence=bool(d.get("drafts_per_sequence", False)))
     graphs = None
     if any(key in d for key in ("cuda_graph_max_tokens", "cuda_graph_max_bs")):
         graphs = CudaGraphs(int(_number(d, "cuda_graph_max_tokens", name, 0)),

@@ -28,8 +28,8 @@ from simulator import SpecsimError
 FOLDER = Path(__file__).resolve().parent / "published"
 NOT_STATED = "not stated"
 
-SOURCE_KINDS = ("issue", "pr", "paper", "blog", "docs", "model-card", "benchmark")
-ENGINES = ("vllm", "sglang", "tensorrt-llm")
+SOURCE_KINDS = ("issue", "pr", "paper", "blog", "docs", "model-card", "benchmark", "repository")
+ENGINES = ("vllm", "sglang", "tensorrt-llm", "llama.cpp")
 DRAFT_KINDS = ("model", "eagle", "eagle3", "mtp", "medusa", "ngram", "suffix")
 # metric -> True where a smaller figure is faster (a time), False for a rate; "speedup" carries no plain/spec pair.
 TIME_METRICS = {"tpot_ms": True, "itl_ms": True, "e2e_s": True, "output_throughput_tok_s": False,

@@ -63,6 +63,9 @@ class EngineOverheads:
     # Per draft kind, what the engine pays around the draft's work (`DraftKindCost`); a kind not listed pays
     # `draft` around each pass and nothing per step
     kinds: tuple[DraftKindCost, ...] = ()
+    # Each sequence drafts on its own, one after another (llama-server: a draft context a slot, PR #17017): a step's
+    # draft passes are the batch's sequences' one-sequence passes, not one pass over the batch
+    drafts_per_sequence: bool = False
 
     def drafting(self, kind: str) -> DraftKindCost:
         """The engine's cost around a draft of `kind`: its own entry, else `draft` around each pass."""
@@ -81,10 +84,11 @@ class EngineOverheads:
         d = dict(d)
         catchup = int(d.pop("draft_catchup_tokens", 1))
         ragged = bool(d.pop("ragged_verify", False))
+        per_sequence = bool(d.pop("drafts_per_sequence", False))
         kinds = tuple(DraftKindCost(str(c["kind"]), PerStep(**c.get("per_pass", {})), PerStep(**c.get("per_step", {})))
                       for c in d.pop("kinds", ()))
         return cls(**{k: PerStep(**v) for k, v in d.items()}, draft_catchup_tokens=catchup, ragged_verify=ragged,
-                   kinds=kinds)
+                   kinds=kinds, drafts_per_sequence=per_sequence)
 
 
 @dataclass(frozen=True)

@@ -250,8 +250,12 @@ def drafting_times(cost: CostModel, target: ModelSpec, draft: Draft, b: np.ndarr
     widths = list(shape.draft_pass_widths)
     widths[0] = max(widths[0], shape.verify_tokens if draft.reads_verified_rows else cost.draft_catchup_tokens)
     spec = cost.spec_factor(b) if cost.spec_drift else 1.0  # a serving benchmark's speculative runs' factor
-    t = around + sum(cost.pass_times(draft.module, b, width, context + d) * spec + per_pass.fixed_s
-                     + per_pass.per_sequence_s * b for d, width in enumerate(widths))
+    if cost.overheads.engine.drafts_per_sequence:  # each sequence's passes on its own, one sequence after another
+        t = around + b * sum(cost.pass_times(draft.module, np.ones(b.shape), width, context + d) * spec
+                             + per_pass.fixed_s + per_pass.per_sequence_s for d, width in enumerate(widths))
+    else:
+        t = around + sum(cost.pass_times(draft.module, b, width, context + d) * spec + per_pass.fixed_s
+                         + per_pass.per_sequence_s * b for d, width in enumerate(widths))
     if draft.fusion_params:
         rows = b * shape.verify_tokens
         t = t + cost.linear_times(draft.fusion_params * draft.module.bytes_per_param,
