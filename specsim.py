@@ -350,10 +350,11 @@ def plan(setup: opt.SetupOptions, serving: ServingOptions, load_rps: float | Non
 
 @cli.command()
 @opt.setup_options
-@click.option("--format", "fmt", type=click.Choice(["vllm", "vllm-config", "json"]), default="vllm",
+@click.option("--format", "fmt", type=click.Choice(["vllm", "vllm-config", "llama-server", "json"]), default="vllm",
               show_default=True,
               help="vllm: num_speculative_tokens_per_batch_size ranges; vllm-config: a whole speculative_config "
-                   "(the draft's method: draft_model, eagle3, mtp, medusa or ngram); json: the ranges with predicted "
+                   "(the draft's method: draft_model, eagle3, mtp, medusa or ngram); llama-server: its flags "
+                   "(--spec-type, --spec-draft-n-max, -np) at 1, 2 and 4 streams; json: the ranges with predicted "
                    "speed-ups.")
 @click.option("--batch", "batches", type=opt.BATCHES, default="1..256", show_default=True,
               help="Batch sizes to cover (contiguous from 1).")

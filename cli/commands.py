@@ -258,6 +258,27 @@ def run_sweep(spec_path: Path, executor_text: str, out_path: Path | None, plot_d
         write_figures(figures)
 
 
+def llama_server_flags(draft, k: int, slots: int) -> tuple[str, str]:  # noqa: ANN001 - simulator.drafts.Draft
+    """llama-server's speculative flags (b10450's names: --spec-type, --spec-draft-n-max/-n-min/-p-min; before
+    them --draft-max, --draft-min, --draft-p-min) for `slots` streams drafting `k` tokens, and a note. llama-server
+    runs one draft length for its life, drafted slot by slot (a draft context a slot)."""
+    if k == 0:
+        return f"llama-server -m TARGET.gguf -np {slots}", "speculation does not pay here: no --spec-type"
+    depth = [f"--spec-draft-n-max {k}", "--spec-draft-n-min 0", "--spec-draft-p-min 0"]
+    if draft.kind == "mtp":
+        flags, note = ["--spec-type draft-mtp", *depth], "MTP: the target's GGUF carries its nextn layers (PR #22673)"
+    elif draft.kind == "model":
+        flags = ["-md DRAFT.gguf", "-ngld 99", "--spec-type draft-simple", *depth]
+        note = "a draft model on the same GPU (-ngld 99)"
+    elif draft.kind == "eagle3":
+        flags, note = ["-md EAGLE3.gguf", "--spec-type draft-eagle3", *depth], "an EAGLE-3 head converted to GGUF"
+    elif draft.kind == "ngram":
+        flags, note = ["--spec-type ngram-simple", *depth], "n-gram lookup in the context, nothing on the GPU"
+    else:
+        return "", f"llama-server has no speculative type for a {draft.kind} draft"
+    return " ".join(["llama-server -m TARGET.gguf -ngl 99", f"-np {slots}", *flags]), note
+
+
 def run_policy(setup: SetupOptions, fmt: str, batches: list[int], ks: list[int], contexts: list[int],
                tolerance_pct: float | None, out_path: Path | None) -> None:
     """`specsim policy`: the table, with a note where a quick profile priced no tax or k = 0 is a memory limit."""
@@ -282,6 +303,14 @@ def run_policy(setup: SetupOptions, fmt: str, batches: list[int], ks: list[int],
             say(f"the config's \"model\" is a placeholder (specsim knows no published {s.draft.kind} draft for "
                 f"{s.target.name}): put your draft's repository or folder there")
         text = json.dumps(config, indent=1)
+    elif fmt == "llama-server":  # one draft length a server: the table's k at 1, 2 and 4 streams
+        lines = []
+        for slots in (1, 2, 4):
+            k = next((hi_k for lo, hi, hi_k in ranges if lo <= slots <= hi), 0)
+            flags, note = llama_server_flags(s.draft, k, slots)
+            said = f"# {slots} stream{'s' if slots > 1 else ''}: k = {k} ({note})"
+            lines.append(f"{said}\n{flags}" if flags else f"# {note}")
+        text = "\n".join(lines)
     else:
         text = json.dumps(ranges) if fmt == "vllm" else json.dumps(record, indent=1)
     for table in record.get("by_context", [record]):

@@ -49,3 +49,15 @@ def test_published_llama_server_runs_are_held_out_and_priced():
         q = price(p)
         assert q.engine == "llama.cpp@b10450"
         assert 0.5 < through_the_model(q) / q.measured < 2.0
+
+
+def test_policy_gives_llama_servers_flags():
+    from click.testing import CliRunner
+
+    from specsim import cli
+
+    r = CliRunner().invoke(cli, ["policy", "--engine", "llama.cpp", "--hardware", "rtx-5090", "--target", "qwen3.8-27b",
+                                 "--draft", "mtp", "--dtype", "q4_k_m", "--acceptance", "accept-length:2.58@2",
+                                 "--batch", "1..4", "--k", "0..4", "--format", "llama-server"])
+    assert r.exit_code == 0, r.output
+    assert "--spec-type draft-mtp --spec-draft-n-max" in r.output and "-np 4" in r.output
