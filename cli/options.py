@@ -126,6 +126,8 @@ class SetupOptions:
     routing_skew: float | None = None  # None: the profile's routing (uniform for a preset)
     power_law_routing: float | None = None
     engine_settings: tuple[str, ...] = ()  # KEY=VALUE overrides of the engine version's settings
+    ep: int = 1  # expert-parallel degree (MoE targets; simulator.moe_parallel)
+    dp: int = 1  # DP-attention groups
 
     @property
     def engine_name(self) -> str | None:
@@ -146,9 +148,18 @@ class SetupOptions:
         routing option to a dense target, a dtype to a profile measured in another); its notes said on stderr."""
         from scenarios.setup import resolve_setup
 
+        spread = self.ep > 1 or self.dp > 1
+        if spread and (not self.hardware or self.draft_tp is not None):
+            raise SpecsimError("--ep and --dp spread a preset's MoE target over GPUs: give --hardware, and no "
+                               "--draft-tp (the draft goes on the target's layout)")
         s = resolve_setup(self.hardware, self.profile_path, self.target, self.draft, self.dtype or "bf16",
-                          self.acceptance_spec, need_acceptance, self.engine_name, self.tp, self.draft_tp, progress,
-                          self.heterogeneous_vocab, self.expert_sharing, self.routing_skew, self.power_law_routing)
+                          self.acceptance_spec, need_acceptance, self.engine_name, 1 if spread else self.tp,
+                          self.draft_tp, progress, self.heterogeneous_vocab, self.expert_sharing, self.routing_skew,
+                          self.power_law_routing)
+        if spread:  # experts over GPUs, attention in data-parallel groups (simulator.moe_parallel)
+            from scenarios.layouts import apply_layout
+
+            s = apply_layout(s, self.hardware, self.tp, self.ep, self.dp)
         given = {"--expert-sharing": self.expert_sharing, "--routing-skew": self.routing_skew,
                  "--power-law-routing": self.power_law_routing}
         routing = [flag for flag, v in given.items() if v is not None]
@@ -221,6 +232,13 @@ setup_options = packed(
     click.option("--tp", type=click.IntRange(1, limits.MAX_TP), default=1, show_default=True,
                  help="Tensor-parallel GPUs per engine (presets): weights and KV cache split, all-reduces priced on "
                       "the preset's interconnect."),
+    click.option("--ep", type=click.IntRange(1, limits.MAX_TP), default=1, show_default=True,
+                 help="MoE targets: expert-parallel GPUs, each holding 1/EP of the experts; --tp counts the engine's "
+                      "GPUs and must be a multiple (SGLang's --tp 8 --ep-size 8); all-to-alls from AIConfigurator's "
+                      "DeepEP tables where measured."),
+    click.option("--dp", type=click.IntRange(1, limits.MAX_TP), default=1, show_default=True,
+                 help="MoE targets: DP attention groups, each with its own batch and KV cache (SGLang's "
+                      "--enable-dp-attention --dp N); attention split --tp / --dp ways inside a group."),
     click.option("--draft-tp", type=click.IntRange(1, limits.MAX_TP), default=None,
                  help="GPUs the draft is split over [default: as --tp, as vLLM does; 1 keeps it on one GPU]."),
     click.option("--heterogeneous-vocab", is_flag=True,

@@ -367,6 +367,10 @@ class CostModel:
         if batch < 1 or new_tokens < 1 or context < 0:
             raise ValueError(f"a pass needs batch >= 1, new_tokens >= 1, context >= 0; got {batch}, "
                              f"{new_tokens}, {context}")
+        if model.ep > 1 or model.dp > 1:  # experts spread over GPUs, attention in groups (simulator.moe_parallel)
+            from .moe_parallel import pass_cost
+
+            return pass_cost(self, model, batch, new_tokens, context)
         rows = batch * new_tokens
         weight_bytes = float(model.linear_weight_bytes(batch, new_tokens, self.expert_sharing, self.routing_skew,
                                                        self.routing_power_law))
@@ -429,6 +433,10 @@ class CostModel:
                       context: int) -> tuple[np.ndarray, np.ndarray]:
         """The formula's pass time (no measurements) for arrays of batch and new tokens at one context, and what
         bounds each pass (0 memory, 1 compute, 2 overhead): `pass_cost`'s arithmetic, vectorised."""
+        if model.ep > 1 or model.dp > 1:  # experts spread over GPUs, attention in groups (simulator.moe_parallel)
+            from .moe_parallel import formula_times
+
+            return formula_times(self, model, batch, new_tokens, context)
         b, n = np.broadcast_arrays(np.asarray(batch, dtype=float), np.asarray(new_tokens, dtype=float))
         rows = b * n
         bw, fl = self.linear_rates.at_many(rows)

@@ -19,6 +19,7 @@ from .engine_costs import (  # noqa: F401 (re-exported: the engine's costs aroun
     PerStep,
     SpeculationTax,
 )
+from .expert_comm import ExpertLinks
 from .formats import COMPUTE_RATES, DTYPE_BYTES, KV_OF_WEIGHTS, dtype_bytes  # noqa: F401 (DTYPE_BYTES re-exported)
 from .kernel_kinds import KernelTerms, MoeKernel  # noqa: F401 (re-exported: the presets' measured kernel kinds)
 
@@ -77,6 +78,7 @@ class HardwareSpec:
     speculation_tax: SpeculationTax = field(default_factory=SpeculationTax)  # the engine's, when it speculates
     interconnect: Interconnect | None = None  # between the GPUs of a node (tensor parallelism); None: one GPU only
     kernels: KernelTerms = field(default_factory=KernelTerms)  # measured kernel kinds beyond the roofline
+    expert_links: ExpertLinks | None = None  # what an expert-parallel all-to-all crosses (simulator.expert_comm)
 
     def peak_flops(self, dtype: str) -> float:
         """Dense peak FLOP/s of `dtype`'s matmuls: the first of its `COMPUTE_RATES` the device lists (fp16 and bf16
@@ -138,6 +140,9 @@ class ModelSpec:
     extra_linear_params: int = 0  # linear weights beyond the block read every pass (EAGLE-3's 2h-wide q/k/v input)
     kv_dtype: str = ""  # the KV cache's dtype ("" = dtype): DeepSeek-V3 serves fp8 weights beside a bf16 cache
     mtp_modules: int = 0  # multi-token-prediction modules the checkpoint carries (DeepSeek-V3: 1), a draft of its own
+    # -- expert parallelism and DP attention (`simulator.moe_parallel.split`): this spec is one GPU's share --
+    ep: int = 1  # GPUs the routed experts are spread over (each holds n_experts / ep of them)
+    dp: int = 1  # attention data-parallel groups: each its own batch and KV cache (a GPU holds 1 / dp of the cache)
 
     def __post_init__(self) -> None:
         for attr in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size"):
@@ -234,8 +239,9 @@ class ModelSpec:
 
     @property
     def routed_params(self) -> int:
-        """Every routed expert's parameters (0 for a dense model)."""
-        return self.n_moe_layers * self.n_experts * self.expert_params
+        """Every routed expert's parameters a GPU holds (its n_experts / ep under expert parallelism; 0 for a dense
+        model)."""
+        return self.n_moe_layers * (self.n_experts // self.ep) * self.expert_params
 
     @property
     def n_params(self) -> int:
@@ -312,11 +318,12 @@ class ModelSpec:
 
     @property
     def kv_bytes_per_token_layer(self) -> float:
-        """Cache bytes one token occupies in one layer: K and V of its KV heads, or MLA's latent and rotary key."""
+        """Cache bytes one token occupies in one layer: K and V of its KV heads, or MLA's latent and rotary key; under
+        DP attention a GPU's share of the engine's tokens (each lives on one of the dp groups only)."""
         nbytes = dtype_bytes(self.kv_dtype or KV_OF_WEIGHTS.get(self.dtype, self.dtype))
         if self.attention == "mla":
-            return (self.kv_lora_rank + self.qk_rope_head_dim) * nbytes
-        return 2 * self.n_kv_heads * self.head_dim * nbytes
+            return (self.kv_lora_rank + self.qk_rope_head_dim) * nbytes / self.dp
+        return 2 * self.n_kv_heads * self.head_dim * nbytes / self.dp
 
     @property
     def kv_bytes_per_token(self) -> float:
