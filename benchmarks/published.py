@@ -105,7 +105,13 @@ VERSION_DATES = {"vllm": (("2026-01", "0.2x"), ("", "0.10")),  # 2026: drafting 
 
 
 def engine_of(p: PublishedPoint) -> str:
-    """The engine preset (ENGINE@VERSION) that describes a point's engine and version (engines.toml)."""
+    """The engine preset (ENGINE@VERSION, + the run's stated settings) that describes a point's engine, version and
+    launch flags (engines.toml)."""
+    name = _engine_version(p)
+    return f"{name}+{p.engine_settings}" if p.engine_settings else name
+
+
+def _engine_version(p: PublishedPoint) -> str:
     stated = re.match(r"v?(\d+)\.(\d+)", p.engine_version or "")
     if stated and p.engine == "sglang":
         return f"sglang@{stated[1]}.{stated[2]}" if stated[1] == "0" and stated[2] in "45" else "sglang@0.5"
@@ -244,14 +250,18 @@ class Params:
         e = self.engine.get(q.family, {})
         if e and q.engine in VERSION_FIXED_US:
             e = {**e, **VERSION_FIXED_US[q.engine]}
+        overlap = "spec_overlap=true" in q.engine.lower()  # SGLang's spec v2: as engine_presets.engine_preset
         k = self.kind.get((q.family, q.kind))
         if k is None and q.kind in self.pooled and e:  # a kind this engine was not fitted on: the engines' common
             d = self.pooled[q.kind]
             k = {"pass_us": soft_positive(e["pass_us"] + d["d_pass_us"]), "step_us": soft_positive(d["d_step_us"])}
         k = k or {}
-        return (e.get("step_us", PRIOR_US["step_us"]), e.get("spec_step_us", PRIOR_US["spec_step_us"]),
-                k.get("pass_us", e.get("pass_us", PRIOR_US["pass_us"])), k.get("step_us", 0.0), e.get("tree_us", 0.0),
-                e.get("seq_us", 0.0))
+        step, spec_step = e.get("step_us", PRIOR_US["step_us"]), e.get("spec_step_us", PRIOR_US["spec_step_us"])
+        if overlap:
+            return step, min(spec_step, step), k.get("pass_us", e.get("pass_us", PRIOR_US["pass_us"])), 0.0, \
+                e.get("tree_us", 0.0), 0.0
+        return (step, spec_step, k.get("pass_us", e.get("pass_us", PRIOR_US["pass_us"])), k.get("step_us", 0.0),
+                e.get("tree_us", 0.0), e.get("seq_us", 0.0))
 
     def predict(self, q: Priced) -> float:
         return q.predict(*self.costs(q))

@@ -18,6 +18,8 @@ A preset's table:
                               head's catch-up over the accepted tokens); every cost >= 0
     spec_step_per_sequence_us a speculative step's host work per request that a plain step hides (SGLang's verify
                               loop over requests and accepted tokens with its overlap scheduler off)
+    spec_overlap              the speculative step's host work overlapped with the device (SGLang's spec v2,
+                              SGLANG_ENABLE_SPEC_V2=1): a speculative step pays a plain step's engine work, no more
     accept_per_sequence_us    the rejection sampler's host work per request (vLLM's sample step)
     graphed_costs_add         a graphed step's memory and compute times add (the GPU preset's ridge_p becomes 1)
     drafts_per_sequence       each sequence drafts on its own, one after another (llama-server's draft context a slot)
@@ -40,8 +42,8 @@ from simulator.specs import CudaGraphs, DraftKindCost, EngineOverheads, Overhead
 MICRO = 1e-6
 # a version's documented settings, kept with the preset for the record (--json, the report)
 SETTING_KEYS = ("max_num_seqs", "max_running_requests", "cuda_graph_max_tokens", "cuda_graph_max_bs",
-                "attention_backend", "overlap_scheduler", "drafter_in_graphs", "graphed_costs_add", "verify_tokens_add",
-                "drafts_per_sequence")
+                "attention_backend", "overlap_scheduler", "spec_overlap", "drafter_in_graphs", "graphed_costs_add",
+                "verify_tokens_add", "drafts_per_sequence")
 KIND_KEYS = {"pass_us", "pass_per_sequence_us", "step_us", "step_per_sequence_us", "source"}
 
 
@@ -49,8 +51,8 @@ KIND_KEYS = {"pass_us", "pass_per_sequence_us", "step_us", "step_per_sequence_us
 # 'ENGINE@VERSION+KEY=VALUE;KEY=VALUE'): what the engine's launch flags set, not the fitted costs
 ENGINE_SETTINGS = {"max_num_seqs": int, "max_running_requests": int, "cuda_graph_max_tokens": int,
                    "cuda_graph_max_bs": int, "eager_layer_us": float, "overlap_scheduler": bool,
-                   "drafter_in_graphs": bool, "graphed_costs_add": bool, "verify_tokens_add": bool,
-                   "drafts_per_sequence": bool, "attention_backend": str}
+                   "spec_overlap": bool, "drafter_in_graphs": bool, "graphed_costs_add": bool,
+                   "verify_tokens_add": bool, "drafts_per_sequence": bool, "attention_backend": str}
 
 
 def engine_setting(text: str) -> tuple[str, Any]:
@@ -121,6 +123,8 @@ class EnginePreset:
             out.append("a verify's tokens beyond one a request add their compute to the one-token pass")
         elif k > 0 and settings.get("graphed_costs_add"):
             out.append("memory and compute times add in a graphed step (a verified token is never free)")
+        if k > 0 and settings.get("spec_overlap"):
+            out.append("the speculative step's host work overlapped with the device (spec_overlap: SGLang's spec v2)")
         if k > 0 and o.engine.verify.per_sequence_s:
             out.append(f"{o.engine.verify.per_sequence_s * 1e6:.0f} us a request of host work the speculative step "
                        "does not overlap (overlap scheduler off)")
@@ -199,6 +203,10 @@ def engine_preset(name: str, d: dict[str, Any]) -> EnginePreset:
         kinds = tuple(replace(c, per_pass=PerStep()) for c in kinds)
         draft_pass = 0.0
     spec_seq = _number(d, "spec_step_per_sequence_us", name, 0) * MICRO
+    if d.get("spec_overlap"):  # the speculative step's host work overlapped as a plain step's (SGLang's spec v2): it
+        # pays no more than a plain step's unhidden work, and nothing a request or a draft kind's step
+        spec_step, spec_seq = min(spec_step, step), 0.0
+        kinds = tuple(replace(c, per_step=PerStep()) for c in kinds)
     accept_seq = _number(d, "accept_per_sequence_us", name, 0) * MICRO
     # the serving engines of the presets pack each sequence's own rows into a step (vLLM's and SGLang's flattened
     # token batches): a sequence with no proposal verifies one token

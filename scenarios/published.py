@@ -40,7 +40,7 @@ _SOURCE_KEYS = {"id", "url", "date", "title", "kind", "independent_of", "held_ou
 _REQUIRED_POINT = {"quote", "gpu", "gpu_count", "tp", "engine", "engine_version", "target", "draft_kind", "metric"}
 _OPTIONAL_POINT = {"ep", "precision", "kv_precision", "draft_model", "k", "tree", "topk", "depth", "dataset",
                    "input_len", "output_len", "temperature", "batch", "concurrency", "rate_rps", "plain", "spec",
-                   "speedup", "acceptance_length", "acceptance_rates", "note", "inferred"}
+                   "speedup", "acceptance_length", "acceptance_rates", "note", "inferred", "engine_settings"}
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 
@@ -95,6 +95,7 @@ class PublishedPoint:
     acceptance_rates: tuple[float, ...] | None  # per draft position
     note: str
     inferred: tuple[str, ...]  # fields taken from the source's context, not from `quote`
+    engine_settings: str = ""  # the run's stated engine settings as --engine-setting's 'KEY=VALUE;...' (a launch flag)
 
     @property
     def label(self) -> str:
@@ -234,7 +235,8 @@ def _point(table: Any, source: PublishedSource, index: int) -> PublishedPoint:
         temperature=n("temperature"), batch=n("batch", integer=True, minimum=1),
         concurrency=n("concurrency", integer=True, minimum=1), rate_rps=n("rate_rps", minimum=1e-12), metric=metric,
         plain=plain, spec=spec, speedup=speedup, speedup_stated=stated is not None, acceptance_length=length,
-        acceptance_rates=rates, note=note, inferred=tuple(inferred))
+        acceptance_rates=rates, note=note, inferred=tuple(inferred),
+        engine_settings=r.text("engine_settings", optional=True) or "")
 
 
 def load_source(path: str | Path) -> list[PublishedPoint]:

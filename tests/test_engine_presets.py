@@ -215,3 +215,18 @@ def test_under_graphs_a_verified_token_is_never_free():
     per_token = 2 * target.matmul_params / (cost.hardware.peak_flops("bf16") * cost.hardware.flops_efficiency)
     extra = cost.pass_time_s(target, 64, 4, 1024) - cost.pass_time_s(target, 64, 1, 1024)
     assert extra >= 0.9 * 192 * per_token
+
+
+def test_sglang_spec_v2_overlap_hides_the_speculative_steps_host_work():
+    """SGLang's spec v2 (--engine-setting spec_overlap=true) overlaps the speculative step's host work: it pays a
+    plain step's engine work, nothing a request and no draft kind's step cost; spec v1 (the default) pays them."""
+    v1, v2 = load_engine_preset("sglang@0.5"), load_engine_preset("sglang@0.5+spec_overlap=true")
+    e1, e2 = v1.overheads.engine, v2.overheads.engine
+    assert e1.verify.per_sequence_s > 0 and e1.drafting("eagle3").per_step.fixed_s > 0
+    assert e2.verify == PerStep(e2.plain.fixed_s) and e2.drafting("eagle3").per_step == PerStep()
+    assert any("spec v2" in m for m in v2.mechanisms(8, 3)) and not any("spec v2" in m for m in v1.mechanisms(8, 3))
+    hw1, hw2 = load_hardware("h100-sxm", "sglang@0.5"), load_hardware("h100-sxm", "sglang@0.5+spec_overlap=true")
+    target = load_model("llama-3.1-8b")
+    head = load_draft("eagle3", target, target.dtype)
+    s1, s2 = (step_time(CostModel.from_hardware(hw), target, head, 8, 512, Candidate(3)).total_s for hw in (hw1, hw2))
+    assert s2 < s1
