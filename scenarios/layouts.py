@@ -6,7 +6,7 @@ B300, GB200, GB300 under 0.5.12), else the cited links' model."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import fields, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,7 @@ from simulator import SpecsimError
 from simulator.drafts import Draft
 from simulator.expert_comm import A2aTable, ExpertLinks
 from simulator.moe_parallel import default_links, split
-from simulator.specs import HardwareSpec, ModelSpec
+from simulator.specs import EngineOverheads, HardwareSpec, ModelSpec, PerStep
 
 # AIConfigurator's system of each preset (scenarios/hardware.toml)
 SYSTEM_OF = {"h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200-sxm": "b200_sxm", "b300-sxm": "b300_sxm",
@@ -89,6 +89,19 @@ def layout_words(tp: int, ep: int, dp: int) -> str:
     return f"{tp} GPUs: {att}, EP {ep}" if ep > 1 else f"{tp} GPUs: {att}, experts TP {tp}"
 
 
+def per_group(engine: EngineOverheads, dp: int) -> EngineOverheads:
+    """The engine's host work a request under DP attention: each of the dp groups runs its own scheduler (SGLang's
+    DP attention starts a scheduler process per group) over its own B / dp requests, at once, so a step pays each
+    per-request cost for B / dp of them."""
+    def scaled(p: PerStep) -> PerStep:
+        return replace(p, per_sequence_s=p.per_sequence_s / dp)
+
+    steps = {f.name: scaled(getattr(engine, f.name)) for f in fields(engine)
+             if isinstance(getattr(engine, f.name), PerStep)}
+    kinds = tuple(replace(k, per_pass=scaled(k.per_pass), per_step=scaled(k.per_step)) for k in engine.kinds)
+    return replace(engine, **steps, kinds=kinds)
+
+
 def apply_layout(setup: Any, hw_key: str, tp: int, ep: int, dp: int) -> Any:
     """`setup` (resolved unsplit) with its target and draft spread over `tp` GPUs (EP `ep`, DP attention `dp`) and
     its hardware given the all-to-all's links; the caption says the layout."""
@@ -98,7 +111,8 @@ def apply_layout(setup: Any, hw_key: str, tp: int, ep: int, dp: int) -> Any:
         raise SpecsimError(f"preset {hw.name} has no interconnect for --tp (hardware.toml); use --tp 1")
     target = split(setup.target, tp, ep, dp)
     links = links_for(hw, hw_key, setup.target) if target.is_moe else None
-    cost = replace(cost, hardware=replace(hw, expert_links=links))
+    cost = replace(cost, hardware=replace(hw, expert_links=links),
+                   overheads=replace(cost.overheads, engine=per_group(cost.overheads.engine, dp)))
     measured = "measured DeepEP" if links is not None and links.tables else "modelled"
     where = f"{setup.where}, {layout_words(tp, ep, dp)} ({measured} all-to-all)" if ep > 1 else \
         f"{setup.where}, {layout_words(tp, ep, dp)}"
