@@ -316,9 +316,9 @@ class Fit:
                 _num(ov, k)
             else:
                 for name, part in v.items():  # an older profile's verify extra may be negative (engine_overheads)
-                    if name == "ragged_verify":
+                    if name in ("ragged_verify", "drafts_per_sequence"):  # how the engine runs, not a cost
                         if not isinstance(part, bool):
-                            raise _Bad(f"fit.overheads.engine.ragged_verify must be true or false, got {part!r}")
+                            raise _Bad(f"fit.overheads.engine.{name} must be true or false, got {part!r}")
                         continue
                     if name == "kinds":  # an engine preset's costs by draft kind (EngineOverheads.from_dict reads them)
                         continue
