@@ -75,13 +75,31 @@ def greedy_yields(matches: np.ndarray, lookahead: int = 16) -> list[int]:
     return [int(1 + min(run[t], lookahead)) for t in range(n)]
 
 
+def target_text(target: Decoder, prompts: Sequence[Sequence[int]], new_tokens: int, temperature: float, seed: int
+                ) -> tuple[Any, torch.Tensor]:
+    """The target's own text from each prompt (sampled at `temperature`, seeded), and the generator's state as
+    generating left it: what both acceptance measurements read, generated once (`_after`)."""
+    gen = torch.Generator(device=target.device).manual_seed(seed)
+    run = RealEngine(target).generate(prompts, new_tokens, Decoding(k=0, temperature=temperature), gen)
+    return run, gen.get_state()
+
+
+def _after(text: tuple[Any, torch.Tensor], device: torch.device) -> tuple[Any, torch.Generator]:
+    """The text and a generator where generating it left the seeded one (each measurement draws from its own)."""
+    run, state = text
+    gen = torch.Generator(device=device)
+    gen.set_state(state)
+    return run, gen
+
+
 def measure_acceptance(target: Decoder, draft: Decoder, prompts: Sequence[Sequence[int]], new_tokens: int = 128,
                        temperature: float = 1.0, seed: int = 0, sims: int = RANK_SIMS,
-                       tick: Callable[[], None] | None = None) -> dict[str, Any]:
-    """Generate with the target from each prompt, then measure the draft against it along that text."""
+                       tick: Callable[[], None] | None = None,
+                       text: tuple[Any, torch.Tensor] | None = None) -> dict[str, Any]:
+    """Generate with the target from each prompt, then measure the draft against it along that text (`text`: the
+    target's text already generated with this seed, `target_text`, shared with `measure_head_acceptance`)."""
     device = target.device
-    gen = torch.Generator(device=device).manual_seed(seed)
-    run = RealEngine(target).generate(prompts, new_tokens, Decoding(k=0, temperature=temperature), gen)
+    run, gen = _after(text or target_text(target, prompts, new_tokens, temperature, seed), device)
     if tick:
         tick()
     alphas, matches, ranks_acc = [], [], np.zeros(N_RANKS)
@@ -180,7 +198,8 @@ def measure_by_context(target: Decoder, draft: Decoder, texts: Sequence[Sequence
 
 @torch.inference_mode()
 def measure_head_acceptance(target: Decoder, heads: Any, prompts: Sequence[Sequence[int]], new_tokens: int = 128,
-                            temperature: float = 1.0, seed: int = 0, sims: int = RANK_SIMS) -> dict[str, Any]:
+                            temperature: float = 1.0, seed: int = 0, sims: int = RANK_SIMS,
+                            text: tuple[Any, torch.Tensor] | None = None) -> dict[str, Any]:
     """The prediction heads (`engine.heads`) against the target along target-generated text from the prompts: per
     position t and head i, alpha_i(t) = sum_x min(p_{t+i}(x), q_i(x | h_t)), where h_t is the target's hidden state
     at t and p_{t+i} its distribution i positions on (the token head i proposes). A chain from t accepts its first
@@ -188,8 +207,7 @@ def measure_head_acceptance(target: Decoder, heads: Any, prompts: Sequence[Seque
     E_t[prod_{j <= i} alpha_j(t)]: a position hard for one head is hard for the rest, which the per-head means
     would hide. Per head also the per-rank vector of its candidates (trees: head d proposes depth d)."""
     device = target.device
-    gen = torch.Generator(device=device).manual_seed(seed)
-    run = RealEngine(target).generate(prompts, new_tokens, Decoding(k=0, temperature=temperature), gen)
+    run, gen = _after(text or target_text(target, prompts, new_tokens, temperature, seed), device)
     H = heads.n_heads
     t_eff = temperature if temperature > 0 else 1.0
     products: list[np.ndarray] = []  # per prompt: (positions, H) running products

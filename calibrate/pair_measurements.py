@@ -53,7 +53,7 @@ def heads_trained() -> bool:
 
 def measure_heads(target: Any, device: torch.device, dtype: str, calib: Sequence[Sequence[int]], n_tokens: int,
                   seed: int, runner: PassRunner, batches: Sequence[int], quick: bool,
-                  progress: Progress) -> dict[str, Any]:
+                  progress: Progress, text: tuple[Any, torch.Tensor] | None = None) -> dict[str, Any]:
     """The built-in target's trained prediction heads: their acceptance on the calibration prompts
     (`measure_head_acceptance`, on the unexpanded target, which computes the same function) and their pass as a
     step drafts with it (the widened heads over one hidden state per sequence, every head's distribution and a
@@ -67,7 +67,7 @@ def measure_heads(target: Any, device: torch.device, dtype: str, calib: Sequence
     timer = Timer(device)
     with progress("prediction heads (acceptance, passes)", 1 + len(batches)) as bar:
         small = load_heads(expanded=False, dtype=dtype, device=device)
-        out = measure_head_acceptance(target, small, calib, n_tokens, 1.0, seed)
+        out = measure_head_acceptance(target, small, calib, n_tokens, 1.0, seed, text=text)
         bar.update(1)
         big = load_heads(expanded=True, dtype=dtype, device=device)
         gen = torch.Generator(device=device).manual_seed(seed)
@@ -115,7 +115,7 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
     (`calibrate.engine_overheads`) and its tax on speculation (`calibrate.speculation_tax`), as `plan` says. A quick
     calibration measures neither acceptance against context nor the tax (a third of its time;
     `Profile.not_measured` says so, and `policy` and ``measured@context`` ask for the full calibration)."""
-    from calibrate.measure_acceptance import measure_acceptance, measure_by_context
+    from calibrate.measure_acceptance import measure_acceptance, measure_by_context, target_text
     from calibrate.speculation_tax import measure_tax
     from engine.builtin import encode, load_pair, long_texts, prompts
 
@@ -125,7 +125,8 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
     # The unexpanded target computes the same function as the expanded one, faster.
     target, draft = load_pair(expanded=False, dtype=dtype, max_seq_len=PAIR_SLOTS, device=device)
     with progress("acceptance (calibration prompts)", plan.prompts + 1) as bar:
-        acc = measure_acceptance(target, draft, calib, n_tokens, 1.0, seed, tick=lambda: bar.update(1))
+        text = target_text(target, calib, n_tokens, 1.0, seed)  # the draft and the heads are measured along it
+        acc = measure_acceptance(target, draft, calib, n_tokens, 1.0, seed, tick=lambda: bar.update(1), text=text)
     if plan.by_context:
         texts, length = plan.by_context
         with progress("acceptance against context (real text)", 1) as bar:
@@ -134,7 +135,7 @@ def measure_builtin(device: torch.device, runner: PassRunner, dtype: str, quick:
             bar.update(1)
     if heads_trained():
         acc["heads"] = measure_heads(target, device, dtype, calib, n_tokens, seed, runner, grid_batches, quick,
-                                     progress)
+                                     progress, text)
     # the lookup's acceptance varies from prompt to prompt more than a draft's: every calibration prompt, even quick
     acc["ngram"] = measure_ngram(target, device, [encode(p) for p in prompts("calibration")[:plan.ngram_prompts]],
                                  n_tokens, seed, quick, progress)
