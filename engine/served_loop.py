@@ -224,5 +224,5 @@ def serve(engine: RealEngine, workload: Workload, prompts: Sequence[Sequence[int
                      **log.columns(),
                      prefill_duration_s=np.array([p.duration_s for p in prefills]), accepted_hist=accepted.counts,
                      waiting_at_last_arrival=max(waiting_at_last_arrival, 0) if arrived == n else n,
-                     kv_capacity_tokens=kv_tokens)
+                     kv_capacity_tokens=kv_tokens, step_totals=log.totals())
     return Served(run, steps, prefills, held, wall, tokens)

@@ -74,7 +74,10 @@ def build_scenario(cost: CostModel, target: ModelSpec, draft: Draft | ModelSpec,
     config = EngineConfig(max_batch=o.max_batch, max_prefill_tokens=o.max_prefill_tokens, draft_sync=o.draft_sync,
                           bulk=not o.step_by_step, kv_allocation=o.kv_allocation)
     costs = StepCosts(cost, target, draft, proposal_rate=acceptance.proposal_rate)
-    scenario = Scenario(workload, costs, acceptance, config, o.seed, SLO(o.slo_tpot_s, o.slo_ttft_s))
+    # the commands report metrics and accepted-length histograms only: no per-step record (a million requests'
+    # tens of millions of steps would take gigabytes)
+    scenario = Scenario(workload, costs, acceptance, config, o.seed, SLO(o.slo_tpot_s, o.slo_ttft_s),
+                        keep_steps=False)
     for policy in policies:
         engine_kv_tokens(workload, scenario.costs, policy, config)
     return scenario, policies

@@ -37,12 +37,13 @@ class Scenario:
     config: EngineConfig = EngineConfig()
     seed: int = 0
     slo: SLO = SLO()
+    keep_steps: bool = True  # False: the runs keep no per-step record, only what `summarize` reads (flat memory)
 
     def run(self, policy: Policy, rate_per_s: float | None, engines: int = 1,
             router: str = "least-loaded") -> tuple[ServingRun, ServingMetrics]:
         workload = self.workload if rate_per_s is None else self.workload.at_rate(rate_per_s)
         run = simulate(workload, self.costs, policy, self.acceptance, np.random.default_rng(self.seed), self.config,
-                       engines, router)
+                       engines, router, keep_steps=self.keep_steps)
         return run, summarize(run, self.slo, rate_per_s)
 
 

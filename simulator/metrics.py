@@ -92,10 +92,8 @@ def summarize(run: ServingRun, slo: SLO = SLO(), rate_per_s: float | None = None
         meets &= ttft <= slo.ttft_s
     duration = float(run.finish_s.max() - w.arrival_s.min())
 
-    batch, dur = run.step_batch, run.step_duration_s
-    seq_steps = int(batch.sum())
-    spec = run.step_drafted > 0
-    drafted = int((run.step_drafted * batch)[spec].sum())
+    steps = run.step_totals
+    seq_steps, drafted = steps.sequence_steps, steps.drafted
     accepted = sum(int(np.dot(np.arange(len(h)), h)) for h in run.accepted_hist.values())
     return ServingMetrics(
         policy=run.policy,
@@ -112,11 +110,11 @@ def summarize(run: ServingRun, slo: SLO = SLO(), rate_per_s: float | None = None
         goodput_requests_per_s=float(meets.sum() / duration) if duration > 0 else 0.0,
         sustained=run.waiting_at_last_arrival <= overload_fraction * n,
         waiting_at_last_arrival=run.waiting_at_last_arrival,
-        mean_batch=float((batch * dur).sum() / dur.sum()) if len(dur) else 0.0,
-        mean_drafted=float((run.step_drafted * batch).sum() / seq_steps) if seq_steps else 0.0,
-        tokens_per_step=float(run.step_tokens.sum() / seq_steps) if seq_steps else 0.0,
+        mean_batch=steps.batch_duration_s / steps.duration_s if steps.duration_s > 0 else 0.0,
+        mean_drafted=drafted / seq_steps if seq_steps else 0.0,
+        tokens_per_step=steps.tokens / seq_steps if seq_steps else 0.0,
         acceptance_rate=accepted / drafted if drafted else None,
-        decode_steps=len(batch),
+        decode_steps=steps.steps,
         preemptions=run.preemptions,
     )
 
@@ -131,7 +129,7 @@ def _percentiles(x: np.ndarray) -> tuple[float, float, float]:
 
 def decode_tokens_per_s(run: ServingRun, batch: int) -> float:
     """Tokens per second over the decode steps that ran exactly `batch` sequences (a static batch's full phase)."""
-    sel = run.step_batch == batch
-    if not sel.any():
+    steps = run.step_totals
+    if batch >= len(steps.steps_by_batch) or not steps.steps_by_batch[batch]:
         raise SpecsimError(f"no decode step ran a batch of {batch}")
-    return float(run.step_tokens[sel].sum() / run.step_duration_s[sel].sum())
+    return float(steps.tokens_by_batch[batch] / steps.duration_by_batch_s[batch])

@@ -54,6 +54,7 @@ One concept past 500 lines: one engine's step loop, whose reference path (a simp
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -64,7 +65,7 @@ from . import SpecsimError
 from .acceptance import Acceptance
 from .policies import BatchState, Policy
 from .sampling import BatchSampler, batch_sampler
-from .scheduler import AcceptedHistogram, Admission, Joined, Scheduler, StepLog, least, slot_runs, total
+from .scheduler import AcceptedHistogram, Admission, Joined, Scheduler, StepLog, StepTotals, least, slot_runs, total
 from .step_costs import StepCosts, kv_capacity_tokens
 from .sweep import Candidate
 from .workload import Workload
@@ -115,7 +116,7 @@ class _Log:
     finish_s: np.ndarray
     engine_of: np.ndarray
     steps: StepLog = field(default_factory=StepLog)
-    prefill_duration_s: list[float] = field(default_factory=list)
+    prefill_duration_s: array = field(default_factory=lambda: array("d"))  # (8 bytes a prefill, not a float object)
     accepted: AcceptedHistogram = field(default_factory=AcceptedHistogram)
     waiting_at_last_arrival: int = 0
 
@@ -423,7 +424,8 @@ class Engine(Scheduler):
 class ServingRun:
     """Everything one simulation produced. Per request (aligned with the workload): first-token and finish times
     and the engine that served it; per decode step (all engines, in completion order): end time, duration, batch,
-    drafted tokens per sequence, tokens emitted."""
+    drafted tokens per sequence, tokens emitted (empty where the simulation kept no steps: ``keep_steps=False``);
+    what those steps add up to in `step_totals` either way."""
 
     workload: Workload
     policy: str
@@ -443,6 +445,7 @@ class ServingRun:
     waiting_at_last_arrival: int
     kv_capacity_tokens: int
     preemptions: int = 0  # requests preempted (on-demand KV allocation), all engines
+    step_totals: StepTotals = field(default_factory=StepTotals)
 
 
 def _arrivals(env: simpy.Environment, workload: Workload, engines: Sequence[Engine], router: str, log: _Log,
@@ -488,8 +491,11 @@ def engine_kv_tokens(workload: Workload, costs: StepCosts, policy: Policy, confi
 
 
 def simulate(workload: Workload, costs: StepCosts, policy: Policy, acceptance: Acceptance, rng: np.random.Generator,
-             config: EngineConfig = EngineConfig(), engines: int = 1, router: str = "least-loaded") -> ServingRun:
-    """Serve `workload` with `engines` identical engines running `policy`; return what happened.
+             config: EngineConfig = EngineConfig(), engines: int = 1, router: str = "least-loaded",
+             keep_steps: bool = True) -> ServingRun:
+    """Serve `workload` with `engines` identical engines running `policy`; return what happened. With
+    ``keep_steps=False`` no per-step record is kept, only what the steps add up to (`StepTotals`, all that
+    `simulator.metrics.summarize` reads): memory stays flat however many requests are served.
 
     All randomness (every sequence's acceptance) comes from `rng`."""
     if engines < 1:
@@ -498,7 +504,7 @@ def simulate(workload: Workload, costs: StepCosts, policy: Policy, acceptance: A
         raise SpecsimError(f"unknown router {router!r}; use {' or '.join(ROUTERS)}")
     kv_tokens = engine_kv_tokens(workload, costs, policy, config)
     n = len(workload)
-    log = _Log(np.full(n, np.nan), np.full(n, np.nan), np.full(n, -1, dtype=np.int64))
+    log = _Log(np.full(n, np.nan), np.full(n, np.nan), np.full(n, -1, dtype=np.int64), StepLog(keep=keep_steps))
     costs = costs.for_policy(policy)
     env = simpy.Environment()
     upcoming = _NextArrival(float(workload.arrival_s[0]) if n else math.inf)
@@ -514,5 +520,5 @@ def simulate(workload: Workload, costs: StepCosts, policy: Policy, acceptance: A
         **log.steps.columns(),
         prefill_duration_s=np.asarray(log.prefill_duration_s), accepted_hist=log.accepted.counts,
         waiting_at_last_arrival=log.waiting_at_last_arrival, kv_capacity_tokens=kv_tokens,
-        preemptions=sum(e.preemptions for e in fleet),
+        preemptions=sum(e.preemptions for e in fleet), step_totals=log.steps.totals(),
     )

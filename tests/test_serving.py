@@ -14,7 +14,7 @@ from simulator.capacity import Scenario, max_rate
 from simulator.metrics import SLO, decode_tokens_per_s, summarize
 from simulator.policies import parse_policy
 from simulator.sampling import BetaSampler, batch_sampler
-from simulator.scheduler import Scheduler, slot_runs
+from simulator.scheduler import Scheduler, StepLog, slot_runs
 from simulator.serving import EngineConfig, simulate
 from simulator.step_costs import StepCosts
 from simulator.sweep import Candidate, step_time
@@ -655,3 +655,29 @@ def test_a_batchs_totals_are_numpys_on_either_side_of_the_list_threshold():
         a = rng.integers(-10**12, 10**12, size=size)
         assert type(total(a)) is int and total(a) == int(a.sum())
         assert type(least(a)) is int and least(a) == int(a.min())
+
+
+def test_a_run_that_keeps_no_steps_reports_what_one_that_keeps_them_does(h100):
+    """`keep_steps=False` (what the commands run): no per-step record, yet the same metrics, the steps' totals
+    equal to the kept columns' sums, and the step log's own lists never longer than one fold (flat memory)."""
+    cost, target, draft = h100
+    acc = parse_acceptance("markov:0.95,0.3,0.05,0.15")
+    costs = StepCosts(cost, target, draft)
+    w = synthetic("poisson", 400, parse_lengths("256"), parse_lengths("64"), np.random.default_rng(3)).at_rate(20)
+    policy = parse_policy("adaptive", acc)
+    kept = simulate(w, costs, policy, acc, np.random.default_rng(4))
+    lean = simulate(w, costs, policy, acc, np.random.default_rng(4), keep_steps=False)
+    assert len(lean.step_time_s) == 0 and len(kept.step_time_s) > 1000
+    assert summarize(lean) == summarize(kept)
+    t = lean.step_totals
+    assert t.steps == len(kept.step_batch) and t.tokens == int(kept.step_tokens.sum())
+    assert t.duration_s == pytest.approx(float(kept.step_duration_s.sum()), rel=1e-12)
+    assert t.batch_duration_s == pytest.approx(float((kept.step_batch * kept.step_duration_s).sum()), rel=1e-12)
+    assert t.drafted == int((kept.step_batch * kept.step_drafted).sum())
+    common = int(np.bincount(kept.step_batch).argmax())
+    assert decode_tokens_per_s(lean, common) == pytest.approx(decode_tokens_per_s(kept, common), rel=1e-12)
+    log = StepLog(fold_runs=8, keep=False)
+    for i in range(100):
+        log.add(np.array([i, i + 0.5]), np.array([0.5, 0.5]), np.array([10.0, 11.0]), np.array([3, 3]), 3, 2)
+        assert len(log._steps) <= 8
+    assert log.totals().steps == 200 and log.totals().sequence_steps == 600 and log.columns()["step_batch"].size == 0
