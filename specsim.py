@@ -16,6 +16,7 @@ import click
 import cli.commands as cmd
 import cli.options as opt
 import cli.output as out
+from cli.fleet_command import fleet
 from cli.hardware_commands import hardware_group
 from cli.plot_commands import plot_group
 from cli.report_page import report_options
@@ -485,6 +486,7 @@ def export(out_dir: Path, fmt: str) -> None:
 
 
 cli.add_command(plot_group)
+cli.add_command(fleet)
 cli.add_command(hardware_group)
 
 

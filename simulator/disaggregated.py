@@ -131,3 +131,34 @@ class DisaggregatedScenario:
         workload = self.workload if rate_per_s is None else self.workload.at_rate(rate_per_s)
         run = self.fleet.simulate(workload, policy, self.acceptance, np.random.default_rng(self.seed))
         return run, summarize(run, self.slo, rate_per_s)
+
+
+@dataclass(frozen=True)
+class DecodeCapacity:
+    rate_per_s: float  # requests/s one decode engine carries in steady state within the TPOT SLO
+    batch: int  # the batch it runs there
+    candidate: str  # what the policy drafts at that batch
+    tpot_s: float
+
+
+def decode_capacity(costs: StepCosts, policy: Policy, acceptance: Acceptance, slo_tpot_s: float,
+                    prompt_tokens: float, output_tokens: float, max_batch: int, kv_tokens: int) -> DecodeCapacity:
+    """A decode engine in steady state (Little's law): at batch B each step emits E[tokens] per sequence in
+    `decode_s(B, context)`, so B sequences of `output_tokens` leave at B / ((output - 1) TPOT(B)) requests/s; the
+    highest such rate over the batches the engine holds (max batch, KV cache) with TPOT(B) within the SLO, the
+    policy's best candidate at each batch (k chosen per batch). Context: the prompt plus half the output."""
+    context = prompt_tokens + output_tokens / 2
+    need = prompt_tokens + output_tokens + policy.lookahead_tokens
+    top = min(max_batch, int(kv_tokens // need))
+    best = DecodeCapacity(0.0, 0, "", float("inf"))
+    batches = sorted({*np.unique(np.geomspace(1, max(top, 1), 48).astype(int)).tolist(), top})
+    for b in batches:
+        if b < 1:
+            continue
+        for c in policy.candidates:
+            tokens = 1.0 if c.is_plain else acceptance.expected_tokens(c.shape.depth)
+            tpot = costs.decode_s(b, context, c) / tokens
+            rate = b / (max(output_tokens - 1, 1) * tpot)
+            if tpot <= slo_tpot_s and rate > best.rate_per_s:
+                best = DecodeCapacity(rate, b, c.label, tpot)
+    return best

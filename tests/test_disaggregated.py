@@ -46,3 +46,25 @@ def test_the_prefill_pool_batches_what_waits_and_queues_the_rest():
     done2, _ = prefill_pool(w, costs, 2, 4000)  # two engines, a prompt each, the third after the first pass
     one = costs.prefill_s(1, 4000, False)
     assert done2.tolist() == pytest.approx([one, one, 2 * one])
+
+
+def test_a_decode_engines_steady_state_is_littles_law_within_the_tpot_slo():
+    from simulator.disaggregated import decode_capacity
+
+    costs, _ = setup()
+    acc = parse_acceptance("iid:0.7")
+    off = parse_policies("off", acc)[0]
+    cap = decode_capacity(costs, off, acc, 0.02, 512, 128, 256, 10**7)
+    plain = off.candidates[0]
+    assert cap.tpot_s == pytest.approx(costs.decode_s(cap.batch, 512 + 64, plain)) and cap.tpot_s <= 0.02
+    assert cap.rate_per_s == pytest.approx(cap.batch / (127 * cap.tpot_s))
+    spec = parse_policies("adaptive", acc, 8)[0]
+    assert decode_capacity(costs, spec, acc, 0.02, 512, 128, 256, 10**7).rate_per_s >= cap.rate_per_s
+
+
+def test_a_pool_larger_than_the_gpus_given_is_a_one_line_error():
+    from conftest import one_line_error, run
+
+    one_line_error(run("fleet", "--hardware", "h200", "--target", "deepseek-v3", "--draft", "mtp", "--dtype", "fp8",
+                       "--acceptance", "iid:0.8", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50", "--load-rps", "5",
+                       "--gpus", "4"), "--gpus 4 is smaller than any engine")
