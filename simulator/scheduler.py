@@ -67,12 +67,11 @@ class StepLog:
 
     def __init__(self, fold_runs: int = 256, keep: bool = True) -> None:
         self.fold_runs, self.keep = fold_runs, keep
-        self._pending: tuple[list[np.ndarray], ...] = ([], [], [], [])  # per column: runs not yet joined
+        self._pending: list[tuple] = []  # runs not yet joined: ends, durations, contexts, tokens, batch, drafted, lead
         self._chunks: tuple[list[np.ndarray], ...] = ([], [], [], [])
-        self._batch: list[int] = []  # per run
+        self._batch: list[int] = []  # per run, joined (kept only with ``keep``)
         self._drafted: list[int] = []
         self._steps: list[int] = []
-        self._folded = 0  # runs already added to the totals
         self._sums = [0, 0.0, 0.0, 0, 0, 0]  # steps, duration, batch x duration, sequence-steps, drafted, tokens
         self._by_batch = (np.zeros(1, dtype=np.int64), np.zeros(1), np.zeros(1, dtype=np.int64))
 
@@ -80,34 +79,33 @@ class StepLog:
             batch: int, drafted: int, lead_drafted: int | None = None) -> None:
         """Log a run of steps (arrays the caller no longer changes); with `lead_drafted`, its first step drafted that
         instead (a run of its own)."""
-        ends, durations, contexts, toks = self._pending
-        ends.append(ends_s)
-        durations.append(durations_s)
-        contexts.append(context_means)
-        toks.append(tokens)
-        n = len(ends_s)
-        if lead_drafted is not None:
-            self._batch.append(batch)
-            self._drafted.append(lead_drafted)
-            self._steps.append(1)
-            n -= 1
-        self._batch.append(batch)
-        self._drafted.append(drafted)
-        self._steps.append(n)
-        if len(ends) >= self.fold_runs:
+        pending = self._pending
+        pending.append((ends_s, durations_s, context_means, tokens, batch, drafted, lead_drafted))
+        if len(pending) >= self.fold_runs:
             self._fold()
 
     def _fold(self) -> None:
-        if not self._pending[0]:
+        pending = self._pending
+        if not pending:
             return
-        joined = [np.concatenate(pending, dtype=dtype, casting="unsafe")
-                  for pending, (_, dtype) in zip(self._pending, self.COLUMNS)]
-        for pending in self._pending:
-            pending.clear()
-        runs = slice(self._folded, len(self._steps))
-        steps = np.array(self._steps[runs], dtype=np.int64)
-        batch = np.repeat(np.array(self._batch[runs], dtype=np.int64), steps)  # (steps,)
-        drafted = np.repeat(np.array(self._drafted[runs], dtype=np.int64), steps)
+        ends, durations, contexts, toks, batches, drafts, leads = zip(*pending)
+        pending.clear()
+        joined = [np.concatenate(arrays, dtype=dtype, casting="unsafe")
+                  for arrays, (_, dtype) in zip((ends, durations, contexts, toks), self.COLUMNS)]
+        run_batch, run_drafted, run_steps = [], [], []
+        for e, b, d, lead in zip(ends, batches, drafts, leads):
+            n = len(e)
+            if lead is not None:  # the run's first step drafted otherwise: a run of its own
+                run_batch.append(b)
+                run_drafted.append(lead)
+                run_steps.append(1)
+                n -= 1
+            run_batch.append(b)
+            run_drafted.append(d)
+            run_steps.append(n)
+        steps = np.array(run_steps, dtype=np.int64)
+        batch = np.repeat(np.array(run_batch, dtype=np.int64), steps)  # (steps,)
+        drafted = np.repeat(np.array(run_drafted, dtype=np.int64), steps)
         duration, tokens = joined[1], joined[3]
         s = self._sums
         s[0] += len(duration)
@@ -120,17 +118,16 @@ class StepLog:
         if width > len(self._by_batch[0]):
             self._by_batch = tuple(np.concatenate([a, np.zeros(width - len(a), dtype=a.dtype)])
                                    for a in self._by_batch)
-        count, secs, toks = self._by_batch
+        count, secs, tok = self._by_batch
         count[:width] += np.bincount(batch, minlength=width)
         secs[:width] += np.bincount(batch, weights=duration, minlength=width)
-        toks[:width] += np.bincount(batch, weights=tokens, minlength=width).astype(np.int64)
-        if self.keep:
+        tok[:width] += np.bincount(batch, weights=tokens, minlength=width).astype(np.int64)
+        if self.keep:  # else nothing per step is kept
             for chunks, column in zip(self._chunks, joined):
                 chunks.append(column)
-            self._folded = len(self._steps)
-        else:  # nothing per step is kept: the runs' own lists go too
-            del self._batch[:], self._drafted[:], self._steps[:]
-            self._folded = 0
+            self._batch += run_batch
+            self._drafted += run_drafted
+            self._steps += run_steps
 
     def totals(self) -> StepTotals:
         """What every logged step adds up to (`StepTotals`)."""

@@ -149,6 +149,7 @@ class Engine(Scheduler):
         self.env, self.index, self.costs = env, index, costs
         self.sampler, self.config, self.log = sampler, config, log
         self.arrivals = arrivals
+        self._tokens_per_step: dict[int, float] = {}  # E[A + 1] at chains of k (`_steps_to_finish`)
         self.wake = env.event()
         self.process = env.process(self.engine())
 
@@ -316,6 +317,8 @@ class Engine(Scheduler):
             cand = policy.choose(BatchState(batch, state.context_mean, previous=first), costs)  # draft current
             if cand.is_plain:  # the catch-up step alone; the next run decides afresh
                 cand, m = first, 1
+        if cand.tree is None and cand.k and m > 8:  # draw about the steps until the shortest finishes, not all
+            m = min(m, self._steps_to_finish(shortest, cand.k))  # its tokens' worth (a longer run plans again)
         next_arrival = self.arrivals.next_s if self.free_slots and not self.waiting else math.inf
         if next_arrival < math.inf and m * batch > 4096:  # durations never fall as contexts grow: it comes within
             m = max(1, min(m, int((next_arrival - t) / costs.decode_s(batch, state.context_mean, cand)) + 2))
@@ -408,6 +411,16 @@ class Engine(Scheduler):
             self.log.accepted.add(first, accepted[:1])
             self.log.accepted.add(cand, accepted[1:n])
         return float(ends[n - 1]), finishes, arrives
+
+    def _steps_to_finish(self, tokens: int, k: int) -> int:
+        """Steps to draw ahead for a sequence that needs `tokens` more at chains of k: half again the expected
+        steps (E[A + 1] tokens a step) and eight more, so that a run rarely needs a second draw and seldom draws
+        two or three times the steps it keeps (each step emits at least one token: never more than `tokens`)."""
+        per_step = self._tokens_per_step.get(k)
+        if per_step is None:
+            expected = getattr(self.sampler.acceptance, "expected_tokens", None)
+            per_step = self._tokens_per_step[k] = max(1.0, float(expected(k))) if expected else 1.0
+        return min(tokens, int(1.5 * tokens / per_step) + 8)
 
     def _log_steps(self, cand: Candidate, ends: np.ndarray, durations: np.ndarray, context_means: np.ndarray,
                    batch: int, tokens: np.ndarray, accepted: np.ndarray | None) -> None:
