@@ -25,12 +25,12 @@ from scenarios.serving_scenario import ServingOptions
 def fleet(setup: opt.SetupOptions, serving: ServingOptions, load_rps: float, max_gpus: int, attainment: float,
           as_json: bool) -> None:
     """The fewest GPUs for a load and a TTFT + TPOT SLO: aggregated engines against disaggregated prefill and
-    decode pools, each engine laid out by TP, EP and DP attention, for each policy (docs/serving.md).
+    decode pools, each engine laid out by TP, EP and DP attention, for each policy (docs/moe.md).
 
     \b
     specsim fleet --hardware h200 --target deepseek-v3 --draft mtp --dtype fp8 --acceptance accept-length:2.5@3 \\
-        --prompt-tokens 2000 --output-tokens 1000 --slo-ttft-ms 2000 --slo-tpot-ms 50 --load-rps 20 \\
-        --policy off,adaptive --requests 200
+        --prompt-tokens 2000 --output-tokens 500 --slo-ttft-ms 2000 --slo-tpot-ms 50 --load-rps 20 \\
+        --policy off,adaptive --requests 400 --gpus 32
     """
     from scenarios.fleet_layouts import plan_fleet, verdict
 

@@ -19,7 +19,8 @@ _spec.loader.exec_module(doc)
 
 # Seconds each on this machine; `benchmarks/doc_commands.py` checks them (the fit of a trace, a plan's searches and
 # a 4,000-request sweep of eleven rates).
-SLOW = ("specsim acceptance fit", "specsim plan", "specsim plot tpot", "--requests 4000", "specsim report")
+SLOW = ("specsim acceptance fit", "specsim plan", "specsim fleet", "specsim plot tpot", "--requests 4000",
+        "specsim report")
 EXACT = [c for page in doc.PAGES for c in doc.parse(page)
          if c.deterministic and not any(s in c.command for s in SLOW)]
 
