@@ -374,7 +374,8 @@ class ModelSpec:
                                f"{self.d_ff_expert} and {self.d_ff_shared} must be multiples of it{advice}")
         kv = self.n_kv_heads // tp if self.n_kv_heads % tp == 0 else 1
         # Experts split as vLLM's tensor-parallel MoE does: every expert's width divided, all experts on every GPU
-        # (expert parallelism and DP attention: simulator.moe_parallel.split). MLA's latent is replicated, its heads divided.
+        # (expert parallelism and DP attention: simulator.moe_parallel.split). MLA's latent is replicated, its heads
+        # divided.
         return replace(self, n_heads=self.n_heads // tp, n_kv_heads=max(kv, 1), d_ff=self.d_ff // tp,
                        vocab_size=-(-self.vocab_size // tp), head_dim=self.head_dim, tp=tp,
                        d_ff_expert=self.d_ff_expert // tp, d_ff_shared=self.d_ff_shared // tp)
