@@ -2,20 +2,25 @@
 acceptance, the test suite. Run it the day a change lands, so that a change that slows a user down is seen.
 
     python benchmarks/waits.py [--repeats 3] [--only calibrate,simulate,fit,suite,slow] [--profile-rate 2]
+    python benchmarks/waits.py --against 7c76fc9 [--repeats 3] [--only calibrate,million,suite]
 
-- ``calibrate``: `specsim calibrate --quick` in an empty cache, wall seconds (goal <= 40 s), with each run's
-  held-out pass error beside it (the speed must not cost accuracy);
+- ``calibrate``: `specsim calibrate --quick` in an empty cache, wall seconds (goal <= 20 s), with each run's
+  held-out pass error beside it (the speed must not cost accuracy: goal <= 5 % median);
 - ``simulate``: 100,000 requests through one engine (H100 preset, Llama-3.1-8B / 3.2-1B, iid 0.7, `adaptive`,
-  prompts 512 and outputs 128 tokens) at 1, 2, 5, 10, 20, 40 and 80 req/s (goal <= 10 s each), and a profile of
+  prompts 512 and outputs 128 tokens) at 1, 2, 5, 10, 20, 40 and 80 req/s (goal <= 5 s each), and a profile of
   where the time of one run goes (the functions with the most time of their own);
+- ``million``: `specsim simulate` of 1,000,000 requests (the same scenario) at 2, 10 and 40 req/s, wall seconds and
+  peak memory (goal <= 60 s and <= 1 GB each);
 - ``fit``: the first `predict --acceptance fit:trace:...` on the shipped 48-request ShareGPT sample, empty cache
   (goal <= 3 s), and the same again from the cache;
-- ``suite``: `python -m pytest` (goal <= 120 s);
+- ``suite``: `python -m pytest` (goal <= 90 s);
 - ``slow``: `python -m pytest -m slow`, the checks kept out of the default suite (the bulk simulator against its
   reference in distribution over many seeds, the Ray executor): must pass; its time is reported, not judged.
 
-Each figure is the median of `--repeats` runs with its range. The machine is shared: a time is a measurement to
-report, never an assertion; run nothing else meanwhile.
+Each figure is the median of `--repeats` runs with its range. The machine is shared and drifts by a third from hour
+to hour, so `--against COMMIT` times the same commands in a worktree of that commit (beside this checkout, so that
+its tests find ../shared too), alternating run by run with this checkout, and prints each median and the ratio: a
+ratio holds where an absolute time does not. Run nothing else meanwhile.
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ def calibrate(repeats: int) -> list[str]:
             walls.append(timed([sys.executable, "specsim.py", "calibrate", "--quick", "--out", str(out)], env))
             fit = json.loads(out.read_text())["fit"]["heldout"]
             errs.append(100 * fit["median_abs_err"])
-    return [verdict("calibrate --quick", walls, 40.0,
+    return [verdict("calibrate --quick", walls, 20.0,
                     f"; held-out pass error median {', '.join(f'{e:.1f}' for e in errs)} %")]
 
 
@@ -105,7 +110,7 @@ def host_speed() -> str:
 def simulate_all(repeats: int, profile_rate: float) -> list[str]:
     lines = [host_speed()]
     lines += [verdict(f"simulate 100,000 requests at {rate} req/s", [one_simulation(rate, s) for s in range(repeats)],
-                      10.0) for rate in RATES]
+                      5.0) for rate in RATES]
     prof = cProfile.Profile()
     prof.runcall(one_simulation, profile_rate, 0)
     buf = io.StringIO()
@@ -131,7 +136,7 @@ def fit(repeats: int) -> list[str]:
 
 def suite(repeats: int) -> list[str]:
     return [verdict("python -m pytest", [timed([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-                                               dict(os.environ)) for _ in range(repeats)], 120.0)]
+                                               dict(os.environ)) for _ in range(repeats)], 90.0)]
 
 
 def slow() -> list[str]:
@@ -143,12 +148,92 @@ def slow() -> list[str]:
     return [f"{'ok  ' if r.returncode == 0 else 'FAIL'} {'python -m pytest -m slow':<52} {wall:7.2f} s  ({last})"]
 
 
+# -- against an older commit: the same commands, alternating -----------------------------------------------------------
+
+MILLION = ["simulate", "--hardware", "h100-sxm", "--acceptance", "iid:0.7", "--policy", "adaptive",
+           "--requests", "1000000"]
+
+
+def run_in(root: Path, cmd: list[str], env: dict[str, str]) -> tuple[float, float | None]:
+    """Wall seconds of `cmd` run in `root`, and its peak memory in GB where GNU time can say."""
+    gnu_time = Path("/usr/bin/time")
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
+        wrapped = [str(gnu_time), "-f", "%M", "-o", rss.name, *cmd] if gnu_time.exists() else cmd
+        t0 = time.perf_counter()
+        r = subprocess.run(wrapped, cwd=root, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if r.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed in {root}: {(r.stderr or r.stdout).strip()[-400:]}")
+        text = Path(rss.name).read_text().strip().splitlines() if gnu_time.exists() else []
+    return wall, (int(text[-1]) / 2**20 if text and text[-1].isdigit() else None)
+
+
+def measurements(parts: list[str]) -> list[tuple[str, list[str], float]]:
+    """(what, the command after `python`, its goal in seconds) for each part measured against a commit."""
+    out: list[tuple[str, list[str], float]] = []
+    if "calibrate" in parts:
+        out.append(("calibrate --quick (empty cache)", ["specsim.py", "calibrate", "--quick", "--out", "{tmp}/p.json"],
+                    20.0))
+    if "million" in parts:
+        out += [(f"simulate 1,000,000 requests at {r} req/s", ["specsim.py", *MILLION, "--rate", str(r)], 60.0)
+                for r in (2, 10, 40)]
+    if "suite" in parts:
+        out.append(("python -m pytest", ["-m", "pytest", "-q", "-p", "no:cacheprovider"], 90.0))
+    return out
+
+
+def against(commit: str, repeats: int, parts: list[str]) -> list[str]:
+    """Each measurement in this checkout and in a worktree of `commit`, alternating, `repeats` times."""
+    sha = subprocess.run(["git", "rev-parse", "--short", commit], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    old = ROOT.parent / f".specsim-waits-{sha}"
+    subprocess.run(["git", "worktree", "add", "--detach", "-f", str(old), sha], cwd=ROOT, capture_output=True,
+                   check=True)
+    lines = [f"this checkout against {sha}, {repeats} alternating runs each (median [min, max]; ratio < 1: faster now)"]
+    try:
+        for what, cmd, goal in measurements(parts):
+            walls: dict[str, list[float]] = {"now": [], sha: []}
+            peaks: dict[str, list[float]] = {"now": [], sha: []}
+            errs: list[float] = []
+            for _ in range(repeats):
+                for label, root in (("now", ROOT), (sha, old)):
+                    with tempfile.TemporaryDirectory() as cache:
+                        env = {**os.environ, "XDG_CACHE_HOME": cache}
+                        wall, peak = run_in(root, [sys.executable, *(c.format(tmp=cache) for c in cmd)], env)
+                        if label == "now" and cmd[1] == "calibrate":
+                            errs.append(100 * json.loads((Path(cache) / "p.json").read_text())["fit"]["heldout"]
+                                        ["median_abs_err"])
+                    walls[label].append(wall)
+                    if peak is not None:
+                        peaks[label].append(peak)
+            now, then = statistics.median(walls["now"]), statistics.median(walls[sha])
+            mem = (f"; peak {max(peaks['now']):.2f} GB (was {max(peaks[sha]):.2f})"
+                   if peaks["now"] and peaks[sha] and cmd[1] != "pytest" else "")
+            err = f"; held-out median {', '.join(f'{e:.1f}' for e in errs)} %" if errs else ""
+            lines.append(f"{'ok  ' if now <= goal else 'SLOW'} {what:<44} now {now:6.1f} s [{min(walls['now']):.1f}, "
+                         f"{max(walls['now']):.1f}]  {sha} {then:6.1f} s [{min(walls[sha]):.1f}, "
+                         f"{max(walls[sha]):.1f}]  ratio {now / then:.2f}  goal <= {goal:g} s{mem}{err}")
+            print(lines[-1], flush=True)
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, capture_output=True)
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", default="calibrate,simulate,fit,suite,slow")
     ap.add_argument("--profile-rate", type=float, default=2.0, help="the rate whose simulation is profiled")
+    ap.add_argument("--against", metavar="COMMIT", help="time calibrate, million and suite here and at COMMIT, "
+                    "alternating, and print the ratios")
     a = ap.parse_args()
+    if a.against:
+        parts = a.only.split(",") if a.only != ap.get_default("only") else ["calibrate", "million", "suite"]
+        unknown = set(parts) - {"calibrate", "million", "suite"}
+        if unknown:
+            ap.error(f"--only with --against: unknown {', '.join(sorted(unknown))} (calibrate, million, suite)")
+        against(a.against, a.repeats, parts)
+        return 0
     parts = a.only.split(",")
     unknown = set(parts) - {"calibrate", "simulate", "fit", "suite", "slow"}
     if unknown:

@@ -184,8 +184,8 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
                 bar.update(now - shown)
                 shown = now
 
-        # a point's first call and one warm-up, then the rounds
-        estimate = Estimate(2 * n_points, effort.per_point_s * n_points, advance)
+        # a point's first call (and, replaying graphs, one warm-up), then the rounds
+        estimate = Estimate((2 if runner.mode == "graph" else 1) * n_points, effort.per_point_s * n_points, advance)
         for i in cached:
             model, max_len = built[i]
             for b, c, n in itertools.product(block, contexts, models[i].new_tokens):
@@ -209,8 +209,11 @@ def time_together(models: Sequence[Timed], device: torch.device, timer: Timer, r
                         raise
                     record(i, b, n, c, oom=True)
         if steps:
-            with torch.inference_mode():  # one warm-up: each point has run once above
-                timings = interleaved(steps, timer, effort, rng, group=lambda key: key[0], warmup=1,
+            with torch.inference_mode():  # each point has run once above
+                # a graph's second replay is its first steady one; an eager pass is steady from its second call,
+                # and the median of the rounds takes the rest (each round starts a group with an untimed call)
+                timings = interleaved(steps, timer, effort, rng, group=lambda key: key[0],
+                                      warmup=1 if runner.mode == "graph" else 0,
                                       progress=estimate.rounds, warmed=estimate.call)
             for (i, b, c, n), t in timings.items():
                 record(i, b, n, c, tick=False, **t.to_dict())

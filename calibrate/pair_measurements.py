@@ -41,7 +41,7 @@ class BuiltinPlan:
     def of(cls, quick: bool) -> BuiltinPlan:
         # Against context: windows of 32 tokens every 32 from the start to twice the 256 tokens the pair trained on.
         if quick:
-            return cls(prompts=16, tokens=64, by_context=None, engine_tokens=24, repeats=2, tax=False)
+            return cls(prompts=16, tokens=64, by_context=None, engine_tokens=16, repeats=2, tax=False)
         return cls(prompts=64, tokens=128, by_context=(64, 512), engine_tokens=32, repeats=3, tax=True)
 
 
