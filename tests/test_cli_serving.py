@@ -36,8 +36,8 @@ vllm:num_requests_running{engine="0",model_name="llama"} 3.0
 
 def test_simulate_table_json_and_seed(tmp_path):
     args = ["simulate", *H100, "--rate", "10,40", "--policy", "off,fixed:3,adaptive", "--requests", "200",
-            "--slo-tpot-ms", "20", "--executor", "serial"]  # six small runs: a pool of processes costs more
-    r = run(*args[:-2], "--json")  # the default executor (local processes)
+            "--slo-tpot-ms", "20", "--executor", "serial"]  # six small runs: a pool of processes costs more (the
+    r = run(*args, "--json")  # local processes give the serial results: test_executors)
     assert r.exit_code == 0, r.output
     body = json.loads(r.stdout)
     assert [x["policy"] for x in body["runs"]] == ["off", "fixed:3", "adaptive"] * 2
