@@ -184,9 +184,17 @@ def interleaved(points: Mapping[Hashable, Callable[[], object]], timer: Timer, e
         blocks: dict[Hashable, list[Hashable]] = {}
         for k in todo:
             blocks.setdefault(group(k), []).append(k)
-        groups = list(blocks.values())
+        # a group whose points are all done keeps its place in the rounds with one untimed call, so the points
+        # still running are timed between the others' passes as before, not back to back (a small draft's passes
+        # timed alone, its weights never evicted, came out 18-37 % cheaper than between the target's)
+        for k in keys:
+            blocks.setdefault(group(k), [])
+        groups = list(blocks.items())
         for g in rng.permutation(len(groups)):
-            block = groups[g]
+            name, block = groups[g]
+            if not block:
+                points[next(k for k in keys if group(k) == name)]()
+                continue
             order = [block[i] for i in rng.permutation(len(block))]
             points[order[0]]()  # untimed: this group's weights back in the caches
             for k in order:
