@@ -182,6 +182,11 @@ class SetupOptions:
 
             order = tuple(datasheet_order_notes(s.cost.hardware.name, self.engine or "vllm", s.target))
             s = replace(s, notes=(*s.notes, *order), datasheet_order=order)
+            if (self.engine or "vllm") == "vllm":  # the preset and its GPU's kernel tables differ (routes_check.py)
+                from scenarios.datasheet_order import route_notes
+
+                routed = bool(self.power_law_routing or self.routing_skew)
+                s = replace(s, notes=(*s.notes, *route_notes(s.cost.hardware.name, s.target, routed)))
         return say_notes(s)
 
 

@@ -77,3 +77,34 @@ def datasheet_order_notes(hw_name: str, engine: str, target: ModelSpec) -> list[
                      f"answer rests on {engine}'s measured {kernel_said(hw, other)} on {name}; {choose}"
                      f"or --hardware {name}, or calibrate this GPU (docs/kernels.md, Routes that disagree)")
     return notes
+
+
+# What benchmarks/routes_check.py measured (docs/kernels.md, Routes that disagree): where a preset and the kernel
+# tables of the same GPU (`calibrate --from aiconfigurator:SYSTEM/vllm`) differ by more than 15 % at some batch of
+# 1..256, context 1,024, by target: (the range over the GPUs, the batches, why, whether the tables' routing closes it)
+ROUTES_DIFFER = {
+    "qwen3-30b-a3b": ("25-33 % on the plain step", "16", "the fused-MoE layers: this preset routes tokens uniformly, "
+                      "the tables were measured under a power law (--power-law-routing 1.2 prices that: the MoE layers "
+                      "then within 7 % at batch 16)", True),
+    "deepseek-v3": ("18-38 % on the plain step, 20-52 % on the speed-up with MTP", "4-256",
+                    "the fused-MoE layers (the preset's fitted kernel against the measured one) and the MTP module, "
+                    "which a profile prices by its formula: no fused-MoE kernel, no all-reduce", False),
+}
+
+
+def route_notes(hw_name: str, target: ModelSpec, routed: bool = False) -> list[str]:
+    """One note where this preset's GPU has AIConfigurator kernel tables and the two routes were found to differ by
+    more than 15 % for `target` (benchmarks/routes_check.py): which way to look, and why. `routed`: the user gave
+    the MoE routing (--power-law-routing, --routing-skew), which closes a difference due to routing alone."""
+    from calibrate.aiconfigurator import PRESET_OF
+
+    found = ROUTES_DIFFER.get(target.name.split("@")[0])
+    system = next((s for s, p in PRESET_OF.items() if p == hw_name), None)
+    if found is None or system is None:
+        return []
+    how, batches, why, routing = found
+    if routed and routing:
+        return []
+    name = target.name.split("@")[0]
+    return [f"{hw_name}'s kernel tables (calibrate --from aiconfigurator:{system}/vllm) price {name} {how} apart "
+            f"from this preset at batch {batches}: {why} (docs/kernels.md, Routes that disagree)"]
