@@ -41,7 +41,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from calibrate.aiconfigurator import (  # noqa: E402
-    PRESET_OF,
     all_reduce_table,
     installed,
     measured_kernels,
@@ -49,6 +48,7 @@ from calibrate.aiconfigurator import (  # noqa: E402
     parse_source,
 )
 from scenarios import load_engine, load_hardware, load_model  # noqa: E402
+from scenarios.kernel_systems import PRESET_OF  # noqa: E402
 from simulator import SpecsimError  # noqa: E402
 from simulator.cost import CostModel  # noqa: E402
 from simulator.kernel_tables import decode_pass  # noqa: E402

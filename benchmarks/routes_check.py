@@ -31,8 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kernels_check import BATCHES, _err  # noqa: E402
 
-from calibrate.aiconfigurator import PRESET_OF, installed, measured_kernels, parse_source  # noqa: E402
+from calibrate.aiconfigurator import installed, measured_kernels, parse_source  # noqa: E402
 from calibrate.aiconfigurator_profile import aiconfigurator_profile  # noqa: E402
+from scenarios.kernel_systems import PRESET_OF  # noqa: E402
 from scenarios.profile import save_profile  # noqa: E402
 from scenarios.setup import Setup, resolve_setup  # noqa: E402
 from simulator import SpecsimError  # noqa: E402

@@ -30,9 +30,6 @@ from simulator.specs import ModelSpec
 
 INSTALL = "pip install 'specsim[aiconfigurator]' (or: pip install aiconfigurator-core)"
 MS = 1e-3
-# the preset (scenarios/hardware.toml) of each system the database measures
-PRESET_OF = {"a100_sxm": "a100-80gb-sxm", "h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200-sxm",
-             "b300_sxm": "b300-sxm", "gb200": "gb200", "gb300": "gb300", "l40s": "l40s", "l4": "l4"}
 # the engine preset (scenarios/engines.toml) of each backend
 ENGINE_OF = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt-llm"}
 GEMM_DTYPE = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "nvfp4": "nvfp4"}

@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from calibrate.aiconfigurator import ENGINE_OF, PRESET_OF, describe, measured_kernels, parse_source
+from calibrate.aiconfigurator import ENGINE_OF, describe, measured_kernels, parse_source
 from scenarios import engine_names, load_engine, load_hardware, load_model
+from scenarios.kernel_systems import PRESET_OF
 from scenarios.profile import DeviceInfo, Fit, HeldoutErrors, Microbenchmarks, PassRecord, Profile, assess_trust
 from simulator import SpecsimError, __version__
 from simulator.cost import CostModel

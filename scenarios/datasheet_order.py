@@ -96,7 +96,7 @@ def route_notes(hw_name: str, target: ModelSpec, routed: bool = False) -> list[s
     """One note where this preset's GPU has AIConfigurator kernel tables and the two routes were found to differ by
     more than 15 % for `target` (benchmarks/routes_check.py): which way to look, and why. `routed`: the user gave
     the MoE routing (--power-law-routing, --routing-skew), which closes a difference due to routing alone."""
-    from calibrate.aiconfigurator import PRESET_OF
+    from scenarios.kernel_systems import PRESET_OF
 
     found = ROUTES_DIFFER.get(target.name.split("@")[0])
     system = next((s for s, p in PRESET_OF.items() if p == hw_name), None)
