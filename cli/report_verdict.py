@@ -305,16 +305,24 @@ def context_lines(r: ReportResults) -> list[str]:
             deep = " extrapolated" if "k" in x.get("extrapolated_in", ()) else ""
             return f"k = {x['k']}{deep} at {_span(x['batch_from'], x['batch_to'])} (speed-up {s})"
 
-        line = (f"Context {c:,}: speculation pays at {_span(paying[0]['batch_from'], paying[-1]['batch_to'])}: "
-                + "; ".join(one(x) for x in paying) + ".")
+        restart = table.get("engine_without_speculation_faster_above_batch")
+        first, last = paying[0]["batch_from"], paying[-1]["batch_to"]
+        if restart is not None and restart < last:  # the table's k ranges past it are the lesser loss of a
+            #                                          speculating engine, not a gain: say which question each answers
+            line = (f"Context {c:,}: speculation pays against an engine without it at {_span(first, restart)}; "
+                    f"above batch {restart} an engine started without speculation is faster at any k (a k = 0 step "
+                    "of one started with it pays the engine's tax). An engine started with it does best with: "
+                    + "; ".join(one(x) for x in paying) + ".")
+        else:
+            line = (f"Context {c:,}: speculation pays at {_span(first, last)}: "
+                    + "; ".join(one(x) for x in paying) + ".")
         off = [x for x in ranges if x["k"] == 0 and x["batch_from"] > paying[0]["batch_from"]]
         if off:
             why = " (the draft no longer fits in memory)" if off[0]["why"].startswith("the draft") else ""
             line += f" Switch it off above batch {off[0]['batch_from'] - 1}{why}."
         else:
             line += f" It still pays at the largest batch that fits ({ranges[-1]['batch_to']})."
-        restart = table.get("engine_without_speculation_faster_above_batch")
-        if restart is not None:
+        if restart is not None and restart >= last:
             line += (f" Above batch {restart} an engine started without speculation is faster than this one at any "
                      "k (the engine's tax on a k = 0 step).")
         if table.get("fits_up_to_batch"):
