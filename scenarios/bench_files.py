@@ -91,7 +91,8 @@ class BenchRun:
     tpots_s: np.ndarray | None = None  # each request's (last token - first token) / (output - 1), where kept
     start_s: np.ndarray | None = None  # each request's send time from the run's start, where kept
     accept_length: float | None = None  # tokens per verification, bonus included (SGLang's accept_length)
-    counters: Mapping[str, float] = field(default_factory=dict)  # drafted, accepted, drafts (Prometheus)
+    counters: Mapping[str, float] = field(default_factory=dict)  # drafted, accepted, drafts, accepted@i (Prometheus)
+    file_counters: Mapping[str, float] = field(default_factory=dict)  # the same, as the result file keeps them
     fit: bool = False  # the manifest marks it for fitting (else it is judged)
     # each successful request's own acceptance, replayed request by request (a TraceAcceptance with by_request; the
     # manifest's acceptance_trace, e.g. from `calibrate.bench_traces`); None: drawn from the fitted model
@@ -111,6 +112,14 @@ class BenchRun:
         if self.itls_s is not None and all(len(g) for g in self.itls_s):
             return np.array([float(np.mean(g)) for g in self.itls_s])
         return None
+
+    @property
+    def per_position(self) -> tuple[float, ...]:
+        """Acceptance at each draft position (accepted there / drafts), where the counters give it; () otherwise."""
+        c, n = self.counters, 0
+        while f"accepted@{n}" in c:
+            n += 1
+        return tuple(c[f"accepted@{i}"] / c["drafts"] for i in range(n)) if n and c.get("drafts") else ()
 
     @property
     def policy(self) -> str:
@@ -269,17 +278,53 @@ def _flat_run(d: Mapping[str, Any], tool: str, path: str, index: int | None) -> 
     requests = _number(d, "num_prompts", where, required=False)
     concurrency = _number(d, "max_concurrency", where, required=False, strict=True, low=0)
     accept = _number(d, "accept_length", where, required=False)
+    counted = _file_counters(d, where) if tool == "vllm" else {}
     return BenchRun(
         label=Path(path).name + ("" if index is None else f"#{index + 1}"), tool=tool, path=path,
         rate_per_s=_rate(d.get("request_rate"), where), max_concurrency=int(concurrency) if concurrency else None,
         burstiness=_number(d, "burstiness", where, required=False, strict=True) or 1.0,
         input_tokens=input_mean or math.nan, output_tokens=output_mean or math.nan,
         requests=int(requests) if requests else _sent(d, where, completed),
-        completed=completed, speculative=bool(accept and accept > 1.0), k=0,
+        completed=completed, speculative=bool(accept and accept > 1.0) or bool(counted), k=0,
         model=str(d.get("model_id") or d.get("model") or ""), duration_s=duration, throughput_tokens_per_s=throughput,
         ttft=ttft, tpot=tpot, itl=itl, input_lens=in_lens, output_lens=out_lens, ttfts_s=details.get("ttfts"),
         itls_s=details.get("itls"), start_s=details.get("start_times"),
-        accept_length=accept if accept and accept >= 1.0 else None)
+        accept_length=accept if accept and accept >= 1.0 else None, file_counters=counted)
+
+
+def _file_counters(d: Mapping[str, Any], where: str) -> dict[str, float]:
+    """The run's own speculation counters, which `vllm bench serve` writes since vLLM PR #31739 (January 2026) from its
+    /metrics scrapes before and after the run: ``spec_decode_num_drafts``, ``_draft_tokens``, ``_accepted_tokens``
+    and ``_per_position_acceptance_rates`` (accepted at position i / drafts), as `_counters` names them (position i's
+    count as ``accepted@i``); {} where the file has none. ``_acceptance_length`` (1 + accepted / drafts) and
+    ``_acceptance_rate`` (100 accepted / draft tokens) are checked against them."""
+    if "spec_decode_draft_tokens" not in d and "spec_decode_num_drafts" not in d:
+        return {}
+    c = {name: _number(d, f"spec_decode_{key}", where) or 0.0
+         for key, name in (("num_drafts", "drafts"), ("draft_tokens", "drafted"), ("accepted_tokens", "accepted"))}
+    if c["drafts"] <= 0 or c["drafted"] <= 0 or c["accepted"] > c["drafted"]:
+        raise SpecsimError(f"{where}: spec_decode counters {c['drafts']:.0f} drafts, {c['drafted']:.0f} draft tokens, "
+                           f"{c['accepted']:.0f} accepted are not a speculative run's")
+    length = _number(d, "spec_decode_acceptance_length", where, required=False)
+    rate = _number(d, "spec_decode_acceptance_rate", where, required=False)
+    if (length is not None and abs(length - (1 + c["accepted"] / c["drafts"])) > 1e-3) or (
+            rate is not None and abs(rate - 100 * c["accepted"] / c["drafted"]) > 1e-2):
+        raise SpecsimError(f"{where}: spec_decode_acceptance_length {length} / _rate {rate} do not follow from its "
+                           f"{c['accepted']:.0f} accepted of {c['drafted']:.0f} draft tokens in {c['drafts']:.0f} "
+                           "drafts")
+    rates = d.get("spec_decode_per_position_acceptance_rates")
+    if isinstance(rates, dict):  # {"0": r0, ...}
+        try:
+            rates = [rates[str(i)] if str(i) in rates else rates[i] for i in range(len(rates))]
+        except KeyError:
+            rates = None
+    if rates is not None and rates != []:
+        if not isinstance(rates, list) or not all(isinstance(r, (int, float)) and 0 <= r <= 1 for r in rates) or \
+                abs(sum(rates) * c["drafts"] - c["accepted"]) > 0.5 + 1e-6 * c["accepted"]:
+            raise SpecsimError(f"{where}: spec_decode_per_position_acceptance_rates must be fractions in [0, 1], one "
+                               "per draft position, that sum to accepted / drafts")
+        c.update({f"accepted@{i}": r * c["drafts"] for i, r in enumerate(rates)})
+    return c
 
 
 def _sent(d: Mapping[str, Any], where: str, completed: int) -> int:
@@ -682,6 +727,8 @@ def _counters(entry: Mapping[str, Any], base: Path, where: str) -> dict[str, flo
         out: dict[str, float] = {}
         for (name, position), v in samples.items():
             if position is not None:
+                if name == "vllm:spec_decode_num_accepted_tokens_per_pos_total" and position.isdigit():
+                    out[f"accepted@{position}"] = out.get(f"accepted@{position}", 0.0) + v
                 continue
             short = COUNTERS.get(name.partition(":")[2].removesuffix("_total")) if ":" in name else None
             if short is not None and name.partition(":")[0] in ("vllm", "llamacpp"):
@@ -709,7 +756,8 @@ def _counters(entry: Mapping[str, Any], base: Path, where: str) -> dict[str, flo
     return delta
 
 
-def _check_counters(entry: Mapping[str, Any], where: str, c: Mapping[str, float], fixed_k: bool) -> None:
+def _check_counters(entry: Mapping[str, Any], where: str, c: Mapping[str, float], fixed_k: bool,
+                    source: str = "its metrics scrape") -> None:
     """Counters that contradict the run they are given to are refused: on a plain run, or a k that their draft
     tokens per draft deny (a draft holds at most k tokens; vLLM's hold exactly k, llama-server's up to k)."""
     per = c["drafted"] / c["drafts"] if c.get("drafts") else None
@@ -718,18 +766,38 @@ def _check_counters(entry: Mapping[str, Any], where: str, c: Mapping[str, float]
     if "acceptance_trace" in entry and (entry.get("speculative") is False or "k" not in entry):
         return  # `_with_trace` refuses a plain run's acceptance trace, in its own words
     if entry.get("speculative") is False:
-        raise SpecsimError(f"{where}: speculative = false, but its metrics scrape counts speculative decoding "
+        raise SpecsimError(f"{where}: speculative = false, but {source} counts speculative decoding "
                            f"({said}): drop metrics, or drop speculative = false and give k = N")
     k = entry.get("k")
     if k is None:
         hint = f" (its counters say k = {round(per)})" if per is not None else ""
-        raise SpecsimError(f"{where}: its metrics scrape counts speculative decoding ({said}) but the run has no "
+        raise SpecsimError(f"{where}: {source} counts speculative decoding ({said}) but the run has no "
                            f"draft length: give k = N{hint}, or drop metrics if it ran without speculation")
     if per is None or isinstance(k, bool) or not isinstance(k, (int, float)):
         return
     if per > k + 1e-6 or (fixed_k and abs(per - k) > 0.5):
-        raise SpecsimError(f"{where}: its counters say {said} but the manifest gives k = {k:g}: give k = "
+        raise SpecsimError(f"{where}: {source} says {said} but the manifest gives k = {k:g}: give k = "
                            f"{round(per) if fixed_k else math.ceil(per - 1e-6)}, or this run's own metrics scrape")
+
+
+def _own_counters(run: BenchRun, entry: Mapping[str, Any], where: str, scraped: Mapping[str, float]
+                  ) -> Mapping[str, float]:
+    """The run's counters: its result file's own (vLLM's spec_decode fields), checked as a scrape's are, else the
+    manifest's scrape; both given, they must agree (on every counter both have)."""
+    own = run.file_counters
+    if not own:
+        return scraped
+    w = f"{where} ({run.label})"
+    if scraped:
+        differ = [k for k in sorted(set(own) & set(scraped)) if abs(own[k] - scraped[k]) > 0.5 + 1e-6 * own[k]]
+        if differ:
+            said = ", ".join(f"{k} {own[k]:,.0f} against {scraped[k]:,.0f}" for k in differ[:3])
+            raise SpecsimError(f"{w}: the result file's spec_decode counters and the metrics scrape "
+                               f"{entry['metrics']} disagree ({said}): drop metrics (the file's own are the run's), "
+                               "or give metrics_before")
+        return {**scraped, **own}
+    _check_counters(entry, w, own, fixed_k=True, source="its result file's spec_decode counters")
+    return own
 
 
 def _apply(run: BenchRun, entry: Mapping[str, Any], where: str, counters: Mapping[str, float],
@@ -872,7 +940,7 @@ def read_manifest(path: str | Path) -> Manifest:
                 raise SpecsimError(f"{where}: metrics = \"{entry['metrics']}\" is run {scrapes[scrape]}'s scrape too, "
                                    "so its counters would count twice: give each run the scrape taken after it")
             scrapes[scrape] = i
-        applied = [_apply(r, entry, where, counters, notes) for r in found]
+        applied = [_apply(r, entry, where, _own_counters(r, entry, where, counters), notes) for r in found]
         if "acceptance_trace" in entry:
             if len(applied) > 1:
                 raise SpecsimError(f"{where}: an acceptance trace belongs to one run; pick it with index = N")
