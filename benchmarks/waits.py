@@ -184,8 +184,12 @@ def measurements(parts: list[str]) -> list[tuple[str, list[str], float]]:
 
 def against(commit: str, repeats: int, parts: list[str]) -> list[str]:
     """Each measurement in this checkout and in a worktree of `commit`, alternating, `repeats` times."""
-    sha = subprocess.run(["git", "rev-parse", "--short", commit], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout.strip()
+    found = subprocess.run(["git", "rev-parse", "--short", "--verify", f"{commit}^{{commit}}"], cwd=ROOT,
+                           capture_output=True, text=True)
+    if found.returncode != 0:
+        raise SystemExit(f"waits.py: error: --against {commit!r} is no commit of this repository; give a hash or a "
+                         "tag git log shows")
+    sha = found.stdout.strip()
     old = ROOT.parent / f".specsim-waits-{sha}"
     subprocess.run(["git", "worktree", "add", "--detach", "-f", str(old), sha], cwd=ROOT, capture_output=True,
                    check=True)
